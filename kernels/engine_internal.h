@@ -1,0 +1,133 @@
+/*
+ * engine_internal.h — what a backend implements, and the plan state that the
+ * backend-neutral front end (engine.c) shares with the backends.  Private to
+ * kernels/: the daemon and clients see only rtomo_engine.h.
+ *
+ * Division of labour
+ *   engine.c validates every argument, copies the geometry (angles and axis
+ *   shifts into arrays the plan owns), averages dark and flat frames on the
+ *   host, tracks which projections arrived, and then calls the backend.  A
+ *   backend therefore receives only valid, in-range requests and need not
+ *   re-check them.
+ */
+#ifndef RTOMO_ENGINE_INTERNAL_H
+#define RTOMO_ENGINE_INTERNAL_H
+
+#include "rtomo_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- FBP ---- */
+
+typedef struct rtomo_fbp_backend_ops {
+    const char *name;
+    /* Allocate plan->impl.  Called once, geometry already validated. */
+    rtomo_status (*create)(rtomo_fbp *plan, rtomo_error *err);
+    void (*destroy)(rtomo_fbp *plan);
+    /* Called once before the first projection, with the averaged flat field
+     * of the kept rows in plan->dark / plan->flat (row_count x det_width) when
+     * plan->normalise is set. */
+    rtomo_status (*begin_projections)(rtomo_fbp *plan, rtomo_error *err);
+    /* Normalise (when plan->normalise) and filter the kept rows of a frame
+     * into slot `index`.  The frame buffer belongs to the caller and is valid
+     * only during the call. */
+    rtomo_status (*add_projection)(rtomo_fbp *plan, int index,
+                                   const void *frame, rtomo_dtype dtype,
+                                   rtomo_error *err);
+    /* `rows` kept rows starting at kept-row offset `kept_row`. */
+    rtomo_status (*set_filtered)(rtomo_fbp *plan, int kept_row, int rows,
+                                 const float *sinograms, rtomo_error *err);
+    rtomo_status (*get_filtered)(rtomo_fbp *plan, int kept_row,
+                                 float *sinogram, rtomo_error *err);
+    rtomo_status (*sync)(rtomo_fbp *plan, rtomo_error *err);
+    /* kept_rows[i] are offsets within the kept range.  Uses plan->angles,
+     * plan->axis_shift, plan->geom (ROI, interpolation) as they are now.
+     * Adds its own timing to plan->stats. */
+    rtomo_status (*reconstruct)(rtomo_fbp *plan, const int *kept_rows,
+                                int n_rows, float *out, rtomo_error *err);
+} rtomo_fbp_backend_ops;
+
+struct rtomo_fbp {
+    rtomo_fbp_geometry geom;    /* normalised copy: angles, axis_shift point
+                                   to the arrays below; axis is finite;
+                                   row_count, slice_size, roi_* filled in */
+    double *angles;             /* n_proj, radians */
+    double *axis_shift;         /* n_proj, bins (zeros when not given) */
+    rtomo_engine_options opt;
+    rtomo_backend backend;      /* CPU or CUDA, never AUTO */
+    const rtomo_fbp_backend_ops *ops;
+    void *impl;                 /* backend state */
+
+    /* Flat-field correction, owned by engine.c. */
+    double *dark_sum, *flat_sum;    /* full frames, running sums */
+    int n_dark, n_flat;
+    float *dark, *flat;         /* kept rows, averaged; set before
+                                   begin_projections when normalise */
+    int normalise;              /* 1 when at least one flat was added */
+    int projections_started;
+
+    unsigned char *received;    /* n_proj flags */
+    int n_received;
+
+    int filter_length;          /* padded row length, power of two */
+    float *filter;              /* filter_length coefficients times the
+                                   back-projection weight pi/n_proj */
+    rtomo_fbp_stats stats;
+};
+
+/* --------------------------------------------------------------- SBDX ---- */
+
+typedef struct rtomo_sbdx_backend_ops {
+    const char *name;
+    rtomo_status (*create)(rtomo_sbdx *plan, rtomo_error *err);
+    void (*destroy)(rtomo_sbdx *plan);
+    rtomo_status (*submit)(rtomo_sbdx *plan, const void *frame,
+                           rtomo_dtype dtype, uint64_t tag, rtomo_error *err);
+    rtomo_status (*collect)(rtomo_sbdx *plan, const rtomo_sbdx_output *out,
+                            uint64_t *tag, rtomo_error *err);
+    int pipeline_depth;         /* frames that may be outstanding */
+} rtomo_sbdx_backend_ops;
+
+struct rtomo_sbdx {
+    rtomo_sbdx_geometry geom;   /* normalised copy: ratios points below,
+                                   out_* and composite_radius filled in */
+    double *ratios;
+    rtomo_engine_options opt;
+    rtomo_backend backend;
+    const rtomo_sbdx_backend_ops *ops;
+    void *impl;
+    int outstanding;            /* submitted, not yet collected */
+    rtomo_sbdx_stats stats;
+};
+
+/* ---------------------------------------------------- backend registry ---- */
+
+extern const rtomo_fbp_backend_ops rtomo_cpu_fbp_ops;
+extern const rtomo_sbdx_backend_ops rtomo_cpu_sbdx_ops;
+#ifdef RTOMO_HAVE_CUDA
+extern const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops;
+extern const rtomo_sbdx_backend_ops rtomo_cuda_sbdx_ops;
+#endif
+
+/* ------------------------------------------------------ shared helpers ---- */
+
+/* Monotonic wall clock in seconds. */
+double rtomo_now_seconds(void);
+
+/* Number of CPU worker threads for opt (cpu_threads, or online cores). */
+int rtomo_cpu_thread_count(const rtomo_engine_options *opt);
+
+/* Convert n samples of any dtype to float32. */
+void rtomo_convert_to_float(const void *src, rtomo_dtype dtype, size_t n,
+                            float *dst);
+
+/* Smallest power of two >= 2*det_width: the padded filter length. */
+int rtomo_fbp_padded_length(int det_width);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTOMO_ENGINE_INTERNAL_H */

@@ -1,0 +1,540 @@
+/*
+ * fbp_engine.c — the backend-neutral front end of the FBP engine.
+ *
+ * Validates geometry and every call's arguments, owns the copies of angles
+ * and axis corrections, averages dark and flat frames, tracks which
+ * projections arrived and dispatches to the selected backend.  Backends see
+ * only valid requests (see engine_internal.h).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "fbp_filter_design.h"
+
+#define MAX_EDGE 65536          /* detector width/height, slice size */
+#define MAX_PROJECTIONS (1 << 20)
+
+void rtomo_fbp_geometry_init(rtomo_fbp_geometry *g)
+{
+    memset(g, 0, sizeof *g);
+    g->axis = NAN;
+    g->window = RTOMO_WINDOW_RAMLAK;
+    g->interp = RTOMO_INTERP_LINEAR;
+    g->cutoff = 1.0;
+}
+
+/* ----------------------------------------------------------- validation ---- */
+
+static rtomo_status check_sizes(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    if (g->det_width < 2 || g->det_width > MAX_EDGE)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "det_width %d is outside [2, %d]", g->det_width,
+                               MAX_EDGE);
+    if (g->det_height < 1 || g->det_height > MAX_EDGE)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "det_height %d is outside [1, %d]",
+                               g->det_height, MAX_EDGE);
+    if (g->n_proj < 1 || g->n_proj > MAX_PROJECTIONS)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "n_proj %d is outside [1, %d]", g->n_proj,
+                               MAX_PROJECTIONS);
+    return RTOMO_OK;
+}
+
+static rtomo_status check_angles(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    if (g->angles) {
+        for (int p = 0; p < g->n_proj; p++)
+            if (!isfinite(g->angles[p]))
+                return rtomo_set_error(err, RTOMO_E_INVALID,
+                                       "angles[%d] is not a finite number", p);
+        return RTOMO_OK;
+    }
+    if (!isfinite(g->angle_start))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "angle_start is not a finite number");
+    if (!isfinite(g->angle_step))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "angle_step is not a finite number");
+    return RTOMO_OK;
+}
+
+static rtomo_status check_axis(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    const double w = g->det_width;
+    if (!isnan(g->axis) && (!isfinite(g->axis) || g->axis < -w || g->axis > 2 * w))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "axis %g is not within one detector width of "
+                               "the detector [0, %d)", g->axis, g->det_width);
+    if (g->axis_shift) {
+        for (int p = 0; p < g->n_proj; p++)
+            if (!isfinite(g->axis_shift[p]) || fabs(g->axis_shift[p]) > w)
+                return rtomo_set_error(err, RTOMO_E_INVALID,
+                                       "axis_shift[%d] = %g is not a finite "
+                                       "shift of at most %d bins", p,
+                                       g->axis_shift[p], g->det_width);
+    }
+    return RTOMO_OK;
+}
+
+static rtomo_status check_filter(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    if ((unsigned)g->window > RTOMO_WINDOW_HANN)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown filter window %d",
+                               (int)g->window);
+    if (!(g->cutoff == 0.0 || (g->cutoff > 0.0 && g->cutoff <= 1.0)))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "cutoff %g is outside (0, 1] (fraction of "
+                               "Nyquist)", g->cutoff);
+    if ((unsigned)g->interp > RTOMO_INTERP_NEAREST)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown interpolation %d",
+                               (int)g->interp);
+    return RTOMO_OK;
+}
+
+static rtomo_status check_rows(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    if (g->row_first < 0 || g->row_first >= g->det_height)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "row_first %d is outside the detector's rows "
+                               "[0, %d)", g->row_first, g->det_height);
+    if (g->row_count < 0 || g->row_first + g->row_count > g->det_height)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "rows [%d, %d) reach beyond the detector's %d "
+                               "rows", g->row_first, g->row_first + g->row_count,
+                               g->det_height);
+    return RTOMO_OK;
+}
+
+static rtomo_status check_roi(int size, int x, int y, int w, int h,
+                              rtomo_error *err)
+{
+    if (w == 0 && h == 0 && x == 0 && y == 0)
+        return RTOMO_OK;
+    if (w < 1 || h < 1 || x < 0 || y < 0 || x + w > size || y + h > size)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "region of interest %dx%d at (%d, %d) is not "
+                               "inside the %dx%d slice", w, h, x, y, size, size);
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
+                                         rtomo_error *err)
+{
+    if (!g)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "no geometry given");
+    rtomo_status st;
+    if ((st = check_sizes(g, err)) || (st = check_angles(g, err)) ||
+        (st = check_axis(g, err)) || (st = check_filter(g, err)) ||
+        (st = check_rows(g, err)))
+        return st;
+    if (g->slice_size < 0 || g->slice_size > MAX_EDGE)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "slice_size %d is outside [1, %d]",
+                               g->slice_size, MAX_EDGE);
+    int size = g->slice_size ? g->slice_size : g->det_width;
+    return check_roi(size, g->roi_x, g->roi_y, g->roi_width, g->roi_height, err);
+}
+
+/* ------------------------------------------------------------- creation ---- */
+
+static rtomo_status select_backend(rtomo_fbp *plan, rtomo_error *err)
+{
+    rtomo_backend want = plan->opt.backend;
+    if (want == RTOMO_BACKEND_AUTO)
+        want = rtomo_cuda_device_count() > 0 ? RTOMO_BACKEND_CUDA
+                                             : RTOMO_BACKEND_CPU;
+    switch (want) {
+    case RTOMO_BACKEND_CPU:
+        plan->ops = &rtomo_cpu_fbp_ops;
+        break;
+    case RTOMO_BACKEND_CUDA:
+#ifdef RTOMO_HAVE_CUDA
+        if (rtomo_cuda_device_count() < 1)
+            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                                   "CUDA backend requested but no GPU is "
+                                   "visible");
+        plan->ops = &rtomo_cuda_fbp_ops;
+        break;
+#else
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "CUDA backend requested but this build has no "
+                               "CUDA support");
+#endif
+    default:
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown backend %d",
+                               (int)want);
+    }
+    plan->backend = want;
+    return RTOMO_OK;
+}
+
+/* Copy g into the plan with every default filled in. */
+static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
+                                  rtomo_error *err)
+{
+    rtomo_fbp_geometry *c = &plan->geom;
+    *c = *g;
+    plan->angles = malloc(sizeof(double) * (size_t)g->n_proj);
+    plan->axis_shift = calloc((size_t)g->n_proj, sizeof(double));
+    plan->received = calloc((size_t)g->n_proj, 1);
+    if (!plan->angles || !plan->axis_shift || !plan->received)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for %d projections", g->n_proj);
+    double step = g->angle_step != 0.0 ? g->angle_step : M_PI / g->n_proj;
+    for (int p = 0; p < g->n_proj; p++) {
+        plan->angles[p] = g->angles ? g->angles[p] : g->angle_start + p * step;
+        if (g->axis_shift)
+            plan->axis_shift[p] = g->axis_shift[p];
+    }
+    c->angles = plan->angles;
+    c->axis_shift = plan->axis_shift;
+    c->angle_step = step;
+    if (isnan(c->axis))
+        c->axis = 0.5 * (g->det_width - 1);
+    if (c->cutoff == 0.0)
+        c->cutoff = 1.0;
+    if (c->row_count == 0)
+        c->row_count = g->det_height - g->row_first;
+    if (c->slice_size == 0)
+        c->slice_size = g->det_width;
+    if (c->roi_width == 0 && c->roi_height == 0) {
+        c->roi_x = c->roi_y = 0;
+        c->roi_width = c->roi_height = c->slice_size;
+    }
+    return RTOMO_OK;
+}
+
+static rtomo_status design_filter(rtomo_fbp *plan, rtomo_error *err)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    int n = rtomo_fbp_padded_length(g->det_width);
+    plan->filter = malloc(sizeof(float) * (size_t)n);
+    if (!plan->filter)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for the filter");
+    plan->filter_length = n;
+    /* Fold in the back-projection weight and the 1/n of the unnormalised
+     * inverse FFT, so that backends apply one multiplication per bin. */
+    double scale = M_PI / g->n_proj / n;
+    return rtomo_fbp_filter_design(g->det_width, g->window, g->cutoff, scale,
+                                   plan->filter, n, NULL, err);
+}
+
+rtomo_fbp *rtomo_fbp_create(const rtomo_fbp_geometry *g,
+                            const rtomo_engine_options *opt, rtomo_error *err)
+{
+    rtomo_clear_error(err);
+    if (rtomo_fbp_geometry_validate(g, err) != RTOMO_OK)
+        return NULL;
+    rtomo_fbp *plan = calloc(1, sizeof *plan);
+    if (!plan) {
+        rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for an FBP plan");
+        return NULL;
+    }
+    if (opt)
+        plan->opt = *opt;
+    else
+        rtomo_engine_options_init(&plan->opt);
+    if (copy_geometry(plan, g, err) != RTOMO_OK ||
+        design_filter(plan, err) != RTOMO_OK ||
+        select_backend(plan, err) != RTOMO_OK ||
+        plan->ops->create(plan, err) != RTOMO_OK) {
+        rtomo_fbp_destroy(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+void rtomo_fbp_destroy(rtomo_fbp *plan)
+{
+    if (!plan)
+        return;
+    if (plan->ops && plan->impl)
+        plan->ops->destroy(plan);
+    free(plan->angles);
+    free(plan->axis_shift);
+    free(plan->received);
+    free(plan->dark_sum);
+    free(plan->flat_sum);
+    free(plan->dark);
+    free(plan->flat);
+    free(plan->filter);
+    free(plan);
+}
+
+rtomo_backend rtomo_fbp_backend(const rtomo_fbp *plan) { return plan->backend; }
+
+const rtomo_fbp_geometry *rtomo_fbp_geometry_of(const rtomo_fbp *plan)
+{
+    return &plan->geom;
+}
+
+void rtomo_fbp_get_stats(const rtomo_fbp *plan, rtomo_fbp_stats *out)
+{
+    *out = plan->stats;
+}
+
+/* ------------------------------------------------------- dark and flat ---- */
+
+static size_t frame_samples(const rtomo_fbp *plan)
+{
+    return (size_t)plan->geom.det_width * (size_t)plan->geom.det_height;
+}
+
+static rtomo_status check_frame(const void *frame, rtomo_dtype dtype,
+                                rtomo_error *err)
+{
+    if (!frame)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "no frame data given");
+    if ((unsigned)dtype > RTOMO_DTYPE_F32)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown sample type %d",
+                               (int)dtype);
+    return RTOMO_OK;
+}
+
+/* Add a frame into a running sum (allocated on first use). */
+static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
+                               const void *frame, rtomo_dtype dtype,
+                               const char *what, rtomo_error *err)
+{
+    rtomo_status st = check_frame(frame, dtype, err);
+    if (st != RTOMO_OK)
+        return st;
+    if (plan->projections_started)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "%s frames must come before the first "
+                               "projection", what);
+    size_t n = frame_samples(plan);
+    if (!*sum && !(*sum = calloc(n, sizeof(double))))
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for %s frames", what);
+    double *s = *sum;
+    for (size_t i = 0; i < n; i++) {
+        double v = dtype == RTOMO_DTYPE_U8 ? ((const uint8_t *)frame)[i]
+                 : dtype == RTOMO_DTYPE_U16 ? ((const uint16_t *)frame)[i]
+                 : ((const float *)frame)[i];
+        if (!isfinite(v))
+            return rtomo_set_error(err, RTOMO_E_INVALID,
+                                   "%s frame sample %zu is not finite", what, i);
+        s[i] += v;
+    }
+    (*count)++;
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
+                                rtomo_dtype dtype, rtomo_error *err)
+{
+    return accumulate(plan, &plan->dark_sum, &plan->n_dark, frame, dtype,
+                      "dark", err);
+}
+
+rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
+                                rtomo_dtype dtype, rtomo_error *err)
+{
+    return accumulate(plan, &plan->flat_sum, &plan->n_flat, frame, dtype,
+                      "flat", err);
+}
+
+/* Average darks and flats over the kept rows (dark 0 when none came). */
+static rtomo_status average_flat_field(rtomo_fbp *plan, rtomo_error *err)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    size_t n = (size_t)g->row_count * (size_t)g->det_width;
+    size_t first = (size_t)g->row_first * (size_t)g->det_width;
+    plan->dark = calloc(n, sizeof(float));
+    plan->flat = calloc(n, sizeof(float));
+    if (!plan->dark || !plan->flat)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for the flat field");
+    for (size_t i = 0; i < n; i++) {
+        if (plan->n_dark)
+            plan->dark[i] = (float)(plan->dark_sum[first + i] / plan->n_dark);
+        plan->flat[i] = (float)(plan->flat_sum[first + i] / plan->n_flat);
+    }
+    return RTOMO_OK;
+}
+
+static rtomo_status start_projections(rtomo_fbp *plan, rtomo_error *err)
+{
+    plan->normalise = plan->n_flat > 0;
+    if (plan->normalise) {
+        rtomo_status st = average_flat_field(plan, err);
+        if (st != RTOMO_OK)
+            return st;
+    }
+    rtomo_status st = plan->ops->begin_projections(plan, err);
+    if (st == RTOMO_OK)
+        plan->projections_started = 1;
+    return st;
+}
+
+/* -------------------------------------------------------- projections ---- */
+
+static int float_frame_is_finite(const float *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(f[i]))
+            return 0;
+    return 1;
+}
+
+rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
+                                      const void *frame, rtomo_dtype dtype,
+                                      double angle, double axis_shift,
+                                      rtomo_error *err)
+{
+    rtomo_status st = check_frame(frame, dtype, err);
+    if (st != RTOMO_OK)
+        return st;
+    const rtomo_fbp_geometry *g = &plan->geom;
+    if (index < 0 || index >= g->n_proj)
+        return rtomo_set_error(err, RTOMO_E_RANGE,
+                               "projection index %d is outside [0, %d)", index,
+                               g->n_proj);
+    if (isinf(angle))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "angle of projection %d is infinite", index);
+    if (isinf(axis_shift) || (!isnan(axis_shift) && fabs(axis_shift) > g->det_width))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "axis shift %g of projection %d is not a finite "
+                               "shift of at most %d bins", axis_shift, index,
+                               g->det_width);
+    if (dtype == RTOMO_DTYPE_F32 &&
+        !float_frame_is_finite(frame, frame_samples(plan)))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "projection %d contains NaN or infinite samples",
+                               index);
+    if (!plan->projections_started && (st = start_projections(plan, err)))
+        return st;
+    st = plan->ops->add_projection(plan, index, frame, dtype, err);
+    if (st != RTOMO_OK)
+        return st;
+    if (!isnan(angle))
+        plan->angles[index] = angle;
+    if (!isnan(axis_shift))
+        plan->axis_shift[index] = axis_shift;
+    if (!plan->received[index]) {
+        plan->received[index] = 1;
+        plan->n_received++;
+    }
+    return RTOMO_OK;
+}
+
+static rtomo_status check_kept_row(const rtomo_fbp *plan, int row,
+                                   rtomo_error *err)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    if (row < g->row_first || row >= g->row_first + g->row_count)
+        return rtomo_set_error(err, RTOMO_E_RANGE,
+                               "detector row %d is not among the kept rows "
+                               "[%d, %d)", row, g->row_first,
+                               g->row_first + g->row_count);
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
+                                    const float *sinograms, rtomo_error *err)
+{
+    rtomo_status st;
+    if (!sinograms || rows < 1)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "no sinogram data given");
+    if ((st = check_kept_row(plan, row, err)) ||
+        (st = check_kept_row(plan, row + rows - 1, err)))
+        return st;
+    if (!plan->projections_started && (st = start_projections(plan, err)))
+        return st;
+    st = plan->ops->set_filtered(plan, row - plan->geom.row_first, rows,
+                                 sinograms, err);
+    if (st == RTOMO_OK && plan->n_received < plan->geom.n_proj) {
+        memset(plan->received, 1, (size_t)plan->geom.n_proj);
+        plan->n_received = plan->geom.n_proj;
+    }
+    return st;
+}
+
+rtomo_status rtomo_fbp_get_filtered(rtomo_fbp *plan, int row, float *sinogram,
+                                    rtomo_error *err)
+{
+    rtomo_status st;
+    if (!sinogram)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "no output buffer given");
+    if ((st = check_kept_row(plan, row, err)))
+        return st;
+    return plan->ops->get_filtered(plan, row - plan->geom.row_first, sinogram,
+                                   err);
+}
+
+rtomo_status rtomo_fbp_sync(rtomo_fbp *plan, rtomo_error *err)
+{
+    return plan->ops->sync(plan, err);
+}
+
+/* ------------------------------------------------------ reconstruction ---- */
+
+rtomo_status rtomo_fbp_reconstruct(rtomo_fbp *plan, const int *rows,
+                                   int n_rows, float *out, rtomo_error *err)
+{
+    if (!rows || n_rows < 1 || !out)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "reconstruct needs at least one row and an "
+                               "output buffer");
+    int *kept = malloc(sizeof(int) * (size_t)n_rows);
+    if (!kept)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    rtomo_status st = RTOMO_OK;
+    for (int i = 0; i < n_rows && st == RTOMO_OK; i++) {
+        st = check_kept_row(plan, rows[i], err);
+        kept[i] = rows[i] - plan->geom.row_first;
+    }
+    if (st == RTOMO_OK && !plan->projections_started)
+        st = start_projections(plan, err);
+    if (st == RTOMO_OK) {
+        double t0 = rtomo_now_seconds();
+        st = plan->ops->reconstruct(plan, kept, n_rows, out, err);
+        plan->stats.reconstruct_seconds += rtomo_now_seconds() - t0;
+        if (st == RTOMO_OK) {
+            plan->stats.slices_reconstructed += n_rows;
+            plan->stats.updates += (double)n_rows * plan->geom.roi_width *
+                                   plan->geom.roi_height * plan->geom.n_proj;
+        }
+    }
+    free(kept);
+    return st;
+}
+
+rtomo_status rtomo_fbp_set_roi(rtomo_fbp *plan, int roi_x, int roi_y,
+                               int roi_width, int roi_height, rtomo_error *err)
+{
+    rtomo_fbp_geometry *g = &plan->geom;
+    rtomo_status st = check_roi(g->slice_size, roi_x, roi_y, roi_width,
+                                roi_height, err);
+    if (st != RTOMO_OK)
+        return st;
+    if (roi_width == 0) {
+        roi_x = roi_y = 0;
+        roi_width = roi_height = g->slice_size;
+    }
+    g->roi_x = roi_x;
+    g->roi_y = roi_y;
+    g->roi_width = roi_width;
+    g->roi_height = roi_height;
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_set_interp(rtomo_fbp *plan, rtomo_interp interp,
+                                  rtomo_error *err)
+{
+    if ((unsigned)interp > RTOMO_INTERP_NEAREST)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown interpolation %d",
+                               (int)interp);
+    plan->geom.interp = interp;
+    return RTOMO_OK;
+}

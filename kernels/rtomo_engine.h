@@ -1,0 +1,417 @@
+/*
+ * rtomo_engine.h — the backend-neutral reconstruction engine API.
+ *
+ * Two engines live behind this API:
+ *   - FBP: filtered back-projection for parallel-beam tomography.  Frames
+ *     (projections) are fed one by one as they arrive; each is normalised and
+ *     ramp-filtered at once, so that when the scan is complete only the
+ *     back-projection remains.  Slices are then reconstructed in batches.
+ *   - SBDX: shift-and-add tomosynthesis.  One frame (a full raster scan of the
+ *     collimator holes) becomes P focal planes plus a best-focus composite.
+ *
+ * A backend (CPU or CUDA) is chosen when a plan is created.  The CPU backend
+ * always exists and is the reference every other backend is tested against.
+ * Nothing here knows about ZeroMQ, JSON or the daemon.
+ *
+ * Conventions
+ *   - Every fallible call takes an rtomo_error* (may be NULL) and returns an
+ *     rtomo_status (or NULL for constructors).  On failure err->code and
+ *     err->message say what went wrong in words an operator can act on.
+ *   - A plan is used by one thread at a time.  Different plans are
+ *     independent and may be used from different threads.
+ *   - Images are row-major float32, x fastest.  Frames are row-major, x
+ *     (detector column) fastest, in host byte order.
+ */
+#ifndef RTOMO_ENGINE_H
+#define RTOMO_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum rtomo_status {
+    RTOMO_OK = 0,
+    RTOMO_E_INVALID,     /* a bad argument or geometry */
+    RTOMO_E_NOMEM,       /* host or device memory exhausted */
+    RTOMO_E_STATE,       /* call not allowed in the plan's current state */
+    RTOMO_E_RANGE,       /* an index outside its valid range */
+    RTOMO_E_BACKEND,     /* the backend failed (a CUDA or FFT error) */
+    RTOMO_E_UNAVAILABLE  /* backend not built in, or no device present */
+} rtomo_status;
+
+#define RTOMO_ERROR_MESSAGE_MAX 256
+
+typedef struct rtomo_error {
+    rtomo_status code;
+    char message[RTOMO_ERROR_MESSAGE_MAX];
+} rtomo_error;
+
+/* Short stable name of a status ("ok", "invalid", ...). */
+const char *rtomo_status_name(rtomo_status status);
+
+/* Record an error: sets err->code and formats err->message (printf style).
+ * Returns `code` so that callers can write `return rtomo_set_error(...)`.
+ * A NULL err is allowed and ignored. */
+rtomo_status rtomo_set_error(rtomo_error *err, rtomo_status code,
+                             const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Reset err to RTOMO_OK with an empty message (NULL allowed). */
+void rtomo_clear_error(rtomo_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Backends and devices                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum rtomo_backend {
+    RTOMO_BACKEND_AUTO = 0, /* CUDA when built and a GPU is present, else CPU */
+    RTOMO_BACKEND_CPU,
+    RTOMO_BACKEND_CUDA
+} rtomo_backend;
+
+const char *rtomo_backend_name(rtomo_backend backend);
+/* Parse "auto", "cpu" or "cuda"; returns RTOMO_E_INVALID otherwise. */
+rtomo_status rtomo_backend_parse(const char *name, rtomo_backend *out);
+
+/* 1 when this build contains the CUDA backend. */
+int rtomo_cuda_built(void);
+/* Number of usable CUDA devices (0 without CUDA or without a GPU). */
+int rtomo_cuda_device_count(void);
+
+#define RTOMO_MAX_DEVICES 16
+
+typedef struct rtomo_device_info {
+    int index;                  /* CUDA device ordinal */
+    char name[256];
+    size_t memory_total;        /* bytes */
+    size_t memory_free;         /* bytes, when read */
+    int multiprocessors;
+    int compute_major, compute_minor;
+} rtomo_device_info;
+
+rtomo_status rtomo_cuda_device_info(int index, rtomo_device_info *out,
+                                    rtomo_error *err);
+
+/* Sample formats of incoming frames. */
+typedef enum rtomo_dtype {
+    RTOMO_DTYPE_U8 = 0,
+    RTOMO_DTYPE_U16,
+    RTOMO_DTYPE_F32
+} rtomo_dtype;
+
+size_t rtomo_dtype_size(rtomo_dtype dtype);
+const char *rtomo_dtype_name(rtomo_dtype dtype);  /* "uint8", "uint16", "float32" */
+rtomo_status rtomo_dtype_parse(const char *name, rtomo_dtype *out);
+
+/* ------------------------------------------------------------------------ */
+/* Engine options (both engines)                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Back-projection kernels of the CUDA FBP backend (ignored by the CPU). */
+typedef enum rtomo_bp_kernel {
+    RTOMO_BP_AUTO = 0,      /* the fastest for this GPU (autotuned, cached) */
+    RTOMO_BP_STANDARD,      /* one thread per pixel, tex2D: the baseline */
+    RTOMO_BP_TEXTURE,       /* optimized texture kernel (16x16 block, Z-order) */
+    RTOMO_BP_ALU,           /* shared-memory cache, interpolation on the cores */
+    RTOMO_BP_HYBRID         /* texture and ALU blocks in one grid, per-SM ratio */
+} rtomo_bp_kernel;
+
+const char *rtomo_bp_kernel_name(rtomo_bp_kernel kernel);
+rtomo_status rtomo_bp_kernel_parse(const char *name, rtomo_bp_kernel *out);
+
+/* Storage precision of filtered sinograms on the GPU (ignored by the CPU). */
+typedef enum rtomo_precision {
+    RTOMO_PRECISION_FLOAT = 0,  /* float32 texels */
+    RTOMO_PRECISION_HALF        /* float16 texels, float32 arithmetic */
+} rtomo_precision;
+
+/* SBDX reconstruction formulation. */
+typedef enum rtomo_sbdx_method {
+    RTOMO_SBDX_PIXEL_CENTRIC = 0,   /* gather: the fast one */
+    RTOMO_SBDX_DETECTOR_CENTRIC     /* scatter: the cross-check */
+} rtomo_sbdx_method;
+
+typedef struct rtomo_engine_options {
+    rtomo_backend backend;
+    int cpu_threads;            /* CPU backend: 0 = one per online core */
+    int n_devices;              /* CUDA: 0 = all visible devices */
+    int device_ids[RTOMO_MAX_DEVICES];  /* CUDA: used when n_devices > 0 */
+    /* FBP on CUDA */
+    rtomo_bp_kernel bp_kernel;
+    int slices_per_pass;        /* 0 = auto, or 1, 2, 4 */
+    rtomo_precision precision;
+    double hybrid_ratio;        /* fraction of blocks on the texture path;
+                                   0 = autotuned */
+    /* SBDX */
+    rtomo_sbdx_method sbdx_method;
+} rtomo_engine_options;
+
+/* Fill with defaults: AUTO backend, all cores, all devices, AUTO kernel. */
+void rtomo_engine_options_init(rtomo_engine_options *opt);
+
+/* ------------------------------------------------------------------------ */
+/* FBP: parallel-beam filtered back-projection                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum rtomo_window {
+    RTOMO_WINDOW_RAMLAK = 0,    /* plain ramp */
+    RTOMO_WINDOW_SHEPP_LOGAN,   /* ramp * sinc(f / (2 fc)) */
+    RTOMO_WINDOW_COSINE,        /* ramp * cos(pi f / (2 fc)) */
+    RTOMO_WINDOW_HAMMING,       /* ramp * (0.54 + 0.46 cos(pi f / fc)) */
+    RTOMO_WINDOW_HANN           /* ramp * (0.5 + 0.5 cos(pi f / fc)) */
+} rtomo_window;
+
+const char *rtomo_window_name(rtomo_window window);
+rtomo_status rtomo_window_parse(const char *name, rtomo_window *out);
+
+typedef enum rtomo_interp {
+    RTOMO_INTERP_LINEAR = 0,
+    RTOMO_INTERP_NEAREST
+} rtomo_interp;
+
+const char *rtomo_interp_name(rtomo_interp interp);
+rtomo_status rtomo_interp_parse(const char *name, rtomo_interp *out);
+
+/*
+ * Geometry of a parallel-beam scan and of the reconstruction.
+ *
+ * Detector: det_width bins x det_height rows; a frame is one projection of
+ * det_height x det_width samples.  Detector row r is reconstructed into slice
+ * r.  Angles are in radians.
+ *
+ * Reconstruction grid: slice_size x slice_size pixels of the detector's bin
+ * size, centred on the rotation axis: pixel (x, y) with c = (slice_size-1)/2
+ * sees projection p at bin
+ *     s = axis + axis_shift[p] + (x - c) cos(a_p) - (y - c) sin(a_p)
+ * and the slice is sum_p q_p(s) * pi / n_proj, in attenuation per pixel, where
+ * q_p is the filtered projection row.  This weight is right for any scan that
+ * samples 180 or 360 degrees uniformly.
+ */
+typedef struct rtomo_fbp_geometry {
+    int det_width;              /* bins per detector row, >= 2 */
+    int det_height;             /* detector rows, >= 1 */
+    int n_proj;                 /* projections per scan (or per window) */
+    double angle_start;         /* a_p = angle_start + p * angle_step ... */
+    double angle_step;          /* ... unless `angles` is given */
+    const double *angles;       /* optional, n_proj radians (copied) */
+    double axis;                /* rotation axis in bins; NaN = (det_width-1)/2 */
+    const double *axis_shift;   /* optional, n_proj per-projection corrections in
+                                   bins, added to axis (copied) */
+    rtomo_window window;
+    double cutoff;              /* window cut-off as a fraction of Nyquist,
+                                   (0, 1]; 0 = 1 */
+    rtomo_interp interp;
+    int row_first;              /* detector rows kept for reconstruction: */
+    int row_count;              /* [row_first, row_first+row_count); 0 = all */
+    int slice_size;             /* reconstruction grid edge; 0 = det_width */
+    int roi_x, roi_y;           /* region of interest within the grid; */
+    int roi_width, roi_height;  /* 0 width/height = the whole grid */
+} rtomo_fbp_geometry;
+
+/* Defaults: zero sizes (must be set), angle_step pi/n_proj (when left 0 and
+ * no list is given), axis NaN (centre), Ram-Lak, linear, all rows, full grid. */
+void rtomo_fbp_geometry_init(rtomo_fbp_geometry *g);
+
+/* Check a geometry without creating a plan.  Fills *err with the first
+ * problem found (naming the field) and returns RTOMO_E_INVALID. */
+rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
+                                         rtomo_error *err);
+
+typedef struct rtomo_fbp rtomo_fbp;
+
+/* Create a plan.  Returns NULL and fills *err on failure. */
+rtomo_fbp *rtomo_fbp_create(const rtomo_fbp_geometry *g,
+                            const rtomo_engine_options *opt, rtomo_error *err);
+void rtomo_fbp_destroy(rtomo_fbp *plan);
+
+/* The backend actually in use (never AUTO). */
+rtomo_backend rtomo_fbp_backend(const rtomo_fbp *plan);
+/* The geometry the plan was created with (angles/axis_shift point to the
+ * plan's own copies, with any per-projection updates applied). */
+const rtomo_fbp_geometry *rtomo_fbp_geometry_of(const rtomo_fbp *plan);
+
+/*
+ * Dark and flat fields: full frames (det_height x det_width), averaged over
+ * all frames added.  When at least one flat has been added, projections are
+ * normalised as p = -log((raw - dark) / (flat - dark)) (dark defaults to 0;
+ * ratios <= 0 are clamped to a small positive value so that no NaN or inf
+ * is produced).  Without flats, projection samples are taken as line
+ * integrals as they are.  Darks and flats must come before the first
+ * projection; afterwards these calls return RTOMO_E_STATE.
+ */
+rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
+                                rtomo_dtype dtype, rtomo_error *err);
+rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
+                                rtomo_dtype dtype, rtomo_error *err);
+
+/*
+ * Feed projection `index` (0 <= index < n_proj): a full frame.  The kept
+ * rows are normalised and filtered now (possibly asynchronously: the frame is
+ * copied before the call returns, so the caller may reuse its buffer).
+ * `angle` (radians) and `axis_shift` (bins) replace the geometry's values for
+ * this projection unless NaN.  Feeding an index again replaces its data
+ * (used by continuous mode, where index is a slot in a sliding window).
+ * Projections never fed contribute nothing.
+ */
+rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
+                                      const void *frame, rtomo_dtype dtype,
+                                      double angle, double axis_shift,
+                                      rtomo_error *err);
+
+/*
+ * Feed already filtered sinogram data directly: `rows` consecutive kept rows
+ * starting at detector row `row`, each n_proj x det_width float32 (projection
+ * major).  Used by benchmarks and tests to time or check back-projection
+ * alone.  Replaces whatever those rows held.
+ */
+rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
+                                    const float *sinograms, rtomo_error *err);
+
+/* Copy the filtered sinogram of detector row `row` (n_proj x det_width). */
+rtomo_status rtomo_fbp_get_filtered(rtomo_fbp *plan, int row, float *sinogram,
+                                    rtomo_error *err);
+
+/* Wait until every fed projection has been filtered; reports any error of
+ * the asynchronous work. */
+rtomo_status rtomo_fbp_sync(rtomo_fbp *plan, rtomo_error *err);
+
+/*
+ * Back-project detector rows rows[0..n_rows-1] (each within the kept range)
+ * into out: n_rows images of roi_height x roi_width float32, one after the
+ * other.  Blocks until the slices are in `out`.
+ */
+rtomo_status rtomo_fbp_reconstruct(rtomo_fbp *plan, const int *rows,
+                                   int n_rows, float *out, rtomo_error *err);
+
+/* Change the region of interest or the interpolation for later
+ * reconstructions (the filtered data stay valid). */
+rtomo_status rtomo_fbp_set_roi(rtomo_fbp *plan, int roi_x, int roi_y,
+                               int roi_width, int roi_height, rtomo_error *err);
+rtomo_status rtomo_fbp_set_interp(rtomo_fbp *plan, rtomo_interp interp,
+                                  rtomo_error *err);
+
+/* Timings of the plan's work so far, for telemetry and benchmarks.  Times
+ * are seconds of the engine's own work as measured by the backend (CUDA
+ * events on the GPU), summed over calls. */
+typedef struct rtomo_fbp_stats {
+    long projections_filtered;
+    double filter_seconds;      /* normalisation + filtering */
+    long slices_reconstructed;
+    double backproject_seconds; /* back-projection alone */
+    double reconstruct_seconds; /* wall time inside rtomo_fbp_reconstruct */
+    double updates;             /* pixels x projections back-projected */
+} rtomo_fbp_stats;
+
+void rtomo_fbp_get_stats(const rtomo_fbp *plan, rtomo_fbp_stats *out);
+
+/* The real, even filter that spectra of padded rows are multiplied with
+ * for geometry g.  The padded length n (stored in *n_out when not NULL) is
+ * the smallest power of two >= 2*det_width.  Writes min(n, capacity)
+ * coefficients for DFT bins k = 0..n-1 (frequency k/n cycles per bin, the
+ * negative frequencies from k = n/2 on).  The pi/n_proj back-projection
+ * weight is not included. */
+rtomo_status rtomo_fbp_filter_response(const rtomo_fbp_geometry *g,
+                                       float *out, int capacity, int *n_out,
+                                       rtomo_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* SBDX shift-and-add tomosynthesis                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Geometry of an SBDX system and of its focal planes.
+ *
+ * A frame is one raster scan: for every collimator hole (cx, cy), in
+ * row-major hole order, one detector image of det_height x det_width samples
+ * (dx fastest): sample index ((cy*holes_x + cx)*det_height + dy)*det_width + dx.
+ *
+ * For plane k with ratio n = ratios[k], hole (cx, cy) and detector element
+ * (dx, dy) map to plane position
+ *     X = m cx + n (dx - (det_width-1)/2),  Y = m cy + n (dy - (det_height-1)/2)
+ * and the sample is added to the 2x2 plane pixels around (X, Y) with bilinear
+ * weights.  Output pixel (i, j) of a plane is plane position
+ * (origin_x + i, origin_y + j).  Planes are scaled by m^2/(det_width*det_height)
+ * so that a uniform detector value v reconstructs to about v inside the
+ * field of view.
+ */
+typedef struct rtomo_sbdx_geometry {
+    int holes_x, holes_y;       /* collimator holes Wc x Hc */
+    int det_width, det_height;  /* detector elements Wd x Hd */
+    int shift_m;                /* plane shift per hole, pixels (integer >= 1) */
+    int n_planes;
+    const double *ratios;       /* n_planes reconstruction ratios n > 0 (copied) */
+    int out_width, out_height;  /* plane size; 0 = m*holes_x, m*holes_y */
+    int origin_x, origin_y;     /* plane position of output pixel (0, 0) */
+    int composite_radius;       /* best-focus window half-width; 0 = 2 */
+} rtomo_sbdx_geometry;
+
+#define RTOMO_SBDX_MAX_PLANES 256
+
+void rtomo_sbdx_geometry_init(rtomo_sbdx_geometry *g);
+rtomo_status rtomo_sbdx_geometry_validate(const rtomo_sbdx_geometry *g,
+                                          rtomo_error *err);
+
+/* Where reconstructed results go.  Any pointer may be NULL to skip that
+ * output (a backend may then skip the work).  Sizes: planes
+ * n_planes x out_height x out_width; composite and depth out_height x
+ * out_width.  planes_u16 holds clamp(round((v - u16_offset) * u16_scale)). */
+typedef struct rtomo_sbdx_output {
+    float *planes;
+    uint16_t *planes_u16;
+    float u16_offset, u16_scale;
+    float *composite;           /* best-focus image */
+    uint16_t *depth;            /* index of the plane chosen per pixel */
+} rtomo_sbdx_output;
+
+typedef struct rtomo_sbdx rtomo_sbdx;
+
+rtomo_sbdx *rtomo_sbdx_create(const rtomo_sbdx_geometry *g,
+                              const rtomo_engine_options *opt,
+                              rtomo_error *err);
+void rtomo_sbdx_destroy(rtomo_sbdx *plan);
+rtomo_backend rtomo_sbdx_backend(const rtomo_sbdx *plan);
+const rtomo_sbdx_geometry *rtomo_sbdx_geometry_of(const rtomo_sbdx *plan);
+
+/*
+ * Streaming interface (the two-phase pipeline).  submit() copies the frame
+ * into an input bank and starts its reconstruction; it may block while both
+ * banks are busy.  collect() waits for the oldest submitted frame and writes
+ * its results; it returns that frame's tag.  At most
+ * rtomo_sbdx_pipeline_depth() frames may be outstanding; submit() returns
+ * RTOMO_E_STATE beyond that.
+ */
+rtomo_status rtomo_sbdx_submit(rtomo_sbdx *plan, const void *frame,
+                               rtomo_dtype dtype, uint64_t tag,
+                               rtomo_error *err);
+rtomo_status rtomo_sbdx_collect(rtomo_sbdx *plan,
+                                const rtomo_sbdx_output *out, uint64_t *tag,
+                                rtomo_error *err);
+int rtomo_sbdx_pipeline_depth(const rtomo_sbdx *plan);
+
+/* submit() + collect() of one frame. */
+rtomo_status rtomo_sbdx_reconstruct(rtomo_sbdx *plan, const void *frame,
+                                    rtomo_dtype dtype,
+                                    const rtomo_sbdx_output *out,
+                                    rtomo_error *err);
+
+typedef struct rtomo_sbdx_stats {
+    long frames;
+    double compute_seconds;     /* LUT + planes + composite, engine-measured */
+    double latency_seconds_last;/* submit to collect of the last frame */
+    double updates;             /* bilinear sample deposits, summed */
+} rtomo_sbdx_stats;
+
+void rtomo_sbdx_get_stats(const rtomo_sbdx *plan, rtomo_sbdx_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTOMO_ENGINE_H */
