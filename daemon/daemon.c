@@ -1,0 +1,356 @@
+/*
+ * daemon.c — rtomod's life cycle: build the sockets, workers and watchers
+ * from the configuration; dispatch the workers' results on the loop thread
+ * (publish images, count, report errors, complete scans); and shut down
+ * cleanly on SIGTERM/SIGINT.
+ *
+ * Shutdown, in phases (rtomod_phase):
+ *   DRAINING   no new scan is accepted; ingest keeps reading until it has
+ *              been quiet for shutdown.drain_quiet_ms, so frames already
+ *              sent are not lost.  Then the active scan is reconstructed if
+ *              it is complete (an SBDX stream is ended), else aborted.
+ *   FINISHING  ingest is closed; the workers finish every queued job and
+ *              their results are published.
+ *   STOPPING   leave the loop; PUB lingers so the last messages flush.
+ * A second signal, or shutdown.timeout_ms, cuts this short.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rtomod.h"
+
+double rtomod_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---------------------------------------------------------- results ---- */
+
+static void publish_image(rtomod *d, rtomod_scan *scan, rtomod_result *r)
+{
+    rtomo_image_header *h = &r->header;
+    h->latency_ms = 1e3 * (rtomod_now() - r->t_input);
+    char *header = rtomo_proto_encode_image_header(h);
+    if (!header) {
+        log_error("publish: out of memory encoding an image header");
+        return;
+    }
+    rtomod_publish(&d->pub, h->topic, header, r->buffer, r->data, r->size);
+    r->buffer = NULL;           /* the publisher took the reference */
+    free(header);
+    scan->images++;
+    /* The last image of a set marks the set's latency. */
+    if (h->index == h->count - 1)
+        rtomod_telemetry_latency(d, h->latency_ms);
+}
+
+static void report_error(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
+{
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error",
+                         scan ? scan->id : NULL, -1, r->reason, "%s",
+                         r->message);
+    if (scan && r->fatal && !scan->failed) {
+        scan->failed = 1;
+        snprintf(scan->failure, sizeof scan->failure, "%s", r->message);
+    }
+}
+
+static void report_dropped(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
+{
+    d->counters.dropped += (uint64_t)r->dropped;
+    if (!scan)
+        return;
+    /* One event per scan: a failed plan may drop every frame after it. */
+    if (scan->dropped == 0)
+        rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "dropped", scan->id, -1,
+                             "dropped", "accepted frames of scan %s could not "
+                             "be used (see the error events); the count is in "
+                             "status and scan_complete", scan->id);
+    scan->dropped += r->dropped;
+}
+
+static void dispatch(rtomod *d, rtomod_result *r)
+{
+    /* Results of a scan that was aborted find no record: images are
+     * discarded, counts still count. */
+    rtomod_scan *scan = rtomod_scan_find(d, r->serial);
+    switch (r->kind) {
+    case RTOMOD_RESULT_IMAGE:
+        if (scan)
+            publish_image(d, scan, r);
+        break;
+    case RTOMOD_RESULT_STATS:
+        rtomod_telemetry_stats(d, r);
+        break;
+    case RTOMOD_RESULT_ERROR:
+        report_error(d, scan, r);
+        break;
+    case RTOMOD_RESULT_DROPPED:
+        report_dropped(d, scan, r);
+        break;
+    case RTOMOD_RESULT_DONE:
+        if (scan)
+            rtomod_scan_part_done(d, scan);
+        break;
+    }
+}
+
+static void dispatch_results(rtomod *d)
+{
+    rtomod_result *r = rtomod_pool_take_results(&d->pool);
+    while (r) {
+        rtomod_result *next = r->next;
+        dispatch(d, r);
+        rtomod_result_free(r);
+        r = next;
+    }
+    rtomod_telemetry_maybe_publish(d);
+}
+
+/* Workers wake the loop for results, and when their queue has room again
+ * (then the prepare watchers resume ingest by themselves). */
+static void on_wake(struct ev_loop *loop, ev_async *async, int revents)
+{
+    (void)loop; (void)revents;
+    dispatch_results(async->data);
+}
+
+/* --------------------------------------------------------- shutdown ---- */
+
+static void enter_phase(rtomod *d, rtomod_phase phase)
+{
+    d->phase = phase;
+    d->t_phase = rtomod_now();
+}
+
+/* End of the drain: settle the active scan, close ingest. */
+static void stop_ingest(rtomod *d)
+{
+    rtomod_scan *scan = d->active;
+    if (scan && scan->kind == RTOMOD_SCAN_TOMO && rtomod_tomo_complete(scan)) {
+        log_info("shutdown: scan %s is complete; reconstructing it", scan->id);
+        rtomod_tomo_finish(d);
+    } else if (scan && scan->kind == RTOMOD_SCAN_SBDX) {
+        log_info("shutdown: ending SBDX stream %s", scan->id);
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 0));
+    } else if (scan) {
+        rtomod_scan_abort(d, scan, "rtomod shut down before the scan ended");
+    }
+    rtomod_ingest_close(d);
+    enter_phase(d, RTOMOD_FINISHING);
+    log_info("shutdown: ingest closed; finishing queued work");
+}
+
+static void on_drain_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)revents;
+    rtomod *d = timer->data;
+    double now = rtomod_now();
+    dispatch_results(d);
+    if (d->phase == RTOMOD_DRAINING) {
+        double quiet = d->cfg.shutdown.drain_quiet_ms / 1000.0;
+        int waiting = d->ingest && rtomod_zsock_readable(d->ingest);
+        if (!waiting && now - d->t_last_ingest >= quiet &&
+            now - d->t_phase >= quiet)
+            stop_ingest(d);
+    }
+    if (d->phase == RTOMOD_FINISHING && !d->active && !d->finishing &&
+        rtomod_pool_idle(&d->pool)) {
+        log_info("shutdown: all work published");
+        enter_phase(d, RTOMOD_STOPPING);
+    }
+    if (d->phase != RTOMOD_STOPPING &&
+        now - d->t_phase > d->cfg.shutdown.timeout_ms / 1000.0) {
+        log_error("shutdown: gave up waiting after %d ms",
+                  d->cfg.shutdown.timeout_ms);
+        d->exit_code = 1;
+        enter_phase(d, RTOMOD_STOPPING);
+    }
+    if (d->phase == RTOMOD_STOPPING)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *sig, int revents)
+{
+    (void)revents;
+    rtomod *d = sig->data;
+    if (d->phase != RTOMOD_RUNNING) {
+        log_warn("signal %d again: stopping now, dropping queued work",
+                 sig->signum);
+        d->exit_code = 1;
+        enter_phase(d, RTOMOD_STOPPING);
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    log_info("signal %d: draining (no new scans; finishing accepted work)",
+             sig->signum);
+    enter_phase(d, RTOMOD_DRAINING);
+    ev_timer_init(&d->drain_timer, on_drain_timer, 0.02, 0.02);
+    d->drain_timer.data = d;
+    ev_timer_start(loop, &d->drain_timer);
+}
+
+/* ------------------------------------------------------------ setup ---- */
+
+/* Decide the backend and, for CUDA, the devices (one worker each). */
+static int choose_devices(rtomod *d, int *devices, int *n_devices, char *error,
+                          size_t error_size)
+{
+    const rtomo_engine_options *e = &d->cfg.engine;
+    int visible = rtomo_cuda_device_count();
+    d->backend = e->backend;
+    if (d->backend == RTOMO_BACKEND_AUTO)
+        d->backend = visible > 0 ? RTOMO_BACKEND_CUDA : RTOMO_BACKEND_CPU;
+    *n_devices = 0;
+    if (d->backend == RTOMO_BACKEND_CPU)
+        return 0;
+    if (visible < 1) {
+        snprintf(error, error_size, "engine.backend: cuda, but no GPU is "
+                 "visible");
+        return -1;
+    }
+    int n = e->n_devices > 0 ? e->n_devices : visible;
+    if (n > RTOMO_MAX_DEVICES)
+        n = RTOMO_MAX_DEVICES;
+    for (int i = 0; i < n; i++) {
+        int dev = e->n_devices > 0 ? e->device_ids[i] : i;
+        rtomo_device_info info;
+        rtomo_error err;
+        if (dev >= visible ||
+            rtomo_cuda_device_info(dev, &info, &err) != RTOMO_OK) {
+            snprintf(error, error_size, "engine.devices: device %d is not "
+                     "usable (%d visible)", dev, visible);
+            return -1;
+        }
+        devices[i] = dev;
+        d->gpus[i].index = dev;
+        snprintf(d->gpus[i].name, sizeof d->gpus[i].name, "%s", info.name);
+        d->gpus[i].memory_total = info.memory_total;
+    }
+    *n_devices = d->n_gpus = n;
+    return 0;
+}
+
+static int start_workers(rtomod *d, char *error, size_t error_size)
+{
+    int devices[RTOMO_MAX_DEVICES], n_devices;
+    if (choose_devices(d, devices, &n_devices, error, error_size) != 0)
+        return -1;
+    size_t max_bytes = (size_t)(d->cfg.queue.mb * 1024.0 * 1024.0);
+    if (rtomod_pool_start(&d->pool, &d->cfg.engine, devices, n_devices,
+                          d->cfg.queue.frames, max_bytes, d->loop, &d->wake,
+                          error, error_size) != 0)
+        return -1;
+    log_info("engine: %s backend, %d worker%s", rtomo_backend_name(d->backend),
+             d->pool.n, d->pool.n == 1 ? "" : "s");
+    for (int i = 0; i < d->n_gpus; i++)
+        log_info("engine: worker %d on GPU %d (%s)", i, d->gpus[i].index,
+                 d->gpus[i].name);
+    return 0;
+}
+
+static void start_signals(rtomod *d)
+{
+    ev_signal_init(&d->sigterm, on_signal, SIGTERM);
+    ev_signal_init(&d->sigint, on_signal, SIGINT);
+    d->sigterm.data = d->sigint.data = d;
+    ev_signal_start(d->loop, &d->sigterm);
+    ev_signal_start(d->loop, &d->sigint);
+    /* A subscriber or sender that vanishes must not kill the daemon. */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
+                size_t error_size)
+{
+    memset(d, 0, sizeof *d);
+    if (rtomod_config_copy(&d->cfg, cfg) != 0) {
+        snprintf(error, error_size, "out of memory");
+        return -1;
+    }
+    rtomod_log_set_level(d->cfg.log.level);
+    d->t_start = d->t_last_ingest = rtomod_now();
+    d->loop = ev_default_loop(EVFLAG_AUTO);
+    d->zmq = zmq_ctx_new();
+    if (!d->loop || !d->zmq) {
+        snprintf(error, error_size, "cannot create the event loop or the "
+                 "ZeroMQ context");
+        rtomod_close(d);
+        return -1;
+    }
+    ev_async_init(&d->wake, on_wake);
+    d->wake.data = d;
+    ev_async_start(d->loop, &d->wake);
+    /* Publisher first: rejects and events of everything else go there. */
+    if (rtomod_publisher_open(&d->pub, d->zmq, &d->cfg, error, error_size) ||
+        start_workers(d, error, error_size) ||
+        rtomod_ingest_open(d, error, error_size) ||
+        rtomod_control_open(d, error, error_size)) {
+        rtomod_close(d);
+        return -1;
+    }
+    start_signals(d);
+    rtomod_telemetry_start(d);
+    return 0;
+}
+
+int rtomod_run(rtomod *d)
+{
+    log_info("rtomod %s ready", RTOMOD_VERSION);
+    ev_run(d->loop, 0);
+    return d->exit_code;
+}
+
+void rtomod_close(rtomod *d)
+{
+    if (d->loop) {
+        rtomod_telemetry_stop(d);
+        ev_timer_stop(d->loop, &d->drain_timer);
+        ev_signal_stop(d->loop, &d->sigterm);
+        ev_signal_stop(d->loop, &d->sigint);
+    }
+    rtomod_ingest_close(d);
+    rtomod_control_close(d);
+    if (d->pool.workers) {
+        /* Anything still queued here was cut short by a second signal or
+         * the shutdown timeout. */
+        rtomod_pool_stop(&d->pool, 1);
+        dispatch_results(d);
+        rtomod_pool_free(&d->pool);
+    }
+    while (d->finishing) {
+        rtomod_scan *next = d->finishing->next;
+        rtomod_scan_free(d->finishing);
+        d->finishing = next;
+    }
+    rtomod_scan_free(d->active);
+    d->active = NULL;
+    if (d->loop)
+        ev_async_stop(d->loop, &d->wake);
+    rtomod_publisher_close(&d->pub, d->cfg.publish.linger_ms);
+    if (d->zmq)
+        zmq_ctx_term(d->zmq);
+    d->zmq = NULL;
+    rtomod_config_clear(&d->cfg);
+}
+
+int rtomod_reconfigure(rtomod *d, const json_t *changes, char *error,
+                       size_t error_size)
+{
+    int old_interval = d->cfg.telemetry.interval_ms;
+    if (rtomod_config_apply_json(&d->cfg, changes, 1, error, error_size) != 0)
+        return -1;
+    rtomod_log_set_level(d->cfg.log.level);
+    if (d->cfg.telemetry.interval_ms != old_interval)
+        rtomod_telemetry_reconfigure(d);
+    log_info("configuration changed by a control request");
+    return 0;
+}

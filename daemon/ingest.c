@@ -1,0 +1,221 @@
+/*
+ * ingest.c — rtomod's PULL socket: receives multipart messages, enforces
+ * the size limits, decodes and validates them with the protocol codec and
+ * hands them to the scan handlers.  Every bad message is rejected with its
+ * specific reason (counted, logged, published on the event topic) and never
+ * disturbs the scan in progress.
+ *
+ * Back-pressure: the socket is read only while every worker queue has room.
+ * When the queues are full, messages stay in ZeroMQ's queue (bounded by
+ * ingest.rcvhwm) and then in TCP, which slows the sender down; nothing
+ * accepted is ever dropped for lack of room.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rtomod.h"
+
+/* One received multipart message. */
+typedef struct ingest_parts {
+    zmq_msg_t header;
+    zmq_msg_t payload;          /* empty when the message had one part */
+    int n_parts;
+} ingest_parts;
+
+/* Receive one whole message (all its parts are there once the first is).
+ * Returns 1 when a message was read, 0 when none waits, -1 on error. */
+static int receive(void *socket, ingest_parts *m)
+{
+    zmq_msg_init(&m->header);
+    zmq_msg_init(&m->payload);
+    m->n_parts = 0;
+    if (zmq_msg_recv(&m->header, socket, ZMQ_DONTWAIT) < 0)
+        return errno == EAGAIN ? 0 : -1;
+    m->n_parts = 1;
+    if (!zmq_msg_more(&m->header))
+        return 1;
+    if (zmq_msg_recv(&m->payload, socket, 0) < 0)
+        return -1;
+    m->n_parts = 2;
+    /* Parts beyond the second are counted for the reject, then freed. */
+    int more = zmq_msg_more(&m->payload);
+    while (more) {
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        if (zmq_msg_recv(&extra, socket, 0) < 0) {
+            zmq_msg_close(&extra);
+            return -1;
+        }
+        m->n_parts++;
+        more = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+    }
+    return 1;
+}
+
+static void parts_close(ingest_parts *m)
+{
+    zmq_msg_close(&m->header);
+    zmq_msg_close(&m->payload);
+}
+
+/* The engine reads samples in place: a payload that ZeroMQ placed at an
+ * address unaligned for its samples is moved to an aligned copy first. */
+static int align_payload(zmq_msg_t *payload)
+{
+    size_t size = zmq_msg_size(payload);
+    if (size == 0 || (uintptr_t)zmq_msg_data(payload) % 16 == 0)
+        return 0;
+    zmq_msg_t copy;
+    if (zmq_msg_init_size(&copy, size) != 0)
+        return -1;
+    memcpy(zmq_msg_data(&copy), zmq_msg_data(payload), size);
+    zmq_msg_close(payload);
+    zmq_msg_init(payload);
+    zmq_msg_move(payload, &copy);
+    return 0;
+}
+
+/* Size limits come before decoding, so that no work is spent on a message
+ * that cannot be accepted. */
+static int check_sizes(rtomod *d, ingest_parts *m)
+{
+    size_t header = zmq_msg_size(&m->header);
+    size_t payload = zmq_msg_size(&m->payload);
+    size_t limit = rtomod_config_max_payload(&d->cfg);
+    if (header > RTOMO_HEADER_MAX) {
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, NULL, -1,
+                       "header of %zu bytes exceeds %d bytes", header,
+                       RTOMO_HEADER_MAX);
+        return -1;
+    }
+    if (payload > limit) {
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, NULL, -1,
+                       "payload of %zu bytes exceeds ingest.max_message_mb "
+                       "(%zu bytes)", payload, limit);
+        return -1;
+    }
+    if (align_payload(&m->payload) != 0) {
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, NULL, -1,
+                       "out of memory for a payload of %zu bytes", payload);
+        return -1;
+    }
+    return 0;
+}
+
+/* Hand a decoded message to its scan handler; 0 when accepted. */
+static int dispatch(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
+{
+    switch (msg->type) {
+    case RTOMO_MSG_SCAN_BEGIN: return rtomod_tomo_begin(d, msg);
+    case RTOMO_MSG_DARK:
+    case RTOMO_MSG_FLAT:
+    case RTOMO_MSG_PROJECTION: return rtomod_tomo_frame(d, msg, payload);
+    case RTOMO_MSG_SCAN_END: return rtomod_tomo_end(d, msg);
+    case RTOMO_MSG_SBDX_BEGIN: return rtomod_sbdx_begin(d, msg);
+    case RTOMO_MSG_SBDX_FRAME: return rtomod_sbdx_frame(d, msg, payload);
+    case RTOMO_MSG_SBDX_END: return rtomod_sbdx_end(d, msg);
+    default: break;
+    }
+    rtomod_rejectf(d, RTOMO_REJECT_TYPE, msg->scan, -1,
+                   "message type %d has no handler", (int)msg->type);
+    return -1;
+}
+
+static int is_frame(rtomo_msg_type type)
+{
+    return type == RTOMO_MSG_DARK || type == RTOMO_MSG_FLAT ||
+           type == RTOMO_MSG_PROJECTION || type == RTOMO_MSG_SBDX_FRAME;
+}
+
+static void handle(rtomod *d, ingest_parts *m)
+{
+    if (check_sizes(d, m) != 0)
+        return;
+    size_t payload_size = zmq_msg_size(&m->payload);
+    rtomo_ingest_msg msg;
+    rtomo_reject_info why;
+    memset(&msg, 0, sizeof msg);
+    if (rtomo_proto_decode_ingest(m->n_parts, zmq_msg_data(&m->header),
+                                  zmq_msg_size(&m->header),
+                                  zmq_msg_data(&m->payload), payload_size,
+                                  &msg, &why) != 0) {
+        rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL, -1);
+        return;
+    }
+    if (dispatch(d, &msg, &m->payload) == 0) {
+        d->counters.accepted++;
+        if (is_frame(msg.type)) {
+            d->counters.frames++;
+            d->counters.bytes += payload_size;
+        }
+    }
+    rtomo_ingest_msg_clear(&msg);
+}
+
+/* Read while messages wait, the workers have room and the fairness bound
+ * is not reached. */
+static void on_readable(rtomod_zwatch *w)
+{
+    rtomod *d = w->data;
+    for (int i = 0; i < d->cfg.ingest.fairness; i++) {
+        if (i > 0 && !rtomod_pool_has_room(&d->pool))
+            break;
+        ingest_parts m;
+        int rc = receive(d->ingest, &m);
+        if (rc > 0) {
+            d->t_last_ingest = rtomod_now();
+            handle(d, &m);
+        } else if (rc < 0) {
+            log_error("ingest: receive failed: %s", zmq_strerror(errno));
+        }
+        parts_close(&m);
+        if (rc <= 0)
+            break;
+    }
+}
+
+/* Ingest reads only while it is open and the workers can take a frame. */
+static int can_read(rtomod_zwatch *w)
+{
+    rtomod *d = w->data;
+    return d->phase <= RTOMOD_DRAINING && rtomod_pool_has_room(&d->pool);
+}
+
+int rtomod_ingest_open(rtomod *d, char *error, size_t error_size)
+{
+    /* ZeroMQ's own size limit is a safety net well above ours: it
+     * disconnects the sender instead of rejecting one message, so the
+     * daemon's "oversize" reject must come first. */
+    int64_t hard = (int64_t)rtomod_config_max_payload(&d->cfg) * 2 +
+                   RTOMO_HEADER_MAX;
+    const int64_t options[] = {ZMQ_RCVHWM, d->cfg.ingest.rcvhwm,
+                               ZMQ_MAXMSGSIZE, hard, -1};
+    d->ingest = rtomod_zsock_bind(d->zmq, ZMQ_PULL, d->cfg.ingest.endpoint,
+                                  "ingest", options, error, error_size);
+    if (!d->ingest)
+        return -1;
+    if (rtomod_zwatch_start(d->loop, &d->ingest_watch, d->ingest, on_readable,
+                            can_read, d) != 0) {
+        snprintf(error, error_size, "ingest: cannot watch the socket: %s",
+                 zmq_strerror(errno));
+        rtomod_ingest_close(d);
+        return -1;
+    }
+    return 0;
+}
+
+void rtomod_ingest_close(rtomod *d)
+{
+    if (!d->ingest)
+        return;
+    rtomod_zwatch_stop(d->loop, &d->ingest_watch);
+    int zero = 0;
+    zmq_setsockopt(d->ingest, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(d->ingest);
+    d->ingest = NULL;
+}

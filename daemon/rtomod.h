@@ -1,0 +1,258 @@
+/*
+ * rtomod.h — the state of rtomod shared by its subsystems, all of which run
+ * on the event loop's thread (only worker.c has threads of its own):
+ *
+ *   daemon.c     start-up, the result dispatch, signals, drain and exit
+ *   ingest.c     the PULL socket: receive, validate, reject, dispatch
+ *   scan.c       the scan registry: the active scan and the finishing ones
+ *   scan_tomo.c  tomography scans: begin, frames, end -> reconstruction jobs
+ *   scan_sbdx.c  SBDX streams: begin, frames, end
+ *   control.c    the REP socket: status, configuration, abort
+ *   telemetry.c  rates, state and the periodic telemetry message
+ *   publish.c    the PUB socket
+ *   worker.c     engine threads and their queues
+ */
+#ifndef RTOMOD_DAEMON_H
+#define RTOMOD_DAEMON_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <ev.h>
+#include <jansson.h>
+#include <zmq.h>
+
+#include "rtomod_config.h"
+#include "rtomod_loop.h"
+#include "rtomod_publish.h"
+#include "rtomo_protocol.h"
+#include "rtomod_worker.h"
+
+#define RTOMOD_VERSION PACKAGE_VERSION
+
+typedef struct rtomod rtomod;
+
+/* ---------------------------------------------------------- counters ---- */
+
+typedef struct rtomod_counters {
+    uint64_t accepted;          /* ingest messages accepted */
+    uint64_t rejected;          /* ingest messages rejected, ... */
+    uint64_t rejects[RTOMO_REJECT_COUNT];   /* ... by reason */
+    uint64_t dropped;           /* accepted frames never reconstructed */
+    uint64_t frames;            /* frame messages accepted */
+    uint64_t bytes;             /* their payload bytes */
+    uint64_t slices;            /* slices reconstructed */
+    uint64_t sbdx_frames;       /* SBDX frames reconstructed */
+} rtomod_counters;
+
+/* ------------------------------------------------------------- scans ---- */
+
+/* Which indices of a stream were seen: a bitmap over a window of indices
+ * that slides forward with the highest index (for unbounded streams). */
+typedef struct rtomod_seen {
+    unsigned char *bits;
+    int64_t capacity;           /* indices remembered */
+    int64_t highest;            /* -1 before the first */
+    int64_t count;              /* distinct indices marked */
+} rtomod_seen;
+
+int rtomod_seen_init(rtomod_seen *s, int64_t capacity);
+void rtomod_seen_free(rtomod_seen *s);
+/* 0: newly marked; 1: already seen; -1: too old to tell (before the
+ * window). */
+int rtomod_seen_mark(rtomod_seen *s, int64_t index);
+int rtomod_seen_has(const rtomod_seen *s, int64_t index);
+
+typedef enum rtomod_scan_kind { RTOMOD_SCAN_TOMO, RTOMOD_SCAN_SBDX }
+    rtomod_scan_kind;
+
+typedef struct rtomod_tomo_scan rtomod_tomo_scan;   /* scan_tomo.c */
+typedef struct rtomod_sbdx_scan rtomod_sbdx_scan;   /* scan_sbdx.c */
+
+typedef struct rtomod_scan {
+    struct rtomod_scan *next;   /* in the finishing list */
+    rtomod_scan_kind kind;
+    char id[RTOMO_ID_MAX];
+    uint64_t serial;            /* unique per scan, names its jobs */
+    int ended;                  /* end received: no more input */
+    int failed;                 /* the engine refused the scan */
+    char failure[RTOMO_REASON_MAX];
+    uint32_t workers;           /* bit i: worker i holds a plan of it */
+    int parts_pending;          /* DONE results still expected */
+    double t_begin;             /* monotonic seconds */
+    double t_last_input;        /* latest frame or end message */
+    long frames;                /* frames accepted */
+    long dropped;               /* frames accepted but not used */
+    long images;                /* images published */
+    rtomod_tomo_scan *tomo;
+    rtomod_sbdx_scan *sbdx;
+} rtomod_scan;
+
+/* A new scan record (not yet registered), with the next serial. */
+rtomod_scan *rtomod_scan_new(rtomod *d, rtomod_scan_kind kind,
+                             const char *id);
+void rtomod_scan_free(rtomod_scan *scan);
+/* The active scan or a finishing one with this serial, or NULL. */
+rtomod_scan *rtomod_scan_find(rtomod *d, uint64_t serial);
+/* The active scan no longer takes input: it waits for `parts` DONE results
+ * from the workers (0: it completes now). */
+void rtomod_scan_finish(rtomod *d, int parts);
+/* A worker finished its part; the last part completes the scan. */
+void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan);
+/* Cancel a scan (active or finishing): queued jobs are dropped, plans
+ * closed, "scan_aborted" published.  The record is freed. */
+void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *why);
+/* Queue a CLOSE job (finish or abort) on every worker holding a plan of
+ * the scan; returns how many were queued. */
+int rtomod_scan_close_plans(rtomod *d, rtomod_scan *scan, int abort);
+/* Queue a job for worker w and count it as holding a plan of the scan. */
+void rtomod_scan_push(rtomod *d, rtomod_scan *scan, int w, rtomod_job *job);
+/* The active scan as status JSON, or null. */
+json_t *rtomod_scan_status(rtomod *d);
+
+/* The active scan when `msg` (a frame or end message) may feed it: its id
+ * must name the active scan, of the right kind, not failed.  Otherwise the
+ * message is rejected and NULL returned. */
+rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
+                                   rtomod_scan_kind kind);
+/* Whether a begin message may start a scan now (no other active scan, not
+ * shutting down); rejects it otherwise.  A failed active scan is dropped to
+ * make room. */
+int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg);
+/* Register a new scan as the active one and announce it. */
+void rtomod_scan_activate(rtomod *d, rtomod_scan *scan);
+
+/* Reject an ingest message: count it, log it, publish a "rejected" event.
+ * `scan` may be NULL, index -1 when none. */
+void rtomod_reject(rtomod *d, const rtomo_reject_info *why, const char *scan,
+                   int64_t index);
+/* Fill why and reject (printf-style message). */
+void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
+                    int64_t index, const char *format, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Frame jobs: a job for a frame whose payload message is moved in (the
+ * caller's message is left empty and must still be closed). */
+rtomod_job *rtomod_frame_job(rtomod *d, rtomod_job_kind kind,
+                             const rtomod_scan *scan,
+                             const rtomo_frame_header *frame,
+                             zmq_msg_t *payload);
+
+/* Tomography (scan_tomo.c).  Each takes the decoded message; frames also
+ * their payload message (moved into a job when accepted).  Each returns 0
+ * when the message was accepted, -1 when it was rejected (already counted
+ * and reported). */
+int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg);
+int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload);
+int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg);
+/* End the active tomography scan and start its reconstruction. */
+void rtomod_tomo_finish(rtomod *d);
+/* 1 when every projection of the active scan has arrived. */
+int rtomod_tomo_complete(const rtomod_scan *scan);
+void rtomod_tomo_free(rtomod_tomo_scan *tomo);
+void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
+
+/* SBDX (scan_sbdx.c). */
+int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg);
+int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload);
+int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg);
+void rtomod_sbdx_free(rtomod_sbdx_scan *sbdx);
+void rtomod_sbdx_status(const rtomod_scan *scan, json_t *out);
+
+/* --------------------------------------------------------- telemetry ---- */
+
+typedef struct rtomod_telemetry {
+    ev_timer timer;
+    double t_last;              /* monotonic time of the last message */
+    uint64_t frames_last, bytes_last;   /* counters at the last message */
+    uint64_t busy_last[RTOMO_MAX_DEVICES];
+    double frames_per_s, mb_per_s;
+    double gu_per_s;            /* of the last batch or frame */
+    double last_latency_ms;     /* last input to last publication */
+    double load[RTOMO_MAX_DEVICES]; /* workers' busy fraction */
+    int pending;                /* a batch finished since the last message */
+} rtomod_telemetry;
+
+void rtomod_telemetry_start(rtomod *d);
+void rtomod_telemetry_stop(rtomod *d);
+/* A worker's batch statistics arrived. */
+void rtomod_telemetry_stats(rtomod *d, const rtomod_result *r);
+/* An image set was published with this latency. */
+void rtomod_telemetry_latency(rtomod *d, double latency_ms);
+/* Publish telemetry now unless one went out less than the rate limit ago. */
+void rtomod_telemetry_maybe_publish(rtomod *d);
+/* Reschedule after telemetry.interval_ms changed. */
+void rtomod_telemetry_reconfigure(rtomod *d);
+/* "idle", "acquiring", "reconstructing", "streaming". */
+const char *rtomod_state_name(rtomod *d);
+/* The figures of the last telemetry message (new reference). */
+json_t *rtomod_telemetry_json(rtomod *d);
+
+/* ----------------------------------------------------------- control ---- */
+
+int rtomod_control_open(rtomod *d, char *error, size_t error_size);
+void rtomod_control_close(rtomod *d);
+
+/* ------------------------------------------------------------ ingest ---- */
+
+int rtomod_ingest_open(rtomod *d, char *error, size_t error_size);
+void rtomod_ingest_close(rtomod *d);
+
+/* ------------------------------------------------------------ daemon ---- */
+
+typedef enum rtomod_phase {
+    RTOMOD_RUNNING = 0,
+    RTOMOD_DRAINING,            /* signal received: reading what was sent */
+    RTOMOD_FINISHING,           /* ingest closed: waiting for the workers */
+    RTOMOD_STOPPING             /* leave the loop */
+} rtomod_phase;
+
+typedef struct rtomod_gpu {
+    int index;
+    char name[256];
+    size_t memory_total;
+} rtomod_gpu;
+
+struct rtomod {
+    rtomod_config cfg;
+    struct ev_loop *loop;
+    void *zmq;
+    void *ingest;
+    void *control;
+    rtomod_zwatch ingest_watch, control_watch;
+    rtomod_publisher pub;
+    rtomod_pool pool;
+    rtomo_backend backend;      /* resolved: CPU or CUDA */
+    rtomod_gpu gpus[RTOMO_MAX_DEVICES];
+    int n_gpus;                 /* = workers with CUDA, 0 with the CPU */
+    ev_async wake;              /* workers: results, or room in a queue */
+    ev_signal sigterm, sigint;
+    ev_timer drain_timer;
+    rtomod_counters counters;
+    rtomod_telemetry telemetry;
+    rtomod_scan *active;        /* taking input, or NULL */
+    rtomod_scan *finishing;     /* ended, waiting for the workers */
+    uint64_t next_serial;
+    double t_start;             /* monotonic */
+    rtomod_phase phase;
+    double t_phase;             /* when the phase began */
+    double t_last_ingest;       /* last message read */
+    int exit_code;
+};
+
+/* Monotonic seconds. */
+double rtomod_now(void);
+
+/* Build everything from the configuration (sockets, workers, watchers).
+ * Returns 0, or -1 with `error` filled and everything released. */
+int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
+                size_t error_size);
+/* Run until a signal's drain completes; returns the exit status. */
+int rtomod_run(rtomod *d);
+void rtomod_close(rtomod *d);
+
+/* Apply a runtime configuration change (control's set_config). */
+int rtomod_reconfigure(rtomod *d, const json_t *changes, char *error,
+                       size_t error_size);
+
+#endif /* RTOMOD_DAEMON_H */

@@ -1,0 +1,98 @@
+/*
+ * rtomod_config.h — rtomod's configuration: defaults, the JSON file, command-line
+ * overrides, validation and the runtime subset that the control socket may
+ * change.  docs/rtomod.md documents every key.
+ *
+ * The configuration is a JSON object of sections ("ingest", "publish",
+ * "control", "engine", "reconstruction", "queue", "telemetry", "log",
+ * "shutdown").  Keys are addressed as "section.key" paths, both in the file
+ * and in --set overrides; unknown keys are refused so that a typo never goes
+ * unnoticed.
+ */
+#ifndef RTOMOD_CONFIG_H
+#define RTOMOD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "rtomod_log.h"
+#include "rtomo_engine.h"
+#include "rtomo_protocol.h"
+
+#define RTOMOD_ENDPOINT_MAX 256
+#define RTOMOD_CONFIG_ERROR_MAX 512
+
+typedef struct rtomod_config {
+    struct {
+        char endpoint[RTOMOD_ENDPOINT_MAX];
+        int rcvhwm;             /* messages held by ZeroMQ before TCP pushes
+                                   back on the sender */
+        double max_message_mb;  /* largest accepted payload; beyond: oversize */
+        int fairness;           /* messages read per loop iteration at most */
+    } ingest;
+    struct {
+        char endpoint[RTOMOD_ENDPOINT_MAX];
+        int sndhwm;             /* messages queued per subscriber */
+        int linger_ms;          /* flush time for queued messages at exit */
+        int nodrop;             /* 1: ZMQ_XPUB_NODROP, drops counted */
+    } publish;
+    struct {
+        char endpoint[RTOMOD_ENDPOINT_MAX];
+    } control;
+    rtomo_engine_options engine;    /* backend, devices, kernels */
+    struct {
+        rtomo_window filter;
+        double cutoff;
+        rtomo_interp interpolation;
+        rtomo_slice_selection slices;
+        int roi[4];             /* x, y, w, h; all 0 = the whole grid */
+        int slice_size;         /* 0 = the detector width */
+        int batch;              /* slices per back-projection call */
+    } reconstruction;
+    struct {
+        int frames;             /* jobs queued per worker at most */
+        double mb;              /* payload bytes queued per worker at most */
+    } queue;
+    struct {
+        int interval_ms;
+    } telemetry;
+    struct {
+        rtomod_log_level level;
+    } log;
+    struct {
+        int drain_quiet_ms;     /* ingest silence that ends the drain */
+        int timeout_ms;         /* give up waiting for the workers */
+    } shutdown;
+} rtomod_config;
+
+/* Fill with the defaults (work out of the box on one machine). */
+void rtomod_config_init(rtomod_config *cfg);
+/* Release what the configuration owns (the slice list). */
+void rtomod_config_clear(rtomod_config *cfg);
+/* Deep copy; returns 0, or -1 when out of memory. */
+int rtomod_config_copy(rtomod_config *dst, const rtomod_config *src);
+
+/* Apply a JSON object of sections onto cfg.  With runtime_only, only the keys
+ * that may change while running are accepted.  On error cfg is unchanged and
+ * `error` names the offending key.  Returns 0 or -1. */
+int rtomod_config_apply_json(rtomod_config *cfg, const json_t *root,
+                             int runtime_only, char *error, size_t error_size);
+
+/* Apply a JSON file. */
+int rtomod_config_load_file(rtomod_config *cfg, const char *path, char *error,
+                            size_t error_size);
+
+/* Apply one "section.key=value" override.  The value is read as JSON when it
+ * parses as JSON, else as a plain string (so --set log.level=debug works). */
+int rtomod_config_set_path(rtomod_config *cfg, const char *assignment,
+                           char *error, size_t error_size);
+
+/* The whole effective configuration as JSON (new reference). */
+json_t *rtomod_config_to_json(const rtomod_config *cfg);
+
+/* Largest payload in bytes accepted by ingest. */
+size_t rtomod_config_max_payload(const rtomod_config *cfg);
+
+#endif /* RTOMOD_CONFIG_H */

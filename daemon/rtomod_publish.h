@@ -1,0 +1,48 @@
+/*
+ * rtomod_publish.h — the PUB socket: every published message is three parts
+ * [topic, header JSON, payload] (the payload may be empty).
+ *
+ * Sends never block.  With publish.nodrop off (the default) ZeroMQ drops
+ * messages for a subscriber whose queue is full, silently and per
+ * subscriber, so one stalled subscriber costs the others nothing; those
+ * drops cannot be seen from here.  With publish.nodrop on, a send that
+ * would overflow any subscriber's queue fails with EAGAIN: the message is
+ * dropped for everyone and counted in pub_dropped.
+ */
+#ifndef RTOMOD_PUBLISH_H
+#define RTOMOD_PUBLISH_H
+
+#include <stdint.h>
+
+#include "rtomod_buffer.h"
+#include "rtomod_config.h"
+#include "rtomo_protocol.h"
+
+typedef struct rtomod_publisher {
+    void *socket;
+    uint64_t published;         /* messages sent */
+    uint64_t dropped;           /* messages refused (EAGAIN) */
+} rtomod_publisher;
+
+int rtomod_publisher_open(rtomod_publisher *pub, void *ctx,
+                          const rtomod_config *cfg, char *error,
+                          size_t error_size);
+/* Close, letting queued messages flush for up to linger_ms. */
+void rtomod_publisher_close(rtomod_publisher *pub, int linger_ms);
+
+/* Send [topic, header, data].  `buffer` (may be NULL when data is NULL or
+ * the caller keeps data alive until this returns) is a reference the call
+ * takes over: ZeroMQ keeps it until the payload is on the wire.  Returns 0
+ * when sent, -1 when dropped. */
+int rtomod_publish(rtomod_publisher *pub, const char *topic,
+                   const char *header, rtomod_buffer *buffer, const void *data,
+                   size_t size);
+
+/* Publish an event (empty payload) and log it at `level`.  `scan` and
+ * `reason` may be NULL, index -1 when none. */
+void rtomod_publish_event(rtomod_publisher *pub, rtomod_log_level level,
+                          const char *event, const char *scan, int64_t index,
+                          const char *reason, const char *format, ...)
+    __attribute__((format(printf, 7, 8)));
+
+#endif /* RTOMOD_PUBLISH_H */

@@ -1,0 +1,206 @@
+/*
+ * rtomod_worker.h — the engine threads of rtomod and the queues that connect them
+ * to the event loop.
+ *
+ * Each worker owns its engine plans: one worker per GPU with the CUDA
+ * backend, or one worker whose CPU plans run the CPU backend's own threads.
+ * The loop pushes jobs (scan begin, frames, reconstruct, close) into a
+ * worker's bounded FIFO; the worker pushes results (images, statistics,
+ * errors, completion) into the pool's result queue and wakes the loop with
+ * ev_async.  The loop never waits on a worker: it checks for room before it
+ * reads a frame (back-pressure) and collects results when woken.
+ *
+ * A frame's ZeroMQ message travels inside its job and is closed by the
+ * worker once the engine has consumed it, so a frame is never copied on its
+ * way to the engine.
+ */
+#ifndef RTOMOD_WORKER_H
+#define RTOMOD_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <ev.h>
+#include <zmq.h>
+
+#include "rtomod_buffer.h"
+#include "rtomo_engine.h"
+#include "rtomo_protocol.h"
+
+typedef enum rtomod_job_kind {
+    RTOMOD_JOB_TOMO_BEGIN,      /* create an FBP plan */
+    RTOMOD_JOB_TOMO_DARK,
+    RTOMOD_JOB_TOMO_FLAT,
+    RTOMOD_JOB_TOMO_PROJECTION,
+    RTOMOD_JOB_TOMO_RECONSTRUCT,/* back-project rows, publish, maybe close */
+    RTOMOD_JOB_SBDX_BEGIN,      /* create an SBDX plan */
+    RTOMOD_JOB_SBDX_FRAME,
+    RTOMOD_JOB_CLOSE            /* finish (SBDX: flush) or abort, free plans */
+} rtomod_job_kind;
+
+/* What a tomography plan needs beyond its geometry, decided by the loop. */
+typedef struct rtomod_tomo_begin_job {
+    rtomo_fbp_geometry geometry;    /* kept rows of this worker; owns angles
+                                       and axis_shift */
+} rtomod_tomo_begin_job;
+
+typedef struct rtomod_tomo_reconstruct_job {
+    int *rows;                  /* detector rows (owned) */
+    int *set_index;             /* their positions in the published set */
+    int n_rows;
+    int set_count;              /* images in the whole set (all workers) */
+    int roi[4];                 /* x, y, w, h; all 0 = the whole grid */
+    rtomo_interp interp;
+    int batch;                  /* slices per engine call */
+    int64_t frame;              /* window index (continuous), -1 otherwise */
+    int close_plan;             /* 1: the scan is over, free the plan */
+} rtomod_tomo_reconstruct_job;
+
+typedef struct rtomod_sbdx_begin_job {
+    rtomo_sbdx_geometry geometry;   /* owns ratios */
+    rtomo_plane_format planes;
+    float u16_scale, u16_offset;
+    int composite;
+} rtomod_sbdx_begin_job;
+
+typedef struct rtomod_job {
+    struct rtomod_job *next;
+    rtomod_job_kind kind;
+    uint64_t serial;            /* the scan this job belongs to */
+    char scan[RTOMO_ID_MAX];
+    double t_input;             /* monotonic seconds: when the job's input
+                                   (frame, or the scan's last input) arrived */
+    /* frames */
+    zmq_msg_t payload;          /* valid when has_payload */
+    int has_payload;
+    rtomo_dtype dtype;
+    int64_t index;
+    double angle;               /* radians, NaN = the geometry's */
+    double axis_shift;          /* bins, NaN = the geometry's */
+    /* begin / reconstruct / close */
+    union {
+        rtomod_tomo_begin_job tomo;
+        rtomod_tomo_reconstruct_job recon;
+        rtomod_sbdx_begin_job sbdx;
+        int abort;              /* CLOSE: 1 = discard, 0 = finish */
+    } u;
+} rtomod_job;
+
+/* A job with the given kind and scan, zeroed otherwise; NULL when out of
+ * memory. */
+rtomod_job *rtomod_job_new(rtomod_job_kind kind, uint64_t serial,
+                           const char *scan);
+/* Release a job and everything it owns (closes its ZeroMQ message). */
+void rtomod_job_free(rtomod_job *job);
+
+typedef enum rtomod_result_kind {
+    RTOMOD_RESULT_IMAGE,        /* publish: topic, header, image */
+    RTOMOD_RESULT_STATS,        /* a batch or frame was reconstructed */
+    RTOMOD_RESULT_ERROR,        /* the engine failed on this scan */
+    RTOMOD_RESULT_DROPPED,      /* accepted frames that were not used */
+    RTOMOD_RESULT_DONE          /* a RECONSTRUCT with close_plan or a CLOSE
+                                   job finished on this worker */
+} rtomod_result_kind;
+
+typedef struct rtomod_result {
+    struct rtomod_result *next;
+    rtomod_result_kind kind;
+    uint64_t serial;
+    int worker;
+    double t_input;             /* IMAGE: latency reference (monotonic s) */
+    /* IMAGE */
+    rtomo_image_header header;  /* all but latency_ms, set when published */
+    rtomod_buffer *buffer;      /* reference held by the result */
+    const void *data;           /* within buffer */
+    size_t size;
+    /* STATS */
+    long slices, frames;
+    double updates, seconds;
+    /* ERROR */
+    int fatal;                  /* the plan is unusable: the scan failed */
+    char reason[32];
+    char message[RTOMO_REASON_MAX];
+    /* DROPPED */
+    long dropped;
+} rtomod_result;
+
+void rtomod_result_free(rtomod_result *r);
+
+typedef struct rtomod_pool rtomod_pool;
+
+typedef struct rtomod_worker {
+    rtomod_pool *pool;
+    int index;
+    int device;                 /* CUDA ordinal, -1 for the CPU */
+    rtomo_engine_options options;
+    pthread_t thread;
+    int started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    rtomod_job *head, *tail;    /* FIFO */
+    int n_jobs;
+    size_t bytes;               /* payload bytes queued */
+    int running;                /* a job or pipelined frames in progress */
+    int stopping;
+
+    /* The loop marks a scan aborted here so that a long job in progress
+     * stops early. */
+    _Atomic uint64_t abort_serial;
+    /* Busy time for the "load" figure (nanoseconds, written by the worker). */
+    _Atomic uint64_t busy_ns;
+
+    void *state;                /* the worker thread's plans (worker.c) */
+} rtomod_worker;
+
+struct rtomod_pool {
+    int n;
+    rtomod_worker *workers;
+    int max_jobs;               /* per worker */
+    size_t max_bytes;           /* per worker */
+
+    pthread_mutex_t lock;       /* results */
+    rtomod_result *results_head, *results_tail;
+    int n_results;
+    struct ev_loop *loop;
+    ev_async *wake_loop;        /* sent when results arrive or room frees */
+};
+
+/*
+ * Start `n_devices` CUDA workers (device ordinals in `devices`) or, with
+ * n_devices == 0, one CPU worker.  `options` is the configured engine
+ * options (backend, kernels); each worker gets a copy bound to its device.
+ * Returns 0, or -1 with `error` filled.
+ */
+int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
+                      const int *devices, int n_devices, int max_jobs,
+                      size_t max_bytes, struct ev_loop *loop,
+                      ev_async *wake_loop, char *error, size_t error_size);
+
+/* Stop after the queued jobs are done (or, with discard, drop them and
+ * report them dropped), join the threads and free the pool's queues.
+ * Results still queued remain for rtomod_pool_take_results. */
+void rtomod_pool_stop(rtomod_pool *pool, int discard);
+void rtomod_pool_free(rtomod_pool *pool);
+
+/* 1 when every worker's queue has room for one more frame. */
+int rtomod_pool_has_room(rtomod_pool *pool);
+
+/* Queue a job on worker `w` (never blocks; the caller checked for room). */
+void rtomod_pool_push(rtomod_pool *pool, int w, rtomod_job *job);
+
+/* Remove every queued job of `serial` from all workers and mark it aborted
+ * for the jobs in progress.  Returns the number of frames removed. */
+long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial);
+
+/* Take all results queued so far (a list in arrival order, or NULL). */
+rtomod_result *rtomod_pool_take_results(rtomod_pool *pool);
+
+/* Jobs queued on all workers, and results waiting for the loop. */
+int rtomod_pool_queued_jobs(rtomod_pool *pool);
+int rtomod_pool_queued_results(rtomod_pool *pool);
+/* 1 when no job is queued or running and no result waits. */
+int rtomod_pool_idle(rtomod_pool *pool);
+
+#endif /* RTOMOD_WORKER_H */

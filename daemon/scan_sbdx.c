@@ -1,0 +1,147 @@
+/*
+ * scan_sbdx.c — SBDX streams in rtomod: sbdx_begin creates an SBDX plan on
+ * every worker, each sbdx_frame is checked and handed to the next worker in
+ * turn (so several GPUs reconstruct successive frames at once), and every
+ * reconstructed frame is published as its planes, composite and depth map.
+ * sbdx_end lets the workers finish the frames they hold, then the stream is
+ * complete.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtomod.h"
+
+/* Duplicate frames are recognised among this many recent indices. */
+#define FRAME_INDEX_WINDOW 4096
+
+struct rtomod_sbdx_scan {
+    rtomo_sbdx_spec *spec;      /* owned */
+    rtomod_seen frames;
+    int next_worker;            /* round robin */
+};
+
+void rtomod_sbdx_free(rtomod_sbdx_scan *s)
+{
+    if (!s)
+        return;
+    if (s->spec) {
+        rtomo_sbdx_spec_clear(s->spec);
+        free(s->spec);
+    }
+    rtomod_seen_free(&s->frames);
+    free(s);
+}
+
+static rtomod_job *begin_job(const rtomod_scan *scan,
+                             const rtomo_sbdx_spec *spec)
+{
+    rtomod_job *job = rtomod_job_new(RTOMOD_JOB_SBDX_BEGIN, scan->serial,
+                                     scan->id);
+    if (!job)
+        return NULL;
+    rtomod_sbdx_begin_job *b = &job->u.sbdx;
+    b->geometry = spec->geometry;
+    size_t bytes = sizeof(double) * (size_t)spec->geometry.n_planes;
+    double *ratios = malloc(bytes);
+    if (!ratios) {
+        rtomod_job_free(job);
+        return NULL;
+    }
+    memcpy(ratios, spec->geometry.ratios, bytes);
+    b->geometry.ratios = ratios;
+    b->planes = spec->planes;
+    b->u16_scale = spec->u16_scale;
+    b->u16_offset = spec->u16_offset;
+    b->composite = spec->composite;
+    return job;
+}
+
+int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg)
+{
+    if (!rtomod_scan_may_begin(d, msg))
+        return -1;
+    rtomod_scan *scan = rtomod_scan_new(d, RTOMOD_SCAN_SBDX, msg->scan);
+    rtomod_sbdx_scan *s = calloc(1, sizeof *s);
+    rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
+    int ok = scan && s && rtomod_seen_init(&s->frames, FRAME_INDEX_WINDOW) == 0;
+    for (int w = 0; ok && w < d->pool.n; w++)
+        ok = (jobs[w] = begin_job(scan, msg->sbdx_spec)) != NULL;
+    if (!ok) {
+        for (int w = 0; w < d->pool.n; w++)
+            rtomod_job_free(jobs[w]);
+        rtomod_sbdx_free(s);
+        rtomod_scan_free(scan);
+        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+                       "out of memory for an SBDX stream");
+        return -1;
+    }
+    s->spec = msg->sbdx_spec;
+    msg->sbdx_spec = NULL;      /* the stream owns it now */
+    scan->sbdx = s;
+    for (int w = 0; w < d->pool.n; w++)
+        rtomod_scan_push(d, scan, w, jobs[w]);
+    rtomod_scan_activate(d, scan);
+    const rtomo_sbdx_geometry *g = &s->spec->geometry;
+    log_info("SBDX stream %s: %dx%d holes, %dx%d detector, %d planes",
+             scan->id, g->holes_x, g->holes_y, g->det_width, g->det_height,
+             g->n_planes);
+    return 0;
+}
+
+int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
+{
+    rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_SBDX);
+    if (!scan)
+        return -1;
+    rtomod_sbdx_scan *s = scan->sbdx;
+    rtomo_reject_info why;
+    if (rtomo_proto_check_sbdx_frame(&msg->frame, s->spec, &why) != 0) {
+        rtomod_reject(d, &why, msg->scan, msg->frame.index);
+        return -1;
+    }
+    int seen = rtomod_seen_mark(&s->frames, msg->frame.index);
+    if (seen != 0) {
+        rtomod_rejectf(d, seen > 0 ? RTOMO_REJECT_DUPLICATE
+                                   : RTOMO_REJECT_INDEX,
+                       msg->scan, msg->frame.index, "SBDX frame %lld %s",
+                       (long long)msg->frame.index,
+                       seen > 0 ? "was already received"
+                                : "is older than the last 4096 frames");
+        return -1;
+    }
+    rtomod_job *job = rtomod_frame_job(d, RTOMOD_JOB_SBDX_FRAME, scan,
+                                       &msg->frame, payload);
+    if (!job) {
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan, msg->frame.index,
+                       "out of memory for a job");
+        return -1;
+    }
+    rtomod_scan_push(d, scan, s->next_worker, job);
+    s->next_worker = (s->next_worker + 1) % d->pool.n;
+    scan->frames++;
+    scan->t_last_input = rtomod_now();
+    return 0;
+}
+
+int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg)
+{
+    rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_SBDX);
+    if (!scan)
+        return -1;
+    scan->t_last_input = rtomod_now();
+    log_info("SBDX stream %s: ended after %ld frames", scan->id, scan->frames);
+    rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, scan->failed));
+    return 0;
+}
+
+void rtomod_sbdx_status(const rtomod_scan *scan, json_t *out)
+{
+    json_object_set_new(out, "received", json_integer(scan->frames));
+    json_object_set_new(out, "expected", json_null());
+    json_object_set_new(out, "darks", json_integer(0));
+    json_object_set_new(out, "flats", json_integer(0));
+    json_object_set_new(out, "missing", json_integer(0));
+}

@@ -1,0 +1,523 @@
+/*
+ * scan_tomo.c — tomography scans in rtomod: scan_begin creates FBP plans on
+ * the workers, darks/flats/projections are checked against the scan and fed
+ * to the plans as they arrive (so normalisation and filtering overlap the
+ * acquisition), and scan_end starts the back-projection of the selected
+ * slices, published batch by batch as they are done.
+ *
+ * With several workers (one per GPU) the selected detector rows are split
+ * into contiguous parts, one per worker; every projection goes to every
+ * worker (ZeroMQ shares the message, no copy) and each filters only its own
+ * rows.
+ *
+ * Slices are chosen when the scan begins (its own "slices", else the
+ * configuration's): the plans keep only the rows between the first and the
+ * last chosen one.  A later set_config of the slices or ROI applies at the
+ * reconstruction, limited to the rows the plans kept.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtomod.h"
+
+/* Darks and flats: duplicates are recognised among this many indices. */
+#define FIELD_INDEX_WINDOW 4096
+
+struct rtomod_tomo_scan {
+    rtomo_scan_spec *spec;          /* owned */
+    rtomod_seen projections, darks, flats;
+    int projections_started;
+    int *rows;                      /* the rows chosen at begin, ascending */
+    int n_rows;
+    /* Kept rows of each worker's plan: [kept_first, kept_last], or
+     * kept_first = -1 when the worker got no rows. */
+    int kept_first[RTOMO_MAX_DEVICES], kept_last[RTOMO_MAX_DEVICES];
+};
+
+void rtomod_tomo_free(rtomod_tomo_scan *t)
+{
+    if (!t)
+        return;
+    if (t->spec) {
+        rtomo_scan_spec_clear(t->spec);
+        free(t->spec);
+    }
+    rtomod_seen_free(&t->projections);
+    rtomod_seen_free(&t->darks);
+    rtomod_seen_free(&t->flats);
+    free(t->rows);
+    free(t);
+}
+
+/* ------------------------------------------------------------ begin ---- */
+
+static int compare_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort and remove repeated rows; returns the new count. */
+static int sort_unique(int *rows, int n)
+{
+    qsort(rows, (size_t)n, sizeof *rows, compare_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || rows[m - 1] != rows[i])
+            rows[m++] = rows[i];
+    return m;
+}
+
+/* The scan's slice selection, else the configuration's, as sorted rows.
+ * Returns 0, or -1 with *why filled. */
+static int choose_rows(const rtomod *d, const rtomo_scan_spec *spec,
+                       int **rows, int *n, rtomo_reject_info *why)
+{
+    const rtomo_slice_selection *sel =
+        spec->given & RTOMO_SPEC_HAS_SLICES ? &spec->slices
+                                            : &d->cfg.reconstruction.slices;
+    if (rtomo_slice_selection_expand(sel, spec->geometry.det_height, rows, n,
+                                     why) != 0)
+        return -1;
+    *n = sort_unique(*rows, *n);
+    if (*n == 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "the slice selection is empty");
+    return 0;
+}
+
+/* The scan's settings where it gave them, the configuration's elsewhere. */
+static void compose_geometry(const rtomod_config *cfg,
+                             const rtomo_scan_spec *spec, rtomo_fbp_geometry *g)
+{
+    *g = spec->geometry;
+    if (!(spec->given & RTOMO_SPEC_HAS_WINDOW))
+        g->window = cfg->reconstruction.filter;
+    if (!(spec->given & RTOMO_SPEC_HAS_CUTOFF))
+        g->cutoff = cfg->reconstruction.cutoff;
+    if (!(spec->given & RTOMO_SPEC_HAS_INTERP))
+        g->interp = cfg->reconstruction.interpolation;
+    if (!(spec->given & RTOMO_SPEC_HAS_SLICE_SIZE))
+        g->slice_size = cfg->reconstruction.slice_size;
+    if (!(spec->given & RTOMO_SPEC_HAS_ROI)) {
+        g->roi_x = cfg->reconstruction.roi[0];
+        g->roi_y = cfg->reconstruction.roi[1];
+        g->roi_width = cfg->reconstruction.roi[2];
+        g->roi_height = cfg->reconstruction.roi[3];
+    }
+}
+
+static double *copy_doubles(const double *src, int n, int *failed)
+{
+    if (!src)
+        return NULL;
+    double *dst = malloc(sizeof(double) * (size_t)n);
+    if (!dst)
+        *failed = 1;
+    else
+        memcpy(dst, src, sizeof(double) * (size_t)n);
+    return dst;
+}
+
+/* A BEGIN job for one worker keeping rows [first, last]. */
+static rtomod_job *begin_job(const rtomod_scan *scan,
+                             const rtomo_fbp_geometry *g, int first, int last)
+{
+    rtomod_job *job = rtomod_job_new(RTOMOD_JOB_TOMO_BEGIN, scan->serial,
+                                     scan->id);
+    if (!job)
+        return NULL;
+    int failed = 0;
+    job->u.tomo.geometry = *g;
+    job->u.tomo.geometry.angles = copy_doubles(g->angles, g->n_proj, &failed);
+    job->u.tomo.geometry.axis_shift = copy_doubles(g->axis_shift, g->n_proj,
+                                                   &failed);
+    job->u.tomo.geometry.row_first = first;
+    job->u.tomo.geometry.row_count = last - first + 1;
+    if (failed) {
+        rtomod_job_free(job);
+        return NULL;
+    }
+    return job;
+}
+
+/* Split the chosen rows into one contiguous part per worker and queue the
+ * plans.  Returns 0, or -1 when out of memory. */
+static int create_plans(rtomod *d, rtomod_scan *scan,
+                        const rtomo_fbp_geometry *g)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    int parts = d->pool.n < t->n_rows ? d->pool.n : t->n_rows;
+    rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
+    for (int w = 0; w < d->pool.n; w++)
+        t->kept_first[w] = t->kept_last[w] = -1;
+    for (int w = 0; w < parts; w++) {
+        int lo = (int)((long)t->n_rows * w / parts);
+        int hi = (int)((long)t->n_rows * (w + 1) / parts) - 1;
+        t->kept_first[w] = t->rows[lo];
+        t->kept_last[w] = t->rows[hi];
+        if (!(jobs[w] = begin_job(scan, g, t->rows[lo], t->rows[hi]))) {
+            for (int i = 0; i < w; i++)
+                rtomod_job_free(jobs[i]);
+            return -1;
+        }
+    }
+    for (int w = 0; w < parts; w++)
+        rtomod_scan_push(d, scan, w, jobs[w]);
+    return 0;
+}
+
+static rtomod_tomo_scan *tomo_new(rtomo_scan_spec *spec)
+{
+    rtomod_tomo_scan *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->spec = spec;
+    if (rtomod_seen_init(&t->projections, spec->geometry.n_proj) != 0 ||
+        rtomod_seen_init(&t->darks, FIELD_INDEX_WINDOW) != 0 ||
+        rtomod_seen_init(&t->flats, FIELD_INDEX_WINDOW) != 0) {
+        t->spec = NULL;
+        rtomod_tomo_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
+{
+    rtomo_scan_spec *spec = msg->scan_spec;
+    if (!rtomod_scan_may_begin(d, msg))
+        return -1;
+    if (spec->continuous) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "mode: \"continuous\" is not supported by this rtomod "
+                       "yet");
+        return -1;
+    }
+    rtomo_fbp_geometry g;
+    compose_geometry(&d->cfg, spec, &g);
+    rtomo_error err;
+    if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK) {
+        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+                       "with the configured reconstruction settings: %s",
+                       err.message);
+        return -1;
+    }
+    rtomo_reject_info why;
+    int *rows, n_rows;
+    if (choose_rows(d, spec, &rows, &n_rows, &why) != 0) {
+        rtomod_reject(d, &why, msg->scan, -1);
+        return -1;
+    }
+    rtomod_scan *scan = rtomod_scan_new(d, RTOMOD_SCAN_TOMO, msg->scan);
+    if (!scan || !(scan->tomo = tomo_new(spec))) {
+        free(rows);
+        rtomod_scan_free(scan);
+        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+                       "out of memory for a scan of %d projections",
+                       spec->geometry.n_proj);
+        return -1;
+    }
+    msg->scan_spec = NULL;      /* the scan owns it now */
+    scan->tomo->rows = rows;
+    scan->tomo->n_rows = n_rows;
+    if (create_plans(d, scan, &g) != 0) {
+        rtomod_scan_free(scan);
+        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+                       "out of memory for the scan's plans");
+        return -1;
+    }
+    rtomod_scan_activate(d, scan);
+    log_info("scan %s: %dx%d detector, %d projections, %d slices from row "
+             "%d to %d", scan->id, g.det_width, g.det_height, g.n_proj, n_rows,
+             rows[0], rows[n_rows - 1]);
+    return 0;
+}
+
+/* ----------------------------------------------------------- frames ---- */
+
+/* Mark a frame's index as received; rejects duplicates. */
+static int mark_index(rtomod *d, rtomod_seen *seen, const rtomo_ingest_msg *msg)
+{
+    int rc = rtomod_seen_mark(seen, msg->frame.index);
+    if (rc == 0)
+        return 0;
+    rtomod_rejectf(d, rc > 0 ? RTOMO_REJECT_DUPLICATE : RTOMO_REJECT_INDEX,
+                   msg->scan, msg->frame.index, "%s %lld %s",
+                   rtomo_msg_type_name(msg->type),
+                   (long long)msg->frame.index,
+                   rc > 0 ? "was already received" : "is too old");
+    return -1;
+}
+
+static int check_field_frame(rtomod *d, rtomod_tomo_scan *t,
+                             const rtomo_ingest_msg *msg)
+{
+    if (t->projections_started) {
+        rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, msg->frame.index,
+                       "%s frames must come before the first projection",
+                       rtomo_msg_type_name(msg->type));
+        return -1;
+    }
+    return mark_index(d, msg->type == RTOMO_MSG_DARK ? &t->darks : &t->flats,
+                      msg);
+}
+
+/* Queue the frame for every worker holding rows of the scan: the first gets
+ * the payload message, the others share its data through copies. */
+static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
+                       const rtomo_ingest_msg *msg, zmq_msg_t *payload)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
+    int n = 0;
+    for (int w = 0; w < d->pool.n; w++) {
+        if (t->kept_first[w] < 0)
+            continue;
+        zmq_msg_t copy;
+        zmq_msg_init(&copy);
+        zmq_msg_copy(&copy, payload);
+        jobs[n] = rtomod_frame_job(d, kind, scan, &msg->frame, &copy);
+        zmq_msg_close(&copy);
+        if (!jobs[n]) {
+            for (int i = 0; i < n; i++)
+                rtomod_job_free(jobs[i]);
+            rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan,
+                           msg->frame.index, "out of memory for a job");
+            return -1;
+        }
+        n++;
+    }
+    n = 0;
+    for (int w = 0; w < d->pool.n; w++)
+        if (t->kept_first[w] >= 0)
+            rtomod_scan_push(d, scan, w, jobs[n++]);
+    return 0;
+}
+
+int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
+{
+    rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_TOMO);
+    if (!scan)
+        return -1;
+    rtomod_tomo_scan *t = scan->tomo;
+    rtomo_reject_info why;
+    if (rtomo_proto_check_tomo_frame(&msg->frame, t->spec, &why) != 0) {
+        rtomod_reject(d, &why, msg->scan, msg->frame.index);
+        return -1;
+    }
+    rtomod_job_kind kind;
+    if (msg->type == RTOMO_MSG_PROJECTION) {
+        if (mark_index(d, &t->projections, msg) != 0)
+            return -1;
+        t->projections_started = 1;
+        kind = RTOMOD_JOB_TOMO_PROJECTION;
+    } else {
+        if (check_field_frame(d, t, msg) != 0)
+            return -1;
+        kind = msg->type == RTOMO_MSG_DARK ? RTOMOD_JOB_TOMO_DARK
+                                           : RTOMOD_JOB_TOMO_FLAT;
+    }
+    if (queue_frame(d, scan, kind, msg, payload) != 0)
+        return -1;
+    scan->frames++;
+    scan->t_last_input = rtomod_now();
+    return 0;
+}
+
+/* -------------------------------------------------------------- end ---- */
+
+int rtomod_tomo_complete(const rtomod_scan *scan)
+{
+    return scan->kind == RTOMOD_SCAN_TOMO &&
+           scan->tomo->projections.count == scan->tomo->spec->geometry.n_proj;
+}
+
+static void report_missing(rtomod *d, const rtomod_scan *scan)
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    int n_proj = t->spec->geometry.n_proj;
+    long missing = n_proj - t->projections.count;
+    if (missing == 0)
+        return;
+    char list[160] = "";
+    size_t used = 0;
+    int64_t first = -1;
+    int listed = 0;
+    for (int p = 0; p < n_proj && listed < 16; p++) {
+        if (rtomod_seen_has(&t->projections, p))
+            continue;
+        if (first < 0)
+            first = p;
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
+                                 listed ? ", " : "", p);
+        if (used >= sizeof list)
+            break;
+        listed++;
+    }
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "missing_projections",
+                         scan->id, first, "missing_projections",
+                         "%ld of %d projections missing (first: %s%s); "
+                         "reconstructing without them", missing, n_proj, list,
+                         missing > listed ? ", ..." : "");
+}
+
+/* The rows to reconstruct now and the ROI, from the scan's own settings or
+ * the configuration as it is now.  Falls back to the rows chosen at begin
+ * (and the whole grid) when the configuration no longer fits the scan. */
+static int rows_now(rtomod *d, const rtomod_scan *scan, int **rows, int *n)
+{
+    rtomo_reject_info why;
+    if (choose_rows(d, scan->tomo->spec, rows, n, &why) == 0)
+        return 0;
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "error", scan->id, -1,
+                         "bad_slices", "slice selection: %s; reconstructing "
+                         "the slices chosen at scan_begin", why.message);
+    *rows = malloc(sizeof(int) * (size_t)scan->tomo->n_rows);
+    if (!*rows)
+        return -1;
+    memcpy(*rows, scan->tomo->rows, sizeof(int) * (size_t)scan->tomo->n_rows);
+    *n = scan->tomo->n_rows;
+    return 0;
+}
+
+static void roi_now(rtomod *d, const rtomod_scan *scan, int roi[4])
+{
+    const rtomo_scan_spec *spec = scan->tomo->spec;
+    rtomo_fbp_geometry g;
+    compose_geometry(&d->cfg, spec, &g);
+    roi[0] = g.roi_x;
+    roi[1] = g.roi_y;
+    roi[2] = g.roi_width;
+    roi[3] = g.roi_height;
+    rtomo_error err;
+    if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK) {
+        rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "error", scan->id, -1,
+                             "bad_roi", "configured ROI: %s; reconstructing "
+                             "the whole slice", err.message);
+        memset(roi, 0, 4 * sizeof(int));
+    }
+}
+
+/* A RECONSTRUCT job for worker w with the rows that fall into its plan. */
+static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
+                                   const int *rows, int n_rows,
+                                   const int roi[4])
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    rtomod_job *job = rtomod_job_new(RTOMOD_JOB_TOMO_RECONSTRUCT,
+                                     scan->serial, scan->id);
+    if (!job)
+        return NULL;
+    rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    rc->rows = malloc(sizeof(int) * (size_t)(n_rows + 1));
+    rc->set_index = malloc(sizeof(int) * (size_t)(n_rows + 1));
+    if (!rc->rows || !rc->set_index) {
+        rtomod_job_free(job);
+        return NULL;
+    }
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i] >= t->kept_first[w] && rows[i] <= t->kept_last[w]) {
+            rc->rows[rc->n_rows] = rows[i];
+            rc->set_index[rc->n_rows++] = i;
+        }
+    }
+    rc->set_count = n_rows;
+    memcpy(rc->roi, roi, sizeof rc->roi);
+    rc->interp = t->spec->given & RTOMO_SPEC_HAS_INTERP
+                     ? t->spec->geometry.interp
+                     : d->cfg.reconstruction.interpolation;
+    rc->batch = d->cfg.reconstruction.batch;
+    rc->frame = -1;
+    rc->close_plan = 1;
+    job->t_input = scan->t_last_input;
+    return job;
+}
+
+/* Keep only the rows inside some plan's kept range (the others cannot be
+ * reconstructed); returns how many remain. */
+static int keep_covered(const rtomod_tomo_scan *t, int n_workers, int *rows,
+                        int n_rows)
+{
+    int kept = 0;
+    for (int i = 0; i < n_rows; i++) {
+        int covered = 0;
+        for (int w = 0; w < n_workers && !covered; w++)
+            covered = rows[i] >= t->kept_first[w] && rows[i] <= t->kept_last[w];
+        if (covered)
+            rows[kept++] = rows[i];
+    }
+    return kept;
+}
+
+void rtomod_tomo_finish(rtomod *d)
+{
+    rtomod_scan *scan = d->active;
+    rtomod_tomo_scan *t = scan->tomo;
+    if (scan->failed) {
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        return;
+    }
+    report_missing(d, scan);
+    int *rows, n_rows, roi[4];
+    if (rows_now(d, scan, &rows, &n_rows) != 0) {
+        rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error", scan->id, -1,
+                             "internal", "out of memory for the slice list");
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        return;
+    }
+    int covered = keep_covered(t, d->pool.n, rows, n_rows);
+    if (covered < n_rows)
+        rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "error", scan->id, -1,
+                             "slices_unavailable", "%d of the %d selected "
+                             "slices lie outside the rows kept since "
+                             "scan_begin and are skipped", n_rows - covered,
+                             n_rows);
+    n_rows = covered;
+    roi_now(d, scan, roi);
+    int parts = 0;
+    for (int w = 0; w < d->pool.n; w++) {
+        if (t->kept_first[w] < 0)
+            continue;
+        rtomod_job *job = reconstruct_job(d, scan, w, rows, n_rows, roi);
+        if (!job) {
+            rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error", scan->id,
+                                 -1, "internal", "out of memory for the "
+                                 "reconstruction of worker %d", w);
+            continue;
+        }
+        rtomod_pool_push(&d->pool, w, job);
+        parts++;
+    }
+    free(rows);
+    log_info("scan %s: ended after %ld frames; reconstructing", scan->id,
+             scan->frames);
+    rtomod_scan_finish(d, parts);
+}
+
+int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg)
+{
+    rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_TOMO);
+    if (!scan)
+        return -1;
+    scan->t_last_input = rtomod_now();
+    rtomod_tomo_finish(d);
+    return 0;
+}
+
+void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    json_object_set_new(out, "received", json_integer(t->projections.count));
+    json_object_set_new(out, "expected",
+                        json_integer(t->spec->geometry.n_proj));
+    json_object_set_new(out, "darks", json_integer(t->darks.count));
+    json_object_set_new(out, "flats", json_integer(t->flats.count));
+    json_object_set_new(out, "missing",
+                        json_integer(t->spec->geometry.n_proj -
+                                     t->projections.count));
+}

@@ -1,0 +1,165 @@
+/*
+ * telemetry.c — rtomod's running figures: ingest rates, reconstruction
+ * speed and latency, queue depths, counters and the workers' load, published
+ * on the "telemetry" topic every telemetry.interval_ms and after
+ * reconstructed batches (rate limited), and returned by the status command.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "rtomod.h"
+
+/* Telemetry triggered by finished batches comes at most this often. */
+#define MIN_GAP_S 0.1
+
+const char *rtomod_state_name(rtomod *d)
+{
+    if (d->active && d->active->kind == RTOMOD_SCAN_SBDX)
+        return "streaming";
+    if (d->active)
+        return "acquiring";
+    if (d->finishing)
+        return "reconstructing";
+    return "idle";
+}
+
+static json_t *counters_json(rtomod *d)
+{
+    json_t *rejects = json_object();
+    for (int r = RTOMO_REJECT_NONE + 1; r < RTOMO_REJECT_COUNT; r++)
+        json_object_set_new(rejects, rtomo_reject_name((rtomo_reject)r),
+                            json_integer((json_int_t)d->counters.rejects[r]));
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}",
+                     "accepted", (json_int_t)d->counters.accepted,
+                     "rejected", (json_int_t)d->counters.rejected,
+                     "dropped", (json_int_t)d->counters.dropped,
+                     "published", (json_int_t)d->pub.published,
+                     "pub_dropped", (json_int_t)d->pub.dropped,
+                     "rejects", rejects);
+}
+
+/* The scan telemetry speaks of: the active one, else one finishing. */
+static json_t *current_scan(rtomod *d)
+{
+    rtomod_scan *scan = d->active ? d->active : d->finishing;
+    return scan ? json_string(scan->id) : json_null();
+}
+
+json_t *rtomod_telemetry_json(rtomod *d)
+{
+    const rtomod_telemetry *t = &d->telemetry;
+    return json_pack(
+        "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:I, s:I},"
+        " s:{s:i, s:i}, s:o}",
+        "state", rtomod_state_name(d),
+        "ingest", "frames_per_s", t->frames_per_s, "mb_per_s", t->mb_per_s,
+        "frames", (json_int_t)d->counters.frames,
+        "bytes", (json_int_t)d->counters.bytes,
+        "reconstruction", "gu_per_s", t->gu_per_s,
+        "last_latency_ms", t->last_latency_ms,
+        "slices", (json_int_t)d->counters.slices,
+        "frames", (json_int_t)d->counters.sbdx_frames,
+        "queues", "work", rtomod_pool_queued_jobs(&d->pool),
+        "publish", rtomod_pool_queued_results(&d->pool),
+        "counters", counters_json(d));
+}
+
+/* Rates over the time since the last telemetry message. */
+static void update_rates(rtomod *d, double now)
+{
+    rtomod_telemetry *t = &d->telemetry;
+    double dt = now - t->t_last;
+    if (dt <= 0)
+        return;
+    t->frames_per_s = (double)(d->counters.frames - t->frames_last) / dt;
+    t->mb_per_s = (double)(d->counters.bytes - t->bytes_last) / dt / 1e6;
+    t->frames_last = d->counters.frames;
+    t->bytes_last = d->counters.bytes;
+    for (int i = 0; i < d->pool.n && i < RTOMO_MAX_DEVICES; i++) {
+        uint64_t busy = atomic_load(&d->pool.workers[i].busy_ns);
+        double load = (double)(busy - t->busy_last[i]) / 1e9 / dt;
+        t->load[i] = load > 1.0 ? 1.0 : load;
+        t->busy_last[i] = busy;
+    }
+    t->t_last = now;
+}
+
+static void publish_now(rtomod *d)
+{
+    double now = rtomod_now();
+    update_rates(d, now);
+    d->telemetry.pending = 0;
+    json_t *msg = rtomod_telemetry_json(d);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    json_object_set_new(msg, "protocol", json_integer(RTOMO_PROTOCOL_VERSION));
+    json_object_set_new(msg, "type", json_string(RTOMO_TOPIC_TELEMETRY));
+    json_object_set_new(msg, "time", json_real((double)wall.tv_sec +
+                                               1e-9 * (double)wall.tv_nsec));
+    json_object_set_new(msg, "uptime_s", json_real(now - d->t_start));
+    json_object_set_new(msg, "scan", current_scan(d));
+    char *text = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
+    if (!text) {
+        log_error("telemetry: cannot encode the message");
+        return;
+    }
+    rtomod_publish(&d->pub, RTOMO_TOPIC_TELEMETRY, text, NULL, NULL, 0);
+    free(text);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)loop; (void)revents;
+    publish_now(timer->data);
+}
+
+void rtomod_telemetry_start(rtomod *d)
+{
+    rtomod_telemetry *t = &d->telemetry;
+    t->t_last = rtomod_now();
+    double interval = d->cfg.telemetry.interval_ms / 1000.0;
+    ev_timer_init(&t->timer, on_timer, interval, interval);
+    t->timer.data = d;
+    ev_timer_start(d->loop, &t->timer);
+}
+
+void rtomod_telemetry_stop(rtomod *d)
+{
+    ev_timer_stop(d->loop, &d->telemetry.timer);
+}
+
+void rtomod_telemetry_reconfigure(rtomod *d)
+{
+    rtomod_telemetry *t = &d->telemetry;
+    double interval = d->cfg.telemetry.interval_ms / 1000.0;
+    ev_timer_stop(d->loop, &t->timer);
+    ev_timer_set(&t->timer, interval, interval);
+    ev_timer_start(d->loop, &t->timer);
+}
+
+void rtomod_telemetry_stats(rtomod *d, const rtomod_result *r)
+{
+    d->counters.slices += (uint64_t)r->slices;
+    d->counters.sbdx_frames += (uint64_t)r->frames;
+    if (r->seconds > 0 && r->updates > 0)
+        d->telemetry.gu_per_s = r->updates / r->seconds / 1e9;
+    d->telemetry.pending = 1;
+}
+
+void rtomod_telemetry_latency(rtomod *d, double latency_ms)
+{
+    d->telemetry.last_latency_ms = latency_ms;
+}
+
+void rtomod_telemetry_maybe_publish(rtomod *d)
+{
+    double gap = d->cfg.telemetry.interval_ms / 1000.0;
+    if (gap > MIN_GAP_S)
+        gap = MIN_GAP_S;
+    if (d->telemetry.pending && rtomod_now() - d->telemetry.t_last >= gap)
+        publish_now(d);
+}

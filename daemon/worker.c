@@ -1,0 +1,843 @@
+/*
+ * worker.c — rtomod's engine threads (see rtomod_worker.h).
+ *
+ * A worker runs one scan's plan at a time: jobs of a scan arrive in order
+ * (begin, frames, reconstruct or close), and the next scan's begin is queued
+ * behind them.  Everything the engine reports goes back to the loop as a
+ * result; a worker never touches a ZeroMQ socket.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rtomod_log.h"
+#include "rtomod_worker.h"
+
+/* ------------------------------------------------------------ jobs ---- */
+
+rtomod_job *rtomod_job_new(rtomod_job_kind kind, uint64_t serial,
+                           const char *scan)
+{
+    rtomod_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return NULL;
+    job->kind = kind;
+    job->serial = serial;
+    snprintf(job->scan, sizeof job->scan, "%s", scan);
+    job->angle = NAN;
+    job->axis_shift = NAN;
+    job->index = -1;
+    return job;
+}
+
+void rtomod_job_free(rtomod_job *job)
+{
+    if (!job)
+        return;
+    if (job->has_payload)
+        zmq_msg_close(&job->payload);
+    switch (job->kind) {
+    case RTOMOD_JOB_TOMO_BEGIN:
+        free((double *)job->u.tomo.geometry.angles);
+        free((double *)job->u.tomo.geometry.axis_shift);
+        break;
+    case RTOMOD_JOB_TOMO_RECONSTRUCT:
+        free(job->u.recon.rows);
+        free(job->u.recon.set_index);
+        break;
+    case RTOMOD_JOB_SBDX_BEGIN:
+        free((double *)job->u.sbdx.geometry.ratios);
+        break;
+    default:
+        break;
+    }
+    free(job);
+}
+
+static size_t job_bytes(const rtomod_job *job)
+{
+    return job->has_payload ? zmq_msg_size((zmq_msg_t *)&job->payload) : 0;
+}
+
+static int job_is_frame(const rtomod_job *job)
+{
+    return job->kind == RTOMOD_JOB_TOMO_DARK ||
+           job->kind == RTOMOD_JOB_TOMO_FLAT ||
+           job->kind == RTOMOD_JOB_TOMO_PROJECTION ||
+           job->kind == RTOMOD_JOB_SBDX_FRAME;
+}
+
+void rtomod_result_free(rtomod_result *r)
+{
+    if (r) {
+        rtomod_buffer_unref(r->buffer);
+        free(r);
+    }
+}
+
+/* ---------------------------------------------------------- results ---- */
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
+                                 uint64_t serial)
+{
+    rtomod_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        log_error("worker %d: out of memory for a result; it is lost",
+                  w->index);
+        return NULL;
+    }
+    r->kind = kind;
+    r->serial = serial;
+    r->worker = w->index;
+    return r;
+}
+
+static void post(rtomod_worker *w, rtomod_result *r)
+{
+    if (!r)
+        return;
+    rtomod_pool *pool = w->pool;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->results_tail)
+        pool->results_tail->next = r;
+    else
+        pool->results_head = r;
+    pool->results_tail = r;
+    pool->n_results++;
+    pthread_mutex_unlock(&pool->lock);
+    ev_async_send(pool->loop, pool->wake_loop);
+}
+
+static void post_error(rtomod_worker *w, uint64_t serial, int fatal,
+                       const char *reason, const char *message)
+{
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_ERROR, serial);
+    if (!r)
+        return;
+    r->fatal = fatal;
+    snprintf(r->reason, sizeof r->reason, "%s", reason);
+    snprintf(r->message, sizeof r->message, "%s", message);
+    log_warn("worker %d: %s", w->index, message);
+    post(w, r);
+}
+
+static void post_dropped(rtomod_worker *w, uint64_t serial, long n)
+{
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_DROPPED, serial);
+    if (r) {
+        r->dropped = n;
+        post(w, r);
+    }
+}
+
+static void post_stats(rtomod_worker *w, uint64_t serial, long slices,
+                       long frames, double updates, double seconds)
+{
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_STATS, serial);
+    if (!r)
+        return;
+    r->slices = slices;
+    r->frames = frames;
+    r->updates = updates;
+    r->seconds = seconds;
+    post(w, r);
+}
+
+static void post_done(rtomod_worker *w, uint64_t serial)
+{
+    post(w, result_new(w, RTOMOD_RESULT_DONE, serial));
+}
+
+/* min, max and mean of n samples (float or uint16). */
+static void image_stats(const void *data, int is_u16, size_t n,
+                        rtomo_image_header *h)
+{
+    double lo = INFINITY, hi = -INFINITY, sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double v = is_u16 ? ((const uint16_t *)data)[i]
+                          : ((const float *)data)[i];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        sum += v;
+    }
+    h->min = n ? lo : 0.0;
+    h->max = n ? hi : 0.0;
+    h->mean = n ? sum / (double)n : 0.0;
+}
+
+/* Publish `size` bytes at `data` inside `buffer` with header `h` (the
+ * image statistics are filled in here). */
+static void post_image(rtomod_worker *w, uint64_t serial, double t_input,
+                       rtomo_image_header *h, rtomod_buffer *buffer,
+                       const void *data, size_t size)
+{
+    int is_u16 = h->dtype == RTOMO_DTYPE_U16;
+    image_stats(data, is_u16, size / (is_u16 ? 2 : 4), h);
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_IMAGE, serial);
+    if (!r)
+        return;
+    r->header = *h;
+    r->t_input = t_input;
+    r->buffer = rtomod_buffer_ref(buffer);
+    r->data = data;
+    r->size = size;
+    post(w, r);
+}
+
+/* ------------------------------------------------------ plan state ---- */
+
+#define MAX_PIPELINE 8
+
+typedef struct pending_frame {
+    int64_t index;
+    double t_input;
+} pending_frame;
+
+/* The plan a worker runs now (at most one scan at a time). */
+typedef struct plan_state {
+    uint64_t serial;            /* 0 = none */
+    char scan[RTOMO_ID_MAX];
+    int failed;                 /* creation or a fatal engine call failed */
+    rtomo_fbp *fbp;
+    rtomo_sbdx *sbdx;
+    rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
+    pending_frame pending[MAX_PIPELINE];
+    int n_pending, first_pending;
+    double set_seconds;         /* engine time of the current set */
+} plan_state;
+
+static void plan_close(plan_state *s)
+{
+    rtomo_fbp_destroy(s->fbp);
+    rtomo_sbdx_destroy(s->sbdx);
+    memset(s, 0, sizeof *s);
+}
+
+static int job_matches_plan(const plan_state *s, const rtomod_job *job)
+{
+    return s->serial == job->serial && !s->failed;
+}
+
+/* Report an engine failure; creation failures and backend errors make the
+ * plan unusable, so later frames of the scan are dropped. */
+static void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
+                          const char *what, const rtomo_error *err)
+{
+    char message[2 * RTOMO_REASON_MAX];
+    snprintf(message, sizeof message, "scan %s: %s: %s", s->scan, what,
+             err->message);
+    if (err->code == RTOMO_E_BACKEND || err->code == RTOMO_E_NOMEM ||
+        err->code == RTOMO_E_UNAVAILABLE)
+        s->failed = 1;
+    post_error(w, serial, s->failed, rtomo_status_name(err->code), message);
+}
+
+/* ------------------------------------------------------ tomography ---- */
+
+static void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    plan_close(s);
+    s->serial = job->serial;
+    snprintf(s->scan, sizeof s->scan, "%s", job->scan);
+    rtomo_error err;
+    s->fbp = rtomo_fbp_create(&job->u.tomo.geometry, &w->options, &err);
+    if (!s->fbp) {
+        s->failed = 1;
+        engine_failed(w, s, job->serial, "cannot create the FBP plan", &err);
+        return;
+    }
+    log_debug("worker %d: scan %s: FBP plan on %s, rows [%d, %d)", w->index,
+              s->scan, rtomo_backend_name(rtomo_fbp_backend(s->fbp)),
+              job->u.tomo.geometry.row_first,
+              job->u.tomo.geometry.row_first + job->u.tomo.geometry.row_count);
+}
+
+static void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    const void *frame = zmq_msg_data(&job->payload);
+    rtomo_error err;
+    rtomo_status st;
+    const char *what;
+    if (job->kind == RTOMOD_JOB_TOMO_DARK) {
+        st = rtomo_fbp_add_dark(s->fbp, frame, job->dtype, &err);
+        what = "dark frame";
+    } else if (job->kind == RTOMOD_JOB_TOMO_FLAT) {
+        st = rtomo_fbp_add_flat(s->fbp, frame, job->dtype, &err);
+        what = "flat frame";
+    } else {
+        double t0 = now_seconds();
+        st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
+                                      job->dtype, job->angle, job->axis_shift,
+                                      &err);
+        s->set_seconds += now_seconds() - t0;
+        what = "projection";
+    }
+    if (st != RTOMO_OK) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s %lld", what, (long long)job->index);
+        engine_failed(w, s, job->serial, buf, &err);
+        post_dropped(w, job->serial, 1);
+    }
+}
+
+/* Back-project rows[first, first+n) of the job into one buffer and post each
+ * slice.  Returns 0, or -1 when the engine failed. */
+static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
+                      int first, int n)
+{
+    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
+    rtomod_buffer *buf = rtomod_buffer_new(pixels * sizeof(float) * (size_t)n);
+    rtomo_error err;
+    if (!buf) {
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for %d slices", n);
+        engine_failed(w, s, job->serial, "reconstruction", &err);
+        return -1;
+    }
+    rtomo_fbp_stats before, after;
+    rtomo_fbp_get_stats(s->fbp, &before);
+    float *out = (float *)buf->data;
+    if (rtomo_fbp_reconstruct(s->fbp, rc->rows + first, n, out, &err) !=
+        RTOMO_OK) {
+        engine_failed(w, s, job->serial, "reconstruction", &err);
+        rtomod_buffer_unref(buf);
+        return -1;
+    }
+    rtomo_fbp_get_stats(s->fbp, &after);
+    double seconds = after.reconstruct_seconds - before.reconstruct_seconds;
+    double bp = after.backproject_seconds - before.backproject_seconds;
+    s->set_seconds += seconds;
+    for (int i = 0; i < n; i++) {
+        rtomo_image_header h;
+        rtomo_image_header_init(&h);
+        snprintf(h.topic, sizeof h.topic, "%s", RTOMO_TOPIC_SLICE);
+        snprintf(h.scan, sizeof h.scan, "%s", s->scan);
+        h.frame = rc->frame;
+        h.index = rc->set_index[first + i];
+        h.count = rc->set_count;
+        h.slice = rc->rows[first + i];
+        h.width = g->roi_width;
+        h.height = g->roi_height;
+        h.roi[0] = g->roi_x;
+        h.roi[1] = g->roi_y;
+        h.roi[2] = g->roi_width;
+        h.roi[3] = g->roi_height;
+        h.dtype = RTOMO_DTYPE_F32;
+        h.compute_ms = 1e3 * s->set_seconds;
+        post_image(w, job->serial, job->t_input, &h, buf,
+                   out + pixels * (size_t)i, pixels * sizeof(float));
+    }
+    rtomod_buffer_unref(buf);
+    post_stats(w, job->serial, n, 0, after.updates - before.updates,
+               bp > 0 ? bp : seconds);
+    return 0;
+}
+
+static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    rtomo_error err;
+    if (rtomo_fbp_sync(s->fbp, &err) != RTOMO_OK ||
+        rtomo_fbp_set_roi(s->fbp, rc->roi[0], rc->roi[1], rc->roi[2],
+                          rc->roi[3], &err) != RTOMO_OK ||
+        rtomo_fbp_set_interp(s->fbp, rc->interp, &err) != RTOMO_OK) {
+        engine_failed(w, s, job->serial, "reconstruction", &err);
+        return;
+    }
+    for (int first = 0; first < rc->n_rows; first += rc->batch) {
+        if (atomic_load(&w->abort_serial) == job->serial)
+            return;
+        int n = rc->n_rows - first < rc->batch ? rc->n_rows - first : rc->batch;
+        if (tomo_batch(w, s, job, first, n) != 0)
+            return;
+    }
+}
+
+/* ------------------------------------------------------------ SBDX ---- */
+
+static void sbdx_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    plan_close(s);
+    s->serial = job->serial;
+    snprintf(s->scan, sizeof s->scan, "%s", job->scan);
+    s->sbdx_out = job->u.sbdx;
+    s->sbdx_out.geometry.ratios = NULL;
+    rtomo_error err;
+    s->sbdx = rtomo_sbdx_create(&job->u.sbdx.geometry, &w->options, &err);
+    if (!s->sbdx) {
+        s->failed = 1;
+        engine_failed(w, s, job->serial, "cannot create the SBDX plan", &err);
+    }
+}
+
+/* Buffers for one frame's results; NULL members are outputs not wanted. */
+typedef struct sbdx_buffers {
+    rtomod_buffer *planes, *composite, *depth;
+} sbdx_buffers;
+
+static void sbdx_buffers_free(sbdx_buffers *b)
+{
+    rtomod_buffer_unref(b->planes);
+    rtomod_buffer_unref(b->composite);
+    rtomod_buffer_unref(b->depth);
+}
+
+static int sbdx_buffers_new(const plan_state *s, sbdx_buffers *b,
+                            rtomo_sbdx_output *out)
+{
+    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
+    size_t pixels = (size_t)g->out_width * (size_t)g->out_height;
+    memset(b, 0, sizeof *b);
+    memset(out, 0, sizeof *out);
+    int ok = 1;
+    if (s->sbdx_out.planes != RTOMO_PLANES_NONE) {
+        size_t sample = s->sbdx_out.planes == RTOMO_PLANES_UINT16 ? 2 : 4;
+        ok &= (b->planes = rtomod_buffer_new(pixels * sample *
+                                             (size_t)g->n_planes)) != NULL;
+        if (b->planes && sample == 2) {
+            out->planes_u16 = (uint16_t *)b->planes->data;
+            out->u16_scale = s->sbdx_out.u16_scale;
+            out->u16_offset = s->sbdx_out.u16_offset;
+        } else if (b->planes) {
+            out->planes = (float *)b->planes->data;
+        }
+    }
+    if (s->sbdx_out.composite) {
+        ok &= (b->composite = rtomod_buffer_new(pixels * sizeof(float))) != NULL;
+        ok &= (b->depth = rtomod_buffer_new(pixels * sizeof(uint16_t))) != NULL;
+        if (ok) {
+            out->composite = (float *)b->composite->data;
+            out->depth = (uint16_t *)b->depth->data;
+        }
+    }
+    if (!ok)
+        sbdx_buffers_free(b);
+    return ok ? 0 : -1;
+}
+
+static void sbdx_header(const plan_state *s, const char *topic,
+                        int64_t frame, rtomo_image_header *h)
+{
+    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
+    rtomo_image_header_init(h);
+    snprintf(h->topic, sizeof h->topic, "%s", topic);
+    snprintf(h->scan, sizeof h->scan, "%s", s->scan);
+    h->frame = frame;
+    h->count = 1;
+    h->width = g->out_width;
+    h->height = g->out_height;
+    h->dtype = RTOMO_DTYPE_F32;
+    h->compute_ms = 1e3 * s->set_seconds;
+}
+
+static void sbdx_publish(rtomod_worker *w, const plan_state *s,
+                         const pending_frame *f, const sbdx_buffers *b)
+{
+    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
+    size_t pixels = (size_t)g->out_width * (size_t)g->out_height;
+    rtomo_image_header h;
+    if (b->planes) {
+        int u16 = s->sbdx_out.planes == RTOMO_PLANES_UINT16;
+        size_t bytes = pixels * (u16 ? 2 : 4);
+        for (int k = 0; k < g->n_planes; k++) {
+            sbdx_header(s, RTOMO_TOPIC_PLANE, f->index, &h);
+            h.index = k;
+            h.count = g->n_planes;
+            h.plane = k;
+            h.ratio = g->ratios[k];
+            if (u16) {
+                h.dtype = RTOMO_DTYPE_U16;
+                h.u16_scale = s->sbdx_out.u16_scale;
+                h.u16_offset = s->sbdx_out.u16_offset;
+            }
+            post_image(w, s->serial, f->t_input, &h, b->planes,
+                       b->planes->data + bytes * (size_t)k, bytes);
+        }
+    }
+    if (b->composite) {
+        sbdx_header(s, RTOMO_TOPIC_COMPOSITE, f->index, &h);
+        post_image(w, s->serial, f->t_input, &h, b->composite,
+                   b->composite->data, pixels * sizeof(float));
+        sbdx_header(s, RTOMO_TOPIC_DEPTH, f->index, &h);
+        h.dtype = RTOMO_DTYPE_U16;
+        post_image(w, s->serial, f->t_input, &h, b->depth, b->depth->data,
+                   pixels * sizeof(uint16_t));
+    }
+}
+
+/* Collect the oldest pipelined frame and publish it (discard: only free). */
+static void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard)
+{
+    pending_frame f = s->pending[s->first_pending];
+    s->first_pending = (s->first_pending + 1) % MAX_PIPELINE;
+    s->n_pending--;
+    sbdx_buffers b;
+    rtomo_sbdx_output out;
+    rtomo_error err;
+    if (discard || sbdx_buffers_new(s, &b, &out) != 0) {
+        if (!discard)
+            post_error(w, s->serial, 0, "out-of-memory",
+                       "out of memory for an SBDX frame's results");
+        uint64_t tag;
+        memset(&out, 0, sizeof out);
+        rtomo_sbdx_collect(s->sbdx, &out, &tag, &err);
+        post_dropped(w, s->serial, 1);
+        return;
+    }
+    rtomo_sbdx_stats before, after;
+    rtomo_sbdx_get_stats(s->sbdx, &before);
+    uint64_t tag;
+    if (rtomo_sbdx_collect(s->sbdx, &out, &tag, &err) != RTOMO_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "SBDX frame %lld", (long long)f.index);
+        engine_failed(w, s, s->serial, what, &err);
+        post_dropped(w, s->serial, 1);
+        sbdx_buffers_free(&b);
+        return;
+    }
+    rtomo_sbdx_get_stats(s->sbdx, &after);
+    double seconds = after.compute_seconds - before.compute_seconds;
+    s->set_seconds = seconds;
+    sbdx_publish(w, s, &f, &b);
+    sbdx_buffers_free(&b);
+    post_stats(w, s->serial, 0, 1, after.updates - before.updates, seconds);
+}
+
+static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    int depth = rtomo_sbdx_pipeline_depth(s->sbdx);
+    depth = depth < 1 ? 1 : depth > MAX_PIPELINE ? MAX_PIPELINE : depth;
+    if (s->n_pending >= depth)
+        sbdx_collect_one(w, s, 0);
+    rtomo_error err;
+    if (rtomo_sbdx_submit(s->sbdx, zmq_msg_data(&job->payload), job->dtype,
+                          (uint64_t)job->index, &err) != RTOMO_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "SBDX frame %lld", (long long)job->index);
+        engine_failed(w, s, job->serial, what, &err);
+        post_dropped(w, job->serial, 1);
+        return;
+    }
+    int slot = (s->first_pending + s->n_pending) % MAX_PIPELINE;
+    s->pending[slot].index = job->index;
+    s->pending[slot].t_input = job->t_input;
+    s->n_pending++;
+}
+
+static void sbdx_flush(rtomod_worker *w, plan_state *s, int discard)
+{
+    while (s->n_pending > 0)
+        sbdx_collect_one(w, s, discard);
+}
+
+/* --------------------------------------------------------- dispatch ---- */
+
+static void handle_job(rtomod_worker *w, plan_state *s, rtomod_job *job)
+{
+    switch (job->kind) {
+    case RTOMOD_JOB_TOMO_BEGIN:
+        tomo_begin(w, s, job);
+        return;
+    case RTOMOD_JOB_SBDX_BEGIN:
+        sbdx_begin(w, s, job);
+        return;
+    case RTOMOD_JOB_CLOSE:
+        if (s->serial == job->serial) {
+            if (s->sbdx && !s->failed)
+                sbdx_flush(w, s, job->u.abort);
+            plan_close(s);
+        }
+        post_done(w, job->serial);
+        return;
+    case RTOMOD_JOB_TOMO_RECONSTRUCT:
+        if (job_matches_plan(s, job) && s->fbp)
+            tomo_reconstruct(w, s, job);
+        if (job->u.recon.close_plan) {
+            if (s->serial == job->serial)
+                plan_close(s);
+            post_done(w, job->serial);
+        }
+        return;
+    default:
+        break;
+    }
+    /* Frames: used by a live plan of their scan, else dropped. */
+    int usable = job_matches_plan(s, job) &&
+                 (job->kind == RTOMOD_JOB_SBDX_FRAME ? s->sbdx != NULL
+                                                     : s->fbp != NULL) &&
+                 atomic_load(&w->abort_serial) != job->serial;
+    if (!usable)
+        post_dropped(w, job->serial, 1);
+    else if (job->kind == RTOMOD_JOB_SBDX_FRAME)
+        sbdx_frame(w, s, job);
+    else
+        tomo_frame(w, s, job);
+}
+
+/* ----------------------------------------------------------- thread ---- */
+
+static int queue_full(const rtomod_worker *w)
+{
+    return w->n_jobs >= w->pool->max_jobs || w->bytes >= w->pool->max_bytes;
+}
+
+/* The next job, waiting for one unless frames are pipelined (then NULL when
+ * the queue is empty, so that the caller collects them).  NULL with
+ * *stop set when the worker must end. */
+static rtomod_job *next_job(rtomod_worker *w, int have_pending, int *stop)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!w->head && !have_pending)
+        w->running = 0;
+    while (!w->head && !w->stopping && !have_pending)
+        pthread_cond_wait(&w->wake, &w->lock);
+    rtomod_job *job = w->head;
+    int was_full = 0;
+    if (job) {
+        was_full = queue_full(w);
+        w->head = job->next;
+        if (!w->head)
+            w->tail = NULL;
+        w->n_jobs--;
+        w->bytes -= job_bytes(job);
+        w->running = 1;
+    }
+    *stop = !job && !have_pending && w->stopping;
+    pthread_mutex_unlock(&w->lock);
+    /* Room again: let the loop resume reading frames. */
+    if (was_full)
+        ev_async_send(w->pool->loop, w->pool->wake_loop);
+    return job;
+}
+
+static void *worker_main(void *arg)
+{
+    rtomod_worker *w = arg;
+    plan_state state = {0};
+    for (;;) {
+        int stop;
+        rtomod_job *job = next_job(w, state.n_pending > 0, &stop);
+        if (stop)
+            break;
+        uint64_t t0 = (uint64_t)(now_seconds() * 1e9);
+        if (job) {
+            handle_job(w, &state, job);
+            rtomod_job_free(job);
+        } else {
+            sbdx_collect_one(w, &state, 0);
+        }
+        atomic_fetch_add(&w->busy_ns, (uint64_t)(now_seconds() * 1e9) - t0);
+    }
+    plan_close(&state);
+    pthread_mutex_lock(&w->lock);
+    w->running = 0;
+    pthread_mutex_unlock(&w->lock);
+    ev_async_send(w->pool->loop, w->pool->wake_loop);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- pool ---- */
+
+int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
+                      const int *devices, int n_devices, int max_jobs,
+                      size_t max_bytes, struct ev_loop *loop,
+                      ev_async *wake_loop, char *error, size_t error_size)
+{
+    memset(pool, 0, sizeof *pool);
+    pool->n = n_devices > 0 ? n_devices : 1;
+    pool->max_jobs = max_jobs;
+    pool->max_bytes = max_bytes;
+    pool->loop = loop;
+    pool->wake_loop = wake_loop;
+    pthread_mutex_init(&pool->lock, NULL);
+    pool->workers = calloc((size_t)pool->n, sizeof *pool->workers);
+    if (!pool->workers) {
+        snprintf(error, error_size, "out of memory for %d workers", pool->n);
+        return -1;
+    }
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        w->pool = pool;
+        w->index = i;
+        w->options = *options;
+        if (n_devices > 0) {
+            w->device = devices[i];
+            w->options.backend = RTOMO_BACKEND_CUDA;
+            w->options.n_devices = 1;
+            w->options.device_ids[0] = devices[i];
+        } else {
+            w->device = -1;
+            w->options.backend = RTOMO_BACKEND_CPU;
+        }
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->wake, NULL);
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            snprintf(error, error_size, "cannot start worker %d: %s", i,
+                     strerror(rc));
+            rtomod_pool_stop(pool, 1);
+            return -1;
+        }
+        w->started = 1;
+    }
+    return 0;
+}
+
+/* Unlink the queued jobs of worker w that match (all when serial is 0). */
+static long purge_worker(rtomod_worker *w, uint64_t serial)
+{
+    long frames = 0;
+    rtomod_job **link = &w->head, *job;
+    w->tail = NULL;
+    while ((job = *link)) {
+        if (serial == 0 || job->serial == serial) {
+            *link = job->next;
+            w->n_jobs--;
+            w->bytes -= job_bytes(job);
+            frames += job_is_frame(job);
+            rtomod_job_free(job);
+        } else {
+            w->tail = job;
+            link = &job->next;
+        }
+    }
+    return frames;
+}
+
+void rtomod_pool_stop(rtomod_pool *pool, int discard)
+{
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        pthread_mutex_lock(&w->lock);
+        if (discard) {
+            long dropped = purge_worker(w, 0);
+            if (dropped)
+                post_dropped(w, 0, dropped);
+        }
+        w->stopping = 1;
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+    }
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        if (w->started)
+            pthread_join(w->thread, NULL);
+        w->started = 0;
+    }
+}
+
+void rtomod_pool_free(rtomod_pool *pool)
+{
+    for (int i = 0; pool->workers && i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        purge_worker(w, 0);
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->wake);
+    }
+    free(pool->workers);
+    rtomod_result *r = rtomod_pool_take_results(pool);
+    while (r) {
+        rtomod_result *next = r->next;
+        rtomod_result_free(r);
+        r = next;
+    }
+    pthread_mutex_destroy(&pool->lock);
+    memset(pool, 0, sizeof *pool);
+}
+
+int rtomod_pool_has_room(rtomod_pool *pool)
+{
+    int room = 1;
+    for (int i = 0; i < pool->n && room; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        pthread_mutex_lock(&w->lock);
+        room = !queue_full(w);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return room;
+}
+
+void rtomod_pool_push(rtomod_pool *pool, int index, rtomod_job *job)
+{
+    rtomod_worker *w = &pool->workers[index];
+    job->next = NULL;
+    pthread_mutex_lock(&w->lock);
+    if (w->tail)
+        w->tail->next = job;
+    else
+        w->head = job;
+    w->tail = job;
+    w->n_jobs++;
+    w->bytes += job_bytes(job);
+    w->running = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial)
+{
+    long frames = 0;
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        atomic_store(&w->abort_serial, serial);
+        pthread_mutex_lock(&w->lock);
+        frames += purge_worker(w, serial);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return frames;
+}
+
+rtomod_result *rtomod_pool_take_results(rtomod_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    rtomod_result *list = pool->results_head;
+    pool->results_head = pool->results_tail = NULL;
+    pool->n_results = 0;
+    pthread_mutex_unlock(&pool->lock);
+    return list;
+}
+
+int rtomod_pool_queued_jobs(rtomod_pool *pool)
+{
+    int n = 0;
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        pthread_mutex_lock(&w->lock);
+        n += w->n_jobs;
+        pthread_mutex_unlock(&w->lock);
+    }
+    return n;
+}
+
+int rtomod_pool_queued_results(rtomod_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    int n = pool->n_results;
+    pthread_mutex_unlock(&pool->lock);
+    return n;
+}
+
+int rtomod_pool_idle(rtomod_pool *pool)
+{
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        pthread_mutex_lock(&w->lock);
+        int busy = w->running || w->head;
+        pthread_mutex_unlock(&w->lock);
+        if (busy)
+            return 0;
+    }
+    return rtomod_pool_queued_results(pool) == 0;
+}
