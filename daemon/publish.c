@@ -94,8 +94,9 @@ void rtomod_publish_event(rtomod_publisher *pub, rtomod_log_level level,
     va_start(ap, format);
     vsnprintf(ev.message, sizeof ev.message, format, ap);
     va_end(ap);
-    rtomod_log(level, "event %s%s%s: %s", event, reason && *reason ? " " : "",
-               reason ? reason : "", ev.message);
+    int named = reason && *reason && strcmp(reason, event) != 0;
+    rtomod_log(level, "event %s%s%s%s: %s", event, named ? " (" : "",
+               named ? reason : "", named ? ")" : "", ev.message);
     char *json = rtomo_proto_encode_event(&ev);
     if (!json) {
         log_error("publish: out of memory encoding an event");

@@ -1,0 +1,549 @@
+/*
+ * daemon_harness.c — the rtomod integration tests' shared pieces (see
+ * daemon_harness.h).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_harness.h"
+#include "rtomo_sim.h"
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+/* ------------------------------------------------------------ process ---- */
+
+/* A loopback port that is free now (the kernel picks it). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    ck_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void rtomod_path(char *out, size_t size)
+{
+    const char *explicit_path = getenv("RTOMOD");
+    const char *builddir = getenv("top_builddir");
+    if (explicit_path)
+        snprintf(out, size, "%s", explicit_path);
+    else
+        snprintf(out, size, "%s/rtomod", builddir ? builddir : ".");
+}
+
+static void wait_for_ping(daemon_proc *d)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.control = d->control;
+    opt.control_timeout_ms = 500;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "client: %s", err.message);
+    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    rtomo_status st;
+    do {
+        int status;
+        ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
+                      "rtomod exited during start-up (status %d)",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        json_t *reply = NULL;
+        st = rtomo_client_command(c, "ping", &reply, &err);
+        json_decref(reply);
+    } while (st != RTOMO_OK && now_ms() < deadline);
+    rtomo_client_close(c);
+    ck_assert_msg(st == RTOMO_OK, "rtomod does not answer ping: %s",
+                  err.message);
+}
+
+void daemon_start(daemon_proc *d, const char *const *extra_args)
+{
+    char path[1024];
+    rtomod_path(path, sizeof path);
+    snprintf(d->ingest, sizeof d->ingest, "tcp://127.0.0.1:%d", free_port());
+    snprintf(d->publish, sizeof d->publish, "tcp://127.0.0.1:%d", free_port());
+    snprintf(d->control, sizeof d->control, "tcp://127.0.0.1:%d", free_port());
+    const char *argv[64] = {path, "--backend", "cpu", "--cpu-threads", "2",
+                            "--ingest", d->ingest, "--publish", d->publish,
+                            "--control", d->control,
+                            "--set", "telemetry.interval_ms=50"};
+    int argc = 13;
+    for (int i = 0; extra_args && extra_args[i] && argc < 63; i++)
+        argv[argc++] = extra_args[i];
+    argv[argc] = NULL;
+    pid_t parent = getpid();
+    d->pid = fork();
+    ck_assert_msg(d->pid >= 0, "fork: %s", strerror(errno));
+    if (d->pid == 0) {
+        /* A failed test must not leave a daemon behind. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        execv(path, (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
+        _exit(127);
+    }
+    wait_for_ping(d);
+}
+
+int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms)
+{
+    kill(d->pid, sig);
+    double deadline = now_ms() + timeout_ms;
+    int status;
+    while (now_ms() < deadline) {
+        pid_t r = waitpid(d->pid, &status, WNOHANG);
+        if (r == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status)
+                                     : 128 + WTERMSIG(status);
+        }
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &status, 0);
+    d->pid = 0;
+    return -1;
+}
+
+void daemon_stop(daemon_proc *d)
+{
+    int status = daemon_signal_and_wait(d, SIGTERM, DAEMON_TIMEOUT_MS);
+    ck_assert_msg(status == 0, "rtomod exit status %d after SIGTERM", status);
+}
+
+/* ------------------------------------------------------------- client ---- */
+
+rtomo_client *daemon_connect(const daemon_proc *d, int connections)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d->ingest;
+    opt.publish = d->publish;
+    opt.control = d->control;
+    opt.connections = connections;
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "client: %s", err.message);
+    ck_assert(rtomo_client_subscribe(c, "", &err) == RTOMO_OK);
+    /* PUB/SUB drops what is published before the subscription arrives:
+     * a telemetry message proves that it has. */
+    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    int live = 0;
+    while (!live && now_ms() < deadline) {
+        rtomo_published m = {0};
+        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK)
+            live = m.kind == RTOMO_PUBLISHED_TELEMETRY;
+        rtomo_published_clear(&m);
+    }
+    ck_assert_msg(live, "no telemetry from rtomod on %s", d->publish);
+    return c;
+}
+
+json_t *daemon_request(rtomo_client *c, const char *request_json)
+{
+    json_error_t jerr;
+    json_t *request = json_loads(request_json, 0, &jerr);
+    ck_assert_msg(request, "test request is not JSON: %s", jerr.text);
+    json_t *reply = NULL;
+    rtomo_error err;
+    rtomo_client_request(c, request, &reply, &err);
+    json_decref(request);
+    ck_assert_msg(reply, "no reply to %s: %s", request_json, err.message);
+    return reply;
+}
+
+json_t *daemon_status(rtomo_client *c)
+{
+    json_t *reply = daemon_request(c, "{\"cmd\": \"status\"}");
+    ck_assert(json_is_true(json_object_get(reply, "ok")));
+    return reply;
+}
+
+long daemon_counter(rtomo_client *c, const char *name)
+{
+    json_t *status = daemon_status(c);
+    json_t *v = json_object_get(json_object_get(status, "counters"), name);
+    ck_assert_msg(json_is_integer(v), "status has no counter %s", name);
+    long n = (long)json_integer_value(v);
+    json_decref(status);
+    return n;
+}
+
+long daemon_reject_counter(rtomo_client *c, const char *reason)
+{
+    json_t *status = daemon_status(c);
+    json_t *v = json_object_get(
+        json_object_get(json_object_get(status, "counters"), "rejects"),
+        reason);
+    ck_assert_msg(json_is_integer(v), "status has no reject counter %s",
+                  reason);
+    long n = (long)json_integer_value(v);
+    json_decref(status);
+    return n;
+}
+
+void daemon_wait_counter(rtomo_client *c, const char *name, long value)
+{
+    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    long n;
+    while ((n = daemon_counter(c, name)) < value && now_ms() < deadline) {
+        struct timespec pause = {0, 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_msg(n >= value, "counter %s stayed at %ld, expected %ld", name,
+                  n, value);
+}
+
+/* -------------------------------------------------------------- inbox ---- */
+
+void daemon_inbox_init(daemon_inbox *in, rtomo_client *client)
+{
+    memset(in, 0, sizeof *in);
+    in->client = client;
+}
+
+void daemon_inbox_free(daemon_inbox *in)
+{
+    for (int i = 0; i < in->n_images; i++)
+        free(in->images[i].data);
+    free(in->images);
+    free(in->events);
+    json_decref(in->last_telemetry);
+    memset(in, 0, sizeof *in);
+}
+
+static void keep_image(daemon_inbox *in, const rtomo_published *m)
+{
+    if (in->n_images == in->cap_images) {
+        in->cap_images = in->cap_images ? 2 * in->cap_images : 64;
+        in->images = realloc(in->images,
+                             sizeof *in->images * (size_t)in->cap_images);
+        ck_assert(in->images);
+    }
+    daemon_image *im = &in->images[in->n_images++];
+    im->h = m->image;
+    im->size = m->payload_size;
+    im->data = malloc(m->payload_size ? m->payload_size : 1);
+    ck_assert(im->data);
+    if (m->payload_size)
+        memcpy(im->data, m->payload, m->payload_size);
+}
+
+static void keep_event(daemon_inbox *in, const rtomo_event *ev)
+{
+    if (in->n_events == in->cap_events) {
+        in->cap_events = in->cap_events ? 2 * in->cap_events : 64;
+        in->events = realloc(in->events,
+                             sizeof *in->events * (size_t)in->cap_events);
+        ck_assert(in->events);
+    }
+    in->events[in->n_events++] = *ev;
+}
+
+int daemon_inbox_pump(daemon_inbox *in, int timeout_ms)
+{
+    rtomo_published m = {0};
+    rtomo_error err;
+    rtomo_status st = rtomo_client_receive(in->client, &m, timeout_ms, &err);
+    if (st == RTOMO_E_UNAVAILABLE)
+        return 0;
+    ck_assert_msg(st == RTOMO_OK, "bad published message: %s", err.message);
+    switch (m.kind) {
+    case RTOMO_PUBLISHED_IMAGE:
+        keep_image(in, &m);
+        break;
+    case RTOMO_PUBLISHED_EVENT:
+        keep_event(in, &m.event);
+        break;
+    case RTOMO_PUBLISHED_TELEMETRY:
+        in->telemetry++;
+        json_decref(in->last_telemetry);
+        in->last_telemetry = json_incref(m.json);
+        break;
+    default:
+        ck_abort_msg("unexpected topic %s", m.topic);
+    }
+    rtomo_published_clear(&m);
+    return 1;
+}
+
+static int image_matches(const daemon_image *im, const char *topic,
+                         const char *scan)
+{
+    return strcmp(im->h.topic, topic) == 0 &&
+           (!scan || strcmp(im->h.scan, scan) == 0);
+}
+
+int daemon_count_images(const daemon_inbox *in, const char *topic,
+                        const char *scan)
+{
+    int n = 0;
+    for (int i = 0; i < in->n_images; i++)
+        n += image_matches(&in->images[i], topic, scan);
+    return n;
+}
+
+int daemon_wait_images(daemon_inbox *in, const char *topic, const char *scan,
+                       int count)
+{
+    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    int n;
+    while ((n = daemon_count_images(in, topic, scan)) < count &&
+           now_ms() < deadline)
+        daemon_inbox_pump(in, 100);
+    ck_assert_msg(n >= count, "%d %s images of scan %s arrived, expected %d",
+                  n, topic, scan ? scan : "(any)", count);
+    return n;
+}
+
+const daemon_image *daemon_find_image(const daemon_inbox *in,
+                                      const char *topic, const char *scan,
+                                      int64_t frame, int index)
+{
+    for (int i = 0; i < in->n_images; i++) {
+        const daemon_image *im = &in->images[i];
+        if (image_matches(im, topic, scan) && im->h.frame == frame &&
+            im->h.index == index)
+            return im;
+    }
+    return NULL;
+}
+
+static int event_matches(const rtomo_event *ev, const char *event,
+                         const char *reason, const char *scan)
+{
+    return strcmp(ev->event, event) == 0 &&
+           (!reason || strcmp(ev->reason, reason) == 0) &&
+           (!scan || strcmp(ev->scan, scan) == 0);
+}
+
+const rtomo_event *daemon_find_event(const daemon_inbox *in, const char *event,
+                                     const char *reason, const char *scan)
+{
+    for (int i = 0; i < in->n_events; i++)
+        if (event_matches(&in->events[i], event, reason, scan))
+            return &in->events[i];
+    return NULL;
+}
+
+const rtomo_event *daemon_wait_event(daemon_inbox *in, const char *event,
+                                     const char *reason, const char *scan,
+                                     int after)
+{
+    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    int i = after;
+    for (;;) {
+        for (; i < in->n_events; i++)
+            if (event_matches(&in->events[i], event, reason, scan))
+                return &in->events[i];
+        ck_assert_msg(now_ms() < deadline, "no event %s (reason %s, scan %s)",
+                      event, reason ? reason : "any", scan ? scan : "any");
+        daemon_inbox_pump(in, 100);
+    }
+}
+
+/* ----------------------------------------------------- phantom scans ---- */
+
+void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
+                      int n_proj, int n_darks, int n_flats, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    rtomo_scan_spec_init(&s->spec);
+    snprintf(s->spec.scan, sizeof s->spec.scan, "%s", id);
+    rtomo_fbp_geometry *g = &s->spec.geometry;
+    g->det_width = width;
+    g->det_height = height;
+    g->n_proj = n_proj;
+    g->angle_step = M_PI / n_proj;
+    g->angle_start = rtomo_random_uniform(&seed) * g->angle_step;
+    s->spec.dtype = RTOMO_DTYPE_U16;
+    s->spec.n_darks = n_darks;
+    s->spec.n_flats = n_flats;
+    s->frame_samples = (size_t)width * (size_t)height;
+    size_t n = s->frame_samples;
+    s->darks = malloc(sizeof(uint16_t) * n * (size_t)(n_darks + 1));
+    s->flats = malloc(sizeof(uint16_t) * n * (size_t)(n_flats + 1));
+    s->projections = malloc(sizeof(uint16_t) * n * (size_t)n_proj);
+    float *line = malloc(sizeof(float) * n);
+    ck_assert(s->darks && s->flats && s->projections && line);
+    rtomo_camera cam;
+    rtomo_camera_init(&cam);
+    cam.noise = 1;
+    cam.seed = seed;
+    for (int i = 0; i < n_darks; i++)
+        rtomo_camera_dark(&cam, n, s->darks + n * (size_t)i);
+    for (int i = 0; i < n_flats; i++)
+        rtomo_camera_flat(&cam, n, s->flats + n * (size_t)i);
+    rtomo_phantom ph;
+    rtomo_phantom_init(&ph, width, height);
+    for (int p = 0; p < n_proj; p++) {
+        rtomo_phantom_project(&ph, g->angle_start + p * g->angle_step, line);
+        rtomo_camera_expose(&cam, line, n, s->projections + n * (size_t)p);
+    }
+    free(line);
+}
+
+void daemon_scan_free(daemon_scan *s)
+{
+    rtomo_scan_spec_clear(&s->spec);
+    free(s->darks);
+    free(s->flats);
+    free(s->projections);
+    memset(s, 0, sizeof *s);
+}
+
+void daemon_send_begin(rtomo_client *c, const daemon_scan *s)
+{
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_scan_begin(c, &s->spec, &err) == RTOMO_OK,
+                  "scan_begin: %s", err.message);
+}
+
+static void send_frame(rtomo_client *c, const daemon_scan *s,
+                       rtomo_msg_type type, int index, const uint16_t *data)
+{
+    rtomo_frame_header f;
+    memset(&f, 0, sizeof f);
+    f.type = type;
+    snprintf(f.scan, sizeof f.scan, "%s", s->spec.scan);
+    f.index = index;
+    f.dtype = RTOMO_DTYPE_U16;
+    f.ndim = 2;
+    f.shape[0] = s->spec.geometry.det_height;
+    f.shape[1] = s->spec.geometry.det_width;
+    f.angle = NAN;
+    f.axis_shift = NAN;
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_frame(c, &f, data,
+                                          s->frame_samples * sizeof(uint16_t),
+                                          &err) == RTOMO_OK,
+                  "%s %d: %s", rtomo_msg_type_name(type), index, err.message);
+}
+
+void daemon_send_fields(rtomo_client *c, const daemon_scan *s)
+{
+    for (int i = 0; i < s->spec.n_darks; i++)
+        send_frame(c, s, RTOMO_MSG_DARK, i, s->darks + s->frame_samples * i);
+    for (int i = 0; i < s->spec.n_flats; i++)
+        send_frame(c, s, RTOMO_MSG_FLAT, i, s->flats + s->frame_samples * i);
+}
+
+void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p)
+{
+    send_frame(c, s, RTOMO_MSG_PROJECTION, p,
+               s->projections + s->frame_samples * (size_t)p);
+}
+
+void daemon_send_end(rtomo_client *c, const daemon_scan *s)
+{
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, s->spec.scan,
+                                        &err) == RTOMO_OK,
+                  "scan_end: %s", err.message);
+}
+
+void daemon_send_scan(rtomo_client *c, const daemon_scan *s)
+{
+    daemon_send_begin(c, s);
+    daemon_send_fields(c, s);
+    for (int p = 0; p < s->spec.geometry.n_proj; p++)
+        daemon_send_projection(c, s, p);
+    daemon_send_end(c, s);
+}
+
+float *daemon_reference_slices(const daemon_scan *s, const int *rows,
+                               int n_rows, const unsigned char *received,
+                               const int *roi)
+{
+    rtomo_fbp_geometry g = s->spec.geometry;
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = 1;
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
+    ck_assert_msg(plan, "reference plan: %s", err.message);
+    size_t n = s->frame_samples;
+    for (int i = 0; i < s->spec.n_darks; i++)
+        ck_assert(rtomo_fbp_add_dark(plan, s->darks + n * (size_t)i,
+                                     RTOMO_DTYPE_U16, &err) == RTOMO_OK);
+    for (int i = 0; i < s->spec.n_flats; i++)
+        ck_assert(rtomo_fbp_add_flat(plan, s->flats + n * (size_t)i,
+                                     RTOMO_DTYPE_U16, &err) == RTOMO_OK);
+    for (int p = 0; p < g.n_proj; p++)
+        if (!received || received[p])
+            ck_assert(rtomo_fbp_add_projection(plan, p,
+                                               s->projections + n * (size_t)p,
+                                               RTOMO_DTYPE_U16, NAN, NAN,
+                                               &err) == RTOMO_OK);
+    if (roi)
+        ck_assert(rtomo_fbp_set_roi(plan, roi[0], roi[1], roi[2], roi[3],
+                                    &err) == RTOMO_OK);
+    const rtomo_fbp_geometry *pg = rtomo_fbp_geometry_of(plan);
+    size_t pixels = (size_t)pg->roi_width * (size_t)pg->roi_height;
+    float *out = malloc(sizeof(float) * pixels * (size_t)n_rows);
+    ck_assert(out);
+    ck_assert_msg(rtomo_fbp_reconstruct(plan, rows, n_rows, out, &err) ==
+                  RTOMO_OK, "reference reconstruction: %s", err.message);
+    rtomo_fbp_destroy(plan);
+    return out;
+}
+
+double daemon_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+double daemon_max_abs(const float *a, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i]));
+    return m;
+}
+
+int *daemon_shuffled(int n, uint64_t *seed)
+{
+    int *p = malloc(sizeof(int) * (size_t)n);
+    ck_assert(p);
+    for (int i = 0; i < n; i++)
+        p[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rtomo_random_uniform(seed) * (i + 1));
+        int t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    return p;
+}

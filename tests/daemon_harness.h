@@ -1,0 +1,145 @@
+/*
+ * daemon_harness.h — what the rtomod integration tests share: start the
+ * real rtomod binary on free loopback ports (CPU backend), talk to it
+ * through the client library, collect what it publishes, and build
+ * tomography scans of the phantom together with their reference
+ * reconstruction by the CPU engine called directly.
+ *
+ * Every wait polls with a generous timeout (DAEMON_TIMEOUT_MS) and fails
+ * the test with a message when it runs out; nothing relies on sleeping.
+ * Helpers fail the running Check test (ck_assert) instead of returning
+ * errors.
+ */
+#ifndef DAEMON_HARNESS_H
+#define DAEMON_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "rtomo_client.h"
+#include "rtomo_engine.h"
+#include "rtomo_protocol.h"
+
+#define DAEMON_TIMEOUT_MS 30000
+
+/* ------------------------------------------------------------ process ---- */
+
+typedef struct daemon_proc {
+    pid_t pid;
+    char ingest[64], publish[64], control[64];  /* tcp://127.0.0.1:port */
+} daemon_proc;
+
+/* Start rtomod ($RTOMOD, else $top_builddir/rtomod) with the CPU backend,
+ * free ports, 50 ms telemetry and the extra arguments (NULL-terminated
+ * list, may be NULL), and wait until it answers ping.  The daemon dies with
+ * the test process. */
+void daemon_start(daemon_proc *d, const char *const *extra_args);
+/* Send `sig` and wait for the exit; returns the exit status, or -1 when it
+ * did not exit within timeout_ms (it is then killed). */
+int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms);
+/* SIGTERM and a clean exit (status 0) are expected. */
+void daemon_stop(daemon_proc *d);
+
+/* ------------------------------------------------------------- client ---- */
+
+/* A client with `connections` ingest sockets, control, and a subscription
+ * to every topic that is known to be live (a telemetry message arrived). */
+rtomo_client *daemon_connect(const daemon_proc *d, int connections);
+
+/* Send a control request given as JSON text; returns the reply (the
+ * caller's reference).  Asserts that a reply came. */
+json_t *daemon_request(rtomo_client *c, const char *request_json);
+/* The "status" reply. */
+json_t *daemon_status(rtomo_client *c);
+/* status.counters.<name>, or status.counters.rejects.<name> for a reject
+ * reason. */
+long daemon_counter(rtomo_client *c, const char *name);
+long daemon_reject_counter(rtomo_client *c, const char *reason);
+/* Poll status until counters.<name> >= value (asserts within the
+ * timeout). */
+void daemon_wait_counter(rtomo_client *c, const char *name, long value);
+
+/* -------------------------------------------------------------- inbox ---- */
+
+typedef struct daemon_image {
+    rtomo_image_header h;
+    void *data;                 /* copy of the payload (malloc'd) */
+    size_t size;
+} daemon_image;
+
+/* Everything received on the subscription, in order. */
+typedef struct daemon_inbox {
+    rtomo_client *client;
+    daemon_image *images;
+    int n_images, cap_images;
+    rtomo_event *events;
+    int n_events, cap_events;
+    long telemetry;             /* telemetry messages received */
+    json_t *last_telemetry;
+} daemon_inbox;
+
+void daemon_inbox_init(daemon_inbox *in, rtomo_client *client);
+void daemon_inbox_free(daemon_inbox *in);
+/* Receive what arrives within timeout_ms; returns 1 when a message came. */
+int daemon_inbox_pump(daemon_inbox *in, int timeout_ms);
+/* Wait until `count` images of topic/scan are in; asserts within the
+ * timeout.  Returns how many there are. */
+int daemon_wait_images(daemon_inbox *in, const char *topic, const char *scan,
+                       int count);
+/* Count the images of topic/scan received so far. */
+int daemon_count_images(const daemon_inbox *in, const char *topic,
+                        const char *scan);
+/* The image of topic/scan with header field frame and index, or NULL. */
+const daemon_image *daemon_find_image(const daemon_inbox *in,
+                                      const char *topic, const char *scan,
+                                      int64_t frame, int index);
+/* Wait for an event named `event` (reason, scan: NULL = any) that arrived
+ * after the first `after` events; asserts within the timeout. */
+const rtomo_event *daemon_wait_event(daemon_inbox *in, const char *event,
+                                     const char *reason, const char *scan,
+                                     int after);
+/* The first such event among those received, or NULL. */
+const rtomo_event *daemon_find_event(const daemon_inbox *in, const char *event,
+                                     const char *reason, const char *scan);
+
+/* ----------------------------------------------------- phantom scans ---- */
+
+/* A tomography scan of the Shepp-Logan phantom as a camera sees it: darks,
+ * flats and uint16 projections with noise, all from a seeded stream. */
+typedef struct daemon_scan {
+    rtomo_scan_spec spec;       /* what scan_begin announces */
+    uint16_t *darks, *flats, *projections;  /* frames, one after another */
+    size_t frame_samples;
+} daemon_scan;
+
+/* width x height detector, n_proj projections over 180 degrees from a random
+ * start angle. */
+void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
+                      int n_proj, int n_darks, int n_flats, uint64_t seed);
+void daemon_scan_free(daemon_scan *s);
+void daemon_send_begin(rtomo_client *c, const daemon_scan *s);
+/* Send the darks and flats. */
+void daemon_send_fields(rtomo_client *c, const daemon_scan *s);
+void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p);
+void daemon_send_end(rtomo_client *c, const daemon_scan *s);
+/* begin, fields, every projection in order, end. */
+void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
+
+/* The CPU engine's slices of `rows` from the scan's frames (only the
+ * projections with received[p] set, all when received is NULL), with the
+ * scan's filter and the whole slice (roi NULL) or roi[4].  Returns n_rows
+ * images one after another (malloc'd). */
+float *daemon_reference_slices(const daemon_scan *s, const int *rows,
+                               int n_rows, const unsigned char *received,
+                               const int *roi);
+
+/* max |a - b| over n samples, and max |b|. */
+double daemon_max_abs_diff(const float *a, const float *b, size_t n);
+double daemon_max_abs(const float *a, size_t n);
+
+/* A random permutation of 0..n-1 (malloc'd). */
+int *daemon_shuffled(int n, uint64_t *seed);
+
+#endif /* DAEMON_HARNESS_H */
