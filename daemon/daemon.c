@@ -145,8 +145,11 @@ static void stop_ingest(rtomod *d)
         rtomod_scan_abort(d, scan, "rtomod shut down before the scan ended");
     }
     rtomod_ingest_close(d);
+    log_info("shutdown: ingest closed after %llu messages drained; finishing "
+             "queued work", (unsigned long long)(d->counters.accepted +
+                                                 d->counters.rejected -
+                                                 d->messages_at_signal));
     enter_phase(d, RTOMOD_FINISHING);
-    log_info("shutdown: ingest closed; finishing queued work");
 }
 
 static void on_drain_timer(struct ev_loop *loop, ev_timer *timer, int revents)
@@ -192,6 +195,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *sig, int revents)
     }
     log_info("signal %d: draining (no new scans; finishing accepted work)",
              sig->signum);
+    d->messages_at_signal = d->counters.accepted + d->counters.rejected;
     enter_phase(d, RTOMOD_DRAINING);
     ev_timer_init(&d->drain_timer, on_drain_timer, 0.02, 0.02);
     d->drain_timer.data = d;

@@ -237,6 +237,7 @@ struct rtomod {
     rtomod_phase phase;
     double t_phase;             /* when the phase began */
     double t_last_ingest;       /* last message read */
+    uint64_t messages_at_signal;/* ingest messages read before the signal */
     int exit_code;
 };
 

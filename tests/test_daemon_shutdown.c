@@ -1,0 +1,226 @@
+/*
+ * test_daemon_shutdown.c — rtomod under SIGTERM and slow subscribers:
+ *   - SIGTERM right after a scan was sent: every slice still arrives and
+ *     the exit status is 0 (frames in flight are drained, not lost);
+ *   - SIGTERM during a scan that is complete but not ended: reconstructed;
+ *     during an incomplete one: aborted with an event, still exit 0;
+ *   - a subscriber that never reads (tiny receive buffers) stalls nothing:
+ *     with publish.nodrop the refused messages are counted in pub_dropped;
+ *     by default (ZeroMQ drops per subscriber) a second, reading subscriber
+ *     still gets every slice.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "daemon_harness.h"
+
+static void check_against_engine(daemon_inbox *in, const daemon_scan *s,
+                                 int n_rows)
+{
+    int width = s->spec.geometry.det_width;
+    size_t pixels = (size_t)width * (size_t)width;
+    int *rows = malloc(sizeof(int) * (size_t)n_rows);
+    for (int i = 0; i < n_rows; i++)
+        rows[i] = i;
+    float *ref = daemon_reference_slices(s, rows, n_rows, NULL, NULL);
+    for (int i = 0; i < n_rows; i++) {
+        const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
+                                                   s->spec.scan, -1, i);
+        ck_assert_msg(im, "slice %d of %s is missing", i, s->spec.scan);
+        ck_assert(daemon_max_abs_diff(im->data, ref + pixels * i, pixels) <=
+                  1e-5 * daemon_max_abs(ref + pixels * i, pixels));
+    }
+    free(ref);
+    free(rows);
+}
+
+START_TEST(sigterm_right_after_a_scan_loses_nothing)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    daemon_scan s;
+    daemon_scan_make(&s, "last-one", 256, 8, 360, 2, 2, 0xdae0301);
+    daemon_send_scan(c, &s);
+    /* No waiting: most frames are still on their way. */
+    ck_assert_int_eq(daemon_signal_and_wait(&d, SIGTERM, DAEMON_TIMEOUT_MS), 0);
+    /* The daemon lingered until its messages were out: they are here. */
+    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "last-one", 8);
+    check_against_engine(&in, &s, 8);
+    daemon_wait_event(&in, "scan_complete", NULL, "last-one", 0);
+
+    daemon_scan_free(&s);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+}
+END_TEST
+
+START_TEST(sigterm_finishes_complete_scans_and_aborts_incomplete_ones)
+{
+    daemon_scan s;
+    daemon_scan_make(&s, "no-end", 48, 2, 60, 1, 1, 0xdae0302);
+    for (int complete = 1; complete >= 0; complete--) {
+        daemon_proc d;
+        daemon_start(&d, NULL);
+        rtomo_client *c = daemon_connect(&d, 1);
+        daemon_inbox in;
+        daemon_inbox_init(&in, c);
+        daemon_send_begin(c, &s);
+        daemon_send_fields(c, &s);
+        int sent = complete ? 60 : 45;
+        for (int p = 0; p < sent; p++)
+            daemon_send_projection(c, &s, p);
+        daemon_wait_counter(c, "accepted", 1 + 2 + sent);
+        ck_assert_int_eq(daemon_signal_and_wait(&d, SIGTERM, DAEMON_TIMEOUT_MS),
+                         0);
+        if (complete) {
+            daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "no-end", 2);
+            check_against_engine(&in, &s, 2);
+            daemon_wait_event(&in, "scan_complete", NULL, "no-end", 0);
+        } else {
+            const rtomo_event *ev = daemon_wait_event(&in, "scan_aborted",
+                                                      NULL, "no-end", 0);
+            ck_assert_msg(strstr(ev->message, "shut down"), "event: %s",
+                          ev->message);
+            ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_SLICE,
+                                                 "no-end"), 0);
+        }
+        daemon_inbox_free(&in);
+        rtomo_client_close(c);
+    }
+    daemon_scan_free(&s);
+}
+END_TEST
+
+/* A SUB socket that is connected and subscribed but never reads, with the
+ * smallest buffers ZeroMQ and the kernel allow. */
+static void *stalled_subscriber(void *ctx, const daemon_proc *d)
+{
+    void *sub = zmq_socket(ctx, ZMQ_SUB);
+    int one = 1, small = 1024, zero = 0;
+    zmq_setsockopt(sub, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(sub, ZMQ_RCVBUF, &small, sizeof small);
+    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    ck_assert(zmq_connect(sub, d->publish) == 0);
+    return sub;
+}
+
+/* The stalled subscriber's pipe fills up when the slices (48 of 256x256
+ * float32, 12 MB: more than the kernel's socket buffers) are published. */
+#define BIG_WIDTH 256
+#define BIG_ROWS 48
+
+static json_int_t status_slices(rtomo_client *c)
+{
+    json_t *st = daemon_status(c);
+    json_int_t n = json_integer_value(json_object_get(json_object_get(
+        json_object_get(st, "telemetry"), "reconstruction"), "slices"));
+    json_decref(st);
+    return n;
+}
+
+START_TEST(stalled_subscriber_with_nodrop_counts_drops)
+{
+    daemon_proc d;
+    const char *args[] = {"--set", "publish.nodrop=true", "--set",
+                          "publish.sndhwm=1", NULL};
+    daemon_start(&d, args);
+    void *ctx = zmq_ctx_new();
+    void *stalled = stalled_subscriber(ctx, &d);
+    /* Control only: a reading subscriber would not show the drops alone. */
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d.ingest;
+    opt.control = d.control;
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert(c);
+
+    daemon_scan s;
+    daemon_scan_make(&s, "flooded", BIG_WIDTH, BIG_ROWS, 90, 0, 1, 0xdae0303);
+    daemon_send_scan(c, &s);
+    /* Ingest went on and the scan was reconstructed in full. */
+    daemon_wait_counter(c, "accepted", 1 + 1 + 90 + 1);
+    for (int i = 0; i < 3000 && status_slices(c) < BIG_ROWS; i++) {
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    ck_assert_int_eq(status_slices(c), BIG_ROWS);
+    long dropped = daemon_counter(c, "pub_dropped");
+    printf("pub_dropped with a stalled subscriber: %ld\n", dropped);
+    ck_assert_msg(dropped > 0, "no publish drop counted");
+    ck_assert_int_eq(daemon_counter(c, "dropped"), 0);
+
+    daemon_scan_free(&s);
+    rtomo_client_close(c);
+    zmq_close(stalled);
+    zmq_ctx_term(ctx);
+    daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(stalled_subscriber_does_not_starve_the_others)
+{
+    daemon_proc d;
+    /* Queues of 16 messages: the stalled one overflows (16 slices and the
+     * kernel's buffers hold less than the 12 MB), the reading one does not
+     * (slices come in batches of 4). */
+    const char *args[] = {"--set", "publish.sndhwm=16", "--set",
+                          "reconstruction.batch=4", NULL};
+    daemon_start(&d, args);
+    void *ctx = zmq_ctx_new();
+    void *stalled = stalled_subscriber(ctx, &d);
+    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    daemon_scan s;
+    daemon_scan_make(&s, "shared", BIG_WIDTH, BIG_ROWS, 90, 0, 1, 0xdae0304);
+    daemon_send_scan(c, &s);
+    /* The reading subscriber gets every slice although the other reads
+     * nothing. */
+    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "shared", BIG_ROWS);
+    daemon_wait_event(&in, "scan_complete", NULL, "shared", 0);
+
+    daemon_scan_free(&s);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+    zmq_close(stalled);
+    zmq_ctx_term(ctx);
+    daemon_stop(&d);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("daemon_shutdown");
+    TCase *tc = tcase_create("shutdown");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, sigterm_right_after_a_scan_loses_nothing);
+    tcase_add_test(tc, sigterm_finishes_complete_scans_and_aborts_incomplete_ones);
+    tcase_add_test(tc, stalled_subscriber_with_nodrop_counts_drops);
+    tcase_add_test(tc, stalled_subscriber_does_not_starve_the_others);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
