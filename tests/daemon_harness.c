@@ -5,18 +5,12 @@
 #include "config.h"
 
 #include <check.h>
-#include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "daemon_harness.h"
 #include "rtomo_sim.h"
@@ -30,106 +24,24 @@ static double now_ms(void)
 
 /* ------------------------------------------------------------ process ---- */
 
-/* A loopback port that is free now (the kernel picks it). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    ck_assert(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void rtomod_path(char *out, size_t size)
-{
-    const char *explicit_path = getenv("RTOMOD");
-    const char *builddir = getenv("top_builddir");
-    if (explicit_path)
-        snprintf(out, size, "%s", explicit_path);
-    else
-        snprintf(out, size, "%s/rtomod", builddir ? builddir : ".");
-}
-
-static void wait_for_ping(daemon_proc *d)
-{
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.control = d->control;
-    opt.control_timeout_ms = 500;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "client: %s", err.message);
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
-    rtomo_status st;
-    do {
-        int status;
-        ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0,
-                      "rtomod exited during start-up (status %d)",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        json_t *reply = NULL;
-        st = rtomo_client_command(c, "ping", &reply, &err);
-        json_decref(reply);
-    } while (st != RTOMO_OK && now_ms() < deadline);
-    rtomo_client_close(c);
-    ck_assert_msg(st == RTOMO_OK, "rtomod does not answer ping: %s",
-                  err.message);
-}
-
 void daemon_start(daemon_proc *d, const char *const *extra_args)
 {
-    char path[1024];
-    rtomod_path(path, sizeof path);
-    snprintf(d->ingest, sizeof d->ingest, "tcp://127.0.0.1:%d", free_port());
-    snprintf(d->publish, sizeof d->publish, "tcp://127.0.0.1:%d", free_port());
-    snprintf(d->control, sizeof d->control, "tcp://127.0.0.1:%d", free_port());
-    const char *argv[64] = {path, "--backend", "cpu", "--cpu-threads", "2",
-                            "--ingest", d->ingest, "--publish", d->publish,
-                            "--control", d->control,
+    char path[1024], error[512];
+    daemon_process_default_path(path, sizeof path);
+    const char *args[64] = {"--backend", "cpu", "--cpu-threads", "2",
                             "--set", "telemetry.interval_ms=50"};
-    int argc = 13;
-    for (int i = 0; extra_args && extra_args[i] && argc < 63; i++)
-        argv[argc++] = extra_args[i];
-    argv[argc] = NULL;
-    pid_t parent = getpid();
-    d->pid = fork();
-    ck_assert_msg(d->pid >= 0, "fork: %s", strerror(errno));
-    if (d->pid == 0) {
-        /* A failed test must not leave a daemon behind. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        execv(path, (char *const *)argv);
-        fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
-        _exit(127);
-    }
-    wait_for_ping(d);
+    int n = 6;
+    for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
+        args[n++] = extra_args[i];
+    args[n] = NULL;
+    ck_assert_msg(daemon_process_start(d, path, args, DAEMON_TIMEOUT_MS, error,
+                                       sizeof error) == 0,
+                  "cannot start %s: %s", path, error);
 }
 
 int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms)
 {
-    kill(d->pid, sig);
-    double deadline = now_ms() + timeout_ms;
-    int status;
-    while (now_ms() < deadline) {
-        pid_t r = waitpid(d->pid, &status, WNOHANG);
-        if (r == d->pid) {
-            d->pid = 0;
-            return WIFEXITED(status) ? WEXITSTATUS(status)
-                                     : 128 + WTERMSIG(status);
-        }
-        struct timespec pause = {0, 10 * 1000 * 1000};
-        nanosleep(&pause, NULL);
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, &status, 0);
-    d->pid = 0;
-    return -1;
+    return daemon_process_stop(d, sig, timeout_ms);
 }
 
 void daemon_stop(daemon_proc *d)

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "daemon_process.h"
 #include "rtomo_client.h"
 #include "rtomo_engine.h"
 #include "rtomo_protocol.h"
@@ -26,15 +27,11 @@
 
 /* ------------------------------------------------------------ process ---- */
 
-typedef struct daemon_proc {
-    pid_t pid;
-    char ingest[64], publish[64], control[64];  /* tcp://127.0.0.1:port */
-} daemon_proc;
+typedef daemon_process daemon_proc;
 
-/* Start rtomod ($RTOMOD, else $top_builddir/rtomod) with the CPU backend,
- * free ports, 50 ms telemetry and the extra arguments (NULL-terminated
- * list, may be NULL), and wait until it answers ping.  The daemon dies with
- * the test process. */
+/* Start rtomod (daemon_process_default_path) with the CPU backend, 2
+ * threads, 50 ms telemetry and the extra arguments (NULL-terminated list,
+ * may be NULL); asserts that it answers ping. */
 void daemon_start(daemon_proc *d, const char *const *extra_args);
 /* Send `sig` and wait for the exit; returns the exit status, or -1 when it
  * did not exit within timeout_ms (it is then killed). */
