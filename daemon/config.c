@@ -288,6 +288,7 @@ static const field fields[] = {
     INT("ingest", "rcvhwm", ingest.rcvhwm, 1, 1 << 20, 0),
     DBL("ingest", "max_message_mb", ingest.max_message_mb, 0.001, 65536, 0),
     INT("ingest", "fairness", ingest.fairness, 1, 1 << 16, 0),
+    INT("ingest", "reorder_ms", ingest.reorder_ms, 0, 60000, 0),
     STR("publish", "endpoint", publish.endpoint),
     INT("publish", "sndhwm", publish.sndhwm, 1, 1 << 20, 0),
     INT("publish", "linger_ms", publish.linger_ms, 0, 600000, 0),
@@ -330,6 +331,10 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->ingest.rcvhwm = 16;
     cfg->ingest.max_message_mb = 256;
     cfg->ingest.fairness = 32;
+    /* ZeroMQ orders messages per connection only: with several ingest
+     * connections a frame can overtake its scan_begin, and a scan_end its
+     * last frames, by about one message's transfer time. */
+    cfg->ingest.reorder_ms = 200;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_PUBLISH_ENDPOINT);
     cfg->publish.sndhwm = 1000;

@@ -135,12 +135,10 @@ static void enter_phase(rtomod *d, rtomod_phase phase)
 static void stop_ingest(rtomod *d)
 {
     rtomod_scan *scan = d->active;
-    if (scan && scan->kind == RTOMOD_SCAN_TOMO && rtomod_tomo_complete(scan)) {
-        log_info("shutdown: scan %s is complete; reconstructing it", scan->id);
-        rtomod_tomo_finish(d);
-    } else if (scan && scan->kind == RTOMOD_SCAN_SBDX) {
-        log_info("shutdown: ending SBDX stream %s", scan->id);
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 0));
+    if (scan && (scan->end_pending || scan->kind == RTOMOD_SCAN_SBDX ||
+                 rtomod_tomo_complete(scan))) {
+        log_info("shutdown: finishing scan %s", scan->id);
+        rtomod_scan_end_now(d);
     } else if (scan) {
         rtomod_scan_abort(d, scan, "rtomod shut down before the scan ended");
     }
@@ -290,6 +288,8 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
         rtomod_close(d);
         return -1;
     }
+    ev_init(&d->end_timer, rtomod_scan_end_timer);
+    d->end_timer.data = d;
     ev_async_init(&d->wake, on_wake);
     d->wake.data = d;
     ev_async_start(d->loop, &d->wake);
@@ -318,6 +318,7 @@ void rtomod_close(rtomod *d)
     if (d->loop) {
         rtomod_telemetry_stop(d);
         ev_timer_stop(d->loop, &d->drain_timer);
+        ev_timer_stop(d->loop, &d->end_timer);
         ev_signal_stop(d->loop, &d->sigterm);
         ev_signal_stop(d->loop, &d->sigint);
     }

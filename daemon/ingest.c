@@ -9,6 +9,13 @@
  * When the queues are full, messages stay in ZeroMQ's queue (bounded by
  * ingest.rcvhwm) and then in TCP, which slows the sender down; nothing
  * accepted is ever dropped for lack of room.
+ *
+ * Reordering: ZeroMQ keeps the order of one connection only.  A sender
+ * with several connections may see a frame overtake its scan_begin, or a
+ * projection overtake the darks and flats announced before it.  Such
+ * "early" frames wait here, up to ingest.reorder_ms, for what they need;
+ * then they are taken as they are (a frame without its begin is rejected
+ * as unknown_scan).  The end side is in scan.c.
  */
 #include "config.h"
 
@@ -132,28 +139,166 @@ static int is_frame(rtomo_msg_type type)
            type == RTOMO_MSG_PROJECTION || type == RTOMO_MSG_SBDX_FRAME;
 }
 
+/* ------------------------------------------------------ early frames ---- */
+
+/* A frame that came before its scan's begin. */
+typedef struct rtomod_early {
+    struct rtomod_early *next;
+    rtomo_ingest_msg msg;       /* a frame: owns nothing */
+    zmq_msg_t payload;
+    double t_arrival;
+} rtomod_early;
+
+static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
+                    int may_wait);
+
+static rtomod_early *early_pop(rtomod *d, rtomod_early **link)
+{
+    rtomod_early *e = *link;
+    *link = e->next;
+    if (d->early_tail == e) {
+        d->early_tail = NULL;
+        for (rtomod_early *p = d->early_head; p; p = p->next)
+            d->early_tail = p;
+    }
+    d->n_early--;
+    return e;
+}
+
+static void early_free(rtomod_early *e)
+{
+    zmq_msg_close(&e->payload);
+    free(e);
+}
+
+/* Hand a waiting frame on for good (accepted or rejected now). */
+static void early_deliver(rtomod *d, rtomod_early **link)
+{
+    rtomod_early *e = early_pop(d, link);
+    deliver(d, &e->msg, &e->payload, 0);
+    early_free(e);
+}
+
+static void on_early_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)revents;
+    rtomod *d = timer->data;
+    double oldest = rtomod_now() - d->cfg.ingest.reorder_ms / 1000.0;
+    while (d->early_head && d->early_head->t_arrival <= oldest)
+        early_deliver(d, &d->early_head);
+    if (!d->early_head)
+        ev_timer_stop(loop, timer);
+}
+
+/* A frame for a scan that is not active, or a projection that the
+ * announced darks and flats should precede, may be early. */
+static int may_be_early(const rtomod *d, const rtomo_ingest_msg *msg)
+{
+    if (!is_frame(msg->type) || d->phase != RTOMOD_RUNNING ||
+        d->cfg.ingest.reorder_ms == 0)
+        return 0;
+    if (!d->active || strcmp(d->active->id, msg->scan) != 0)
+        return 1;
+    return msg->type == RTOMO_MSG_PROJECTION &&
+           rtomod_tomo_awaits_fields(d->active);
+}
+
+/* Keep the frame (which arrived at t_arrival) until what it needs comes or
+ * reorder_ms passes.  Returns 0, or -1 when out of memory (the caller
+ * delivers it now). */
+static int early_keep(rtomod *d, const rtomo_ingest_msg *msg,
+                      zmq_msg_t *payload, double t_arrival)
+{
+    rtomod_early *e = calloc(1, sizeof *e);
+    if (!e)
+        return -1;
+    e->msg = *msg;
+    zmq_msg_init(&e->payload);
+    zmq_msg_move(&e->payload, payload);
+    e->t_arrival = t_arrival;
+    if (d->early_tail)
+        d->early_tail->next = e;
+    else
+        d->early_head = e;
+    d->early_tail = e;
+    /* Bounded like a work queue: the oldest gives way. */
+    if (++d->n_early > d->cfg.queue.frames)
+        early_deliver(d, &d->early_head);
+    if (!ev_is_active(&d->early_timer)) {
+        ev_timer_set(&d->early_timer, 0.02, 0.02);
+        ev_timer_start(d->loop, &d->early_timer);
+    }
+    return 0;
+}
+
+void rtomod_ingest_replay_early(rtomod *d, const char *scan)
+{
+    /* Take the scan's frames out first: some may have to wait again (a
+     * projection before the darks and flats), and delivering may replay
+     * (when the last flat comes). */
+    rtomod_early *mine = NULL, **tail = &mine, **link = &d->early_head;
+    while (*link) {
+        if (strcmp((*link)->msg.scan, scan) == 0) {
+            *tail = early_pop(d, link);
+            tail = &(*tail)->next;
+            *tail = NULL;
+        } else {
+            link = &(*link)->next;
+        }
+    }
+    while (mine) {
+        rtomod_early *e = mine;
+        mine = e->next;
+        if (!may_be_early(d, &e->msg) ||
+            early_keep(d, &e->msg, &e->payload, e->t_arrival) != 0)
+            deliver(d, &e->msg, &e->payload, 0);
+        early_free(e);
+    }
+}
+
+void rtomod_ingest_flush_early(rtomod *d)
+{
+    while (d->early_head)
+        early_deliver(d, &d->early_head);
+    if (d->loop)
+        ev_timer_stop(d->loop, &d->early_timer);
+}
+
+/* ------------------------------------------------------------ receive ---- */
+
+/* Accept or reject a decoded message (may_wait: an early frame may wait for
+ * its begin instead). */
+static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
+                    int may_wait)
+{
+    if (may_wait && may_be_early(d, msg) &&
+        early_keep(d, msg, payload, rtomod_now()) == 0)
+        return;
+    size_t payload_size = zmq_msg_size(payload);
+    if (dispatch(d, msg, payload) == 0) {
+        d->counters.accepted++;
+        if (is_frame(msg->type)) {
+            d->counters.frames++;
+            d->counters.bytes += payload_size;
+        }
+    }
+}
+
 static void handle(rtomod *d, ingest_parts *m)
 {
     if (check_sizes(d, m) != 0)
         return;
-    size_t payload_size = zmq_msg_size(&m->payload);
     rtomo_ingest_msg msg;
     rtomo_reject_info why;
     memset(&msg, 0, sizeof msg);
     if (rtomo_proto_decode_ingest(m->n_parts, zmq_msg_data(&m->header),
                                   zmq_msg_size(&m->header),
-                                  zmq_msg_data(&m->payload), payload_size,
-                                  &msg, &why) != 0) {
+                                  zmq_msg_data(&m->payload),
+                                  zmq_msg_size(&m->payload), &msg, &why) != 0) {
         rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL, -1);
         return;
     }
-    if (dispatch(d, &msg, &m->payload) == 0) {
-        d->counters.accepted++;
-        if (is_frame(msg.type)) {
-            d->counters.frames++;
-            d->counters.bytes += payload_size;
-        }
-    }
+    deliver(d, &msg, &m->payload, 1);
     rtomo_ingest_msg_clear(&msg);
 }
 
@@ -199,6 +344,8 @@ int rtomod_ingest_open(rtomod *d, char *error, size_t error_size)
                                   "ingest", options, error, error_size);
     if (!d->ingest)
         return -1;
+    ev_init(&d->early_timer, on_early_timer);
+    d->early_timer.data = d;
     if (rtomod_zwatch_start(d->loop, &d->ingest_watch, d->ingest, on_readable,
                             can_read, d) != 0) {
         snprintf(error, error_size, "ingest: cannot watch the socket: %s",
@@ -213,6 +360,7 @@ void rtomod_ingest_close(rtomod *d)
 {
     if (!d->ingest)
         return;
+    rtomod_ingest_flush_early(d);
     rtomod_zwatch_stop(d->loop, &d->ingest_watch);
     int zero = 0;
     zmq_setsockopt(d->ingest, ZMQ_LINGER, &zero, sizeof zero);

@@ -74,7 +74,9 @@ typedef struct rtomod_scan {
     rtomod_scan_kind kind;
     char id[RTOMO_ID_MAX];
     uint64_t serial;            /* unique per scan, names its jobs */
-    int ended;                  /* end received: no more input */
+    int ended;                  /* finished: no more input */
+    int end_pending;            /* end received, frames still missing: wait
+                                   ingest.reorder_ms for stragglers */
     int failed;                 /* the engine refused the scan */
     char failure[RTOMO_REASON_MAX];
     uint32_t workers;           /* bit i: worker i holds a plan of it */
@@ -97,6 +99,14 @@ rtomod_scan *rtomod_scan_find(rtomod *d, uint64_t serial);
 /* The active scan no longer takes input: it waits for `parts` DONE results
  * from the workers (0: it completes now). */
 void rtomod_scan_finish(rtomod *d, int parts);
+/* An end message for the active scan: it finishes now when nothing is
+ * missing, else after ingest.reorder_ms unless the missing frames come
+ * first (they may be overtaken on another connection). */
+void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan);
+/* Finish the active scan now (its kind's way). */
+void rtomod_scan_end_now(rtomod *d);
+/* Finish the active scan if its end waited long enough (ev_timer). */
+void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents);
 /* A worker finished its part; the last part completes the scan. */
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan);
 /* Cancel a scan (active or finishing): queued jobs are dropped, plans
@@ -149,6 +159,9 @@ int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg);
 void rtomod_tomo_finish(rtomod *d);
 /* 1 when every projection of the active scan has arrived. */
 int rtomod_tomo_complete(const rtomod_scan *scan);
+/* 1 while the scan waits for announced darks or flats before its first
+ * projection. */
+int rtomod_tomo_awaits_fields(const rtomod_scan *scan);
 void rtomod_tomo_free(rtomod_tomo_scan *tomo);
 void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
 
@@ -156,6 +169,8 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg);
 int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload);
 int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg);
+/* End the active SBDX stream: the workers finish the frames they hold. */
+void rtomod_sbdx_finish(rtomod *d);
 void rtomod_sbdx_free(rtomod_sbdx_scan *sbdx);
 void rtomod_sbdx_status(const rtomod_scan *scan, json_t *out);
 
@@ -197,6 +212,11 @@ void rtomod_control_close(rtomod *d);
 
 int rtomod_ingest_open(rtomod *d, char *error, size_t error_size);
 void rtomod_ingest_close(rtomod *d);
+/* Frames that arrive before their scan's begin (over another connection)
+ * wait up to ingest.reorder_ms; a begin replays those of its scan. */
+void rtomod_ingest_replay_early(rtomod *d, const char *scan);
+/* Reject every waiting early frame now (shutdown). */
+void rtomod_ingest_flush_early(rtomod *d);
 
 /* ------------------------------------------------------------ daemon ---- */
 
@@ -228,6 +248,10 @@ struct rtomod {
     ev_async wake;              /* workers: results, or room in a queue */
     ev_signal sigterm, sigint;
     ev_timer drain_timer;
+    ev_timer end_timer;         /* the active scan's pending end */
+    struct rtomod_early *early_head, *early_tail;   /* frames before begin */
+    int n_early;
+    ev_timer early_timer;
     rtomod_counters counters;
     rtomod_telemetry telemetry;
     rtomod_scan *active;        /* taking input, or NULL */

@@ -31,6 +31,8 @@ typedef struct rtomod_config {
                                    back on the sender */
         double max_message_mb;  /* largest accepted payload; beyond: oversize */
         int fairness;           /* messages read per loop iteration at most */
+        int reorder_ms;         /* wait for frames that another connection
+                                   delivers out of order around begin/end */
     } ingest;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];

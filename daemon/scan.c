@@ -196,6 +196,36 @@ void rtomod_scan_finish(rtomod *d, int parts)
         complete(d, scan);
 }
 
+void rtomod_scan_end_now(rtomod *d)
+{
+    ev_timer_stop(d->loop, &d->end_timer);
+    d->active->end_pending = 0;
+    if (d->active->kind == RTOMOD_SCAN_TOMO)
+        rtomod_tomo_finish(d);
+    else
+        rtomod_sbdx_finish(d);
+}
+
+void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan)
+{
+    scan->t_last_input = rtomod_now();
+    if (rtomod_tomo_complete(scan) || scan->failed || d->cfg.ingest.reorder_ms == 0) {
+        rtomod_scan_end_now(d);
+        return;
+    }
+    scan->end_pending = 1;
+    ev_timer_set(&d->end_timer, d->cfg.ingest.reorder_ms / 1000.0, 0.0);
+    ev_timer_start(d->loop, &d->end_timer);
+}
+
+void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)loop; (void)revents;
+    rtomod *d = timer->data;
+    if (d->active && d->active->end_pending)
+        rtomod_scan_end_now(d);
+}
+
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan)
 {
     if (scan == d->active || --scan->parts_pending > 0)
@@ -237,10 +267,12 @@ void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *why)
     /* Results still on their way for this serial find no record and are
      * discarded; the CLOSE jobs free the plans. */
     rtomod_scan_close_plans(d, scan, 1);
-    if (scan == d->active)
+    if (scan == d->active) {
+        ev_timer_stop(d->loop, &d->end_timer);
         d->active = NULL;
-    else
+    } else {
         unlink_finishing(d, scan);
+    }
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_aborted", scan->id,
                          -1, "aborted", "%s; %ld frames accepted, %ld "
                          "dropped", why, scan->frames, scan->dropped);
@@ -291,6 +323,14 @@ rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
                        kind_name(kind));
         return NULL;
     }
+    if (scan->end_pending) {
+        if (index < 0) {
+            rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, -1,
+                           "scan %s has already received its end", scan->id);
+            return NULL;
+        }
+        return scan;            /* a straggler: welcome */
+    }
     /* The end of a failed scan is welcome: it clears the way. */
     if (scan->failed && index >= 0) {
         rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, index,
@@ -308,6 +348,11 @@ int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg)
         return 0;
     }
     rtomod_scan *scan = d->active;
+    /* The previous scan's end came: its stragglers have had their chance. */
+    if (scan && scan->end_pending) {
+        rtomod_scan_end_now(d);
+        scan = NULL;
+    }
     if (scan && scan->failed) {
         rtomod_scan_abort(d, scan, "replaced by a new scan after failing");
         scan = NULL;
@@ -327,4 +372,5 @@ void rtomod_scan_activate(rtomod *d, rtomod_scan *scan)
     d->active = scan;
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_started", scan->id,
                          -1, NULL, "%s started", kind_name(scan->kind));
+    rtomod_ingest_replay_early(d, scan->id);
 }

@@ -126,14 +126,21 @@ int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
     return 0;
 }
 
+void rtomod_sbdx_finish(rtomod *d)
+{
+    rtomod_scan *scan = d->active;
+    log_info("SBDX stream %s: ended after %ld frames", scan->id, scan->frames);
+    rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, scan->failed));
+}
+
+/* A stream announces no frame count: its end always waits
+ * ingest.reorder_ms for frames overtaken on other connections. */
 int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg)
 {
     rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_SBDX);
     if (!scan)
         return -1;
-    scan->t_last_input = rtomod_now();
-    log_info("SBDX stream %s: ended after %ld frames", scan->id, scan->frames);
-    rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, scan->failed));
+    rtomod_scan_request_end(d, scan);
     return 0;
 }
 

@@ -326,10 +326,25 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         return -1;
     scan->frames++;
     scan->t_last_input = rtomod_now();
+    /* The last announced dark or flat: projections that overtook it may
+     * go now. */
+    if (kind != RTOMOD_JOB_TOMO_PROJECTION && !rtomod_tomo_awaits_fields(scan))
+        rtomod_ingest_replay_early(d, scan->id);
+    /* The last straggler after the end: no need to wait any longer. */
+    if (scan->end_pending && rtomod_tomo_complete(scan))
+        rtomod_scan_end_now(d);
     return 0;
 }
 
 /* -------------------------------------------------------------- end ---- */
+
+int rtomod_tomo_awaits_fields(const rtomod_scan *scan)
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    return scan->kind == RTOMOD_SCAN_TOMO && !t->projections_started &&
+           (t->darks.count < t->spec->n_darks ||
+            t->flats.count < t->spec->n_flats);
+}
 
 int rtomod_tomo_complete(const rtomod_scan *scan)
 {
@@ -504,8 +519,7 @@ int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg)
     rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_TOMO);
     if (!scan)
         return -1;
-    scan->t_last_input = rtomod_now();
-    rtomod_tomo_finish(d);
+    rtomod_scan_request_end(d, scan);
     return 0;
 }
 

@@ -339,20 +339,26 @@ void daemon_send_begin(rtomo_client *c, const daemon_scan *s)
                   "scan_begin: %s", err.message);
 }
 
+static void frame_header(const daemon_scan *s, rtomo_msg_type type, int index,
+                         rtomo_frame_header *f)
+{
+    memset(f, 0, sizeof *f);
+    f->type = type;
+    snprintf(f->scan, sizeof f->scan, "%s", s->spec.scan);
+    f->index = index;
+    f->dtype = RTOMO_DTYPE_U16;
+    f->ndim = 2;
+    f->shape[0] = s->spec.geometry.det_height;
+    f->shape[1] = s->spec.geometry.det_width;
+    f->angle = NAN;
+    f->axis_shift = NAN;
+}
+
 static void send_frame(rtomo_client *c, const daemon_scan *s,
                        rtomo_msg_type type, int index, const uint16_t *data)
 {
     rtomo_frame_header f;
-    memset(&f, 0, sizeof f);
-    f.type = type;
-    snprintf(f.scan, sizeof f.scan, "%s", s->spec.scan);
-    f.index = index;
-    f.dtype = RTOMO_DTYPE_U16;
-    f.ndim = 2;
-    f.shape[0] = s->spec.geometry.det_height;
-    f.shape[1] = s->spec.geometry.det_width;
-    f.angle = NAN;
-    f.axis_shift = NAN;
+    frame_header(s, type, index, &f);
     rtomo_error err;
     ck_assert_msg(rtomo_client_send_frame(c, &f, data,
                                           s->frame_samples * sizeof(uint16_t),
@@ -372,6 +378,23 @@ void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p)
 {
     send_frame(c, s, RTOMO_MSG_PROJECTION, p,
                s->projections + s->frame_samples * (size_t)p);
+}
+
+void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
+                                int connection)
+{
+    rtomo_frame_header f;
+    frame_header(s, RTOMO_MSG_PROJECTION, p, &f);
+    char *header = rtomo_proto_encode_frame(&f);
+    ck_assert(header);
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_raw(c, connection, header, strlen(header),
+                                        2, s->projections +
+                                               s->frame_samples * (size_t)p,
+                                        s->frame_samples * sizeof(uint16_t),
+                                        &err) == RTOMO_OK,
+                  "projection %d: %s", p, err.message);
+    free(header);
 }
 
 void daemon_send_end(rtomo_client *c, const daemon_scan *s)

@@ -120,6 +120,9 @@ void daemon_send_begin(rtomo_client *c, const daemon_scan *s);
 /* Send the darks and flats. */
 void daemon_send_fields(rtomo_client *c, const daemon_scan *s);
 void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p);
+/* Projection p on ingest connection `connection` (0-based). */
+void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
+                                int connection);
 void daemon_send_end(rtomo_client *c, const daemon_scan *s);
 /* begin, fields, every projection in order, end. */
 void daemon_send_scan(rtomo_client *c, const daemon_scan *s);

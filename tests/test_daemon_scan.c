@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon_harness.h"
 #include "rtomo_sim.h"
@@ -234,6 +235,48 @@ START_TEST(scan_settings_and_back_to_back_scans)
 }
 END_TEST
 
+/* ZeroMQ orders each connection, not several: a frame may overtake its
+ * scan_begin and a scan_end its last frame.  Whichever order the daemon
+ * sees them in, the scan is complete (the pauses only make the overtaking
+ * likely; the assertions hold in any order). */
+START_TEST(frames_overtaking_begin_and_end_on_other_connections)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    rtomo_client *c = daemon_connect(&d, 2);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+    const struct timespec pause = {0, 50 * 1000 * 1000};
+
+    daemon_scan s;
+    daemon_scan_make(&s, "overtaken", 48, 2, 60, 0, 1, 0xdae0005);
+    daemon_send_projection_via(c, &s, 0, 1);
+    nanosleep(&pause, NULL);
+    daemon_send_begin(c, &s);               /* begin: connection 0 */
+    daemon_send_fields(c, &s);
+    for (int p = 1; p < 59; p++)
+        daemon_send_projection_via(c, &s, p, p % 2);
+    daemon_send_end(c, &s);                 /* end: connection 0 */
+    nanosleep(&pause, NULL);
+    daemon_send_projection_via(c, &s, 59, 1);
+
+    const int rows[2] = {0, 1};
+    const int full[4] = {0, 0, 48, 48};
+    float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
+    check_slices(&in, "overtaken", rows, 2, ref, 48, 48, full);
+    daemon_wait_event(&in, "scan_complete", NULL, "overtaken", 0);
+    ck_assert_ptr_null(daemon_find_event(&in, "missing_projections", NULL,
+                                         NULL));
+    ck_assert_int_eq(daemon_counter(c, "rejected"), 0);
+
+    free(ref);
+    daemon_scan_free(&s);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+    daemon_stop(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon_scan");
@@ -242,6 +285,7 @@ static Suite *suite(void)
     tcase_add_test(tc, phantom_scan_end_to_end);
     tcase_add_test(tc, out_of_order_and_missing_projections);
     tcase_add_test(tc, scan_settings_and_back_to_back_scans);
+    tcase_add_test(tc, frames_overtaking_begin_and_end_on_other_connections);
     suite_add_tcase(s, tc);
     return s;
 }

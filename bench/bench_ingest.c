@@ -1,0 +1,359 @@
+/*
+ * bench_ingest.c — how fast rtomod takes frames in: pushes tomography scans
+ * of large uint16 frames (2048x2048 by default) over 1, 2 and 4 ingest
+ * connections into a freshly started rtomod and reports, per run, the
+ * sustained ingest rate (GB/s and frames/s, from the first frame sent to
+ * the daemon's count of accepted frames), drops and rejects, and the
+ * latency from the scan's last input to its last slice published (as the
+ * daemon measures it, and as this client sees it).
+ *
+ * Only a few slices are reconstructed (--slices), so that the engine
+ * filters only those rows of each frame and the run measures the transport
+ * and the daemon, not the reconstruction.  Any backend works.
+ *
+ *   bench_ingest --rtomod PATH [--backend cpu|cuda|auto] [--width 2048]
+ *                [--height 2048] [--frames 200] [--connections 1,2,4]
+ *                [--slices 8] [--json FILE] [--arg RTOMOD_ARGUMENT]...
+ *
+ * Prints a table, then the same results as JSON (also to --json FILE).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "../tests/daemon_process.h"
+#include "rtomo_client.h"
+
+#define TIMEOUT_MS 120000
+#define MAX_RUNS 16
+#define MAX_ARGS 32
+
+typedef struct options {
+    char rtomod[1024];
+    const char *backend;
+    int width, height, frames, slices;
+    int connections[MAX_RUNS], n_runs;
+    const char *json_path;
+    const char *args[MAX_ARGS];
+    int n_args;
+} options;
+
+typedef struct result {
+    int connections;
+    double seconds;             /* first frame sent -> all accepted */
+    double gb_per_s, frames_per_s;
+    long accepted, rejected, dropped, pub_dropped;
+    double latency_daemon_ms;   /* last slice's header latency_ms */
+    double latency_client_ms;   /* scan_end sent -> last slice received */
+    int slices;                 /* slices received */
+    int exit_status;
+} result;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_ingest [--rtomod PATH] [--backend NAME] "
+            "[--width N] [--height N] [--frames N] [--connections 1,2,4] "
+            "[--slices N] [--json FILE] [--arg RTOMOD_ARGUMENT]...\n");
+}
+
+static int parse_list(const char *text, int *out, int max)
+{
+    int n = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok && n < max;
+         tok = strtok_r(NULL, ",", &save))
+        if ((out[n] = atoi(tok)) > 0)
+            n++;
+    free(copy);
+    return n;
+}
+
+static int parse_options(int argc, char **argv, options *o)
+{
+    static const struct option long_options[] = {
+        {"rtomod", required_argument, NULL, 'r'},
+        {"backend", required_argument, NULL, 'b'},
+        {"width", required_argument, NULL, 'w'},
+        {"height", required_argument, NULL, 'h'},
+        {"frames", required_argument, NULL, 'f'},
+        {"connections", required_argument, NULL, 'c'},
+        {"slices", required_argument, NULL, 's'},
+        {"json", required_argument, NULL, 'j'},
+        {"arg", required_argument, NULL, 'a'},
+        {NULL, 0, NULL, 0}};
+    memset(o, 0, sizeof *o);
+    daemon_process_default_path(o->rtomod, sizeof o->rtomod);
+    o->backend = "auto";
+    o->width = o->height = 2048;
+    o->frames = 200;
+    o->slices = 8;
+    o->n_runs = parse_list("1,2,4", o->connections, MAX_RUNS);
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'r': snprintf(o->rtomod, sizeof o->rtomod, "%s", optarg); break;
+        case 'b': o->backend = optarg; break;
+        case 'w': o->width = atoi(optarg); break;
+        case 'h': o->height = atoi(optarg); break;
+        case 'f': o->frames = atoi(optarg); break;
+        case 'c': o->n_runs = parse_list(optarg, o->connections, MAX_RUNS);
+                  break;
+        case 's': o->slices = atoi(optarg); break;
+        case 'j': o->json_path = optarg; break;
+        case 'a':
+            if (o->n_args < MAX_ARGS - 1)
+                o->args[o->n_args++] = optarg;
+            break;
+        default: usage(); return -1;
+        }
+    }
+    if (o->width < 2 || o->height < 1 || o->frames < 1 || o->slices < 1 ||
+        o->slices > o->height || o->n_runs < 1) {
+        usage();
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- a run ---- */
+
+static long counter(rtomo_client *c, const char *name)
+{
+    json_t *reply = NULL;
+    rtomo_error err;
+    long n = -1;
+    if (rtomo_client_command(c, "status", &reply, &err) == RTOMO_OK)
+        n = (long)json_integer_value(json_object_get(
+            json_object_get(reply, "counters"), name));
+    json_decref(reply);
+    return n;
+}
+
+/* Wait for a telemetry message: the subscription is live from then on. */
+static int wait_subscribed(rtomo_client *c)
+{
+    double deadline = now_s() + TIMEOUT_MS / 1000.0;
+    while (now_s() < deadline) {
+        rtomo_published m = {0};
+        rtomo_error err;
+        int live = rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
+                   m.kind == RTOMO_PUBLISHED_TELEMETRY;
+        rtomo_published_clear(&m);
+        if (live)
+            return 0;
+    }
+    return -1;
+}
+
+static void scan_spec(const options *o, const char *id, rtomo_scan_spec *spec)
+{
+    rtomo_scan_spec_init(spec);
+    snprintf(spec->scan, sizeof spec->scan, "%s", id);
+    spec->geometry.det_width = o->width;
+    spec->geometry.det_height = o->height;
+    spec->geometry.n_proj = o->frames;
+    spec->dtype = RTOMO_DTYPE_U16;
+    spec->slices.kind = RTOMO_SLICES_RANGE;
+    spec->slices.first = (o->height - o->slices) / 2;
+    spec->slices.count = o->slices;
+    spec->slices.step = 1;
+    spec->given |= RTOMO_SPEC_HAS_SLICES;
+}
+
+/* Push one scan; fill the ingest figures.  Returns 0 or -1. */
+static int push_scan(const options *o, rtomo_client *c, const uint16_t *frame,
+                     result *r, double *t_end_sent)
+{
+    rtomo_scan_spec spec;
+    scan_spec(o, "bench", &spec);
+    rtomo_error err;
+    size_t bytes = sizeof(uint16_t) * (size_t)o->width * (size_t)o->height;
+    double t0 = now_s();
+    if (rtomo_client_send_scan_begin(c, &spec, &err) != RTOMO_OK)
+        goto failed;
+    rtomo_frame_header f;
+    memset(&f, 0, sizeof f);
+    f.type = RTOMO_MSG_PROJECTION;
+    snprintf(f.scan, sizeof f.scan, "bench");
+    f.dtype = RTOMO_DTYPE_U16;
+    f.ndim = 2;
+    f.shape[0] = o->height;
+    f.shape[1] = o->width;
+    f.angle = f.axis_shift = NAN;
+    for (int p = 0; p < o->frames; p++) {
+        f.index = p;
+        /* Static data: ZeroMQ sends straight from it, no copy. */
+        if (rtomo_client_send_frame_zero_copy(c, &f, (void *)frame, bytes,
+                                              NULL, NULL, &err) != RTOMO_OK)
+            goto failed;
+    }
+    if (rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, "bench", &err) !=
+        RTOMO_OK)
+        goto failed;
+    *t_end_sent = now_s();
+    long want = o->frames + 2;
+    double deadline = now_s() + TIMEOUT_MS / 1000.0;
+    while ((r->accepted = counter(c, "accepted")) < want && now_s() < deadline)
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    r->seconds = now_s() - t0;
+    r->gb_per_s = (double)bytes * o->frames / r->seconds / 1e9;
+    r->frames_per_s = o->frames / r->seconds;
+    rtomo_scan_spec_clear(&spec);
+    return r->accepted >= want ? 0 : -1;
+failed:
+    fprintf(stderr, "bench_ingest: sending failed: %s\n", err.message);
+    rtomo_scan_spec_clear(&spec);
+    return -1;
+}
+
+/* Receive the scan's slices; the last one's latency. */
+static void collect_slices(const options *o, rtomo_client *c, result *r,
+                           double t_end_sent)
+{
+    double deadline = now_s() + TIMEOUT_MS / 1000.0;
+    while (r->slices < o->slices && now_s() < deadline) {
+        rtomo_published m = {0};
+        rtomo_error err;
+        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
+            m.kind == RTOMO_PUBLISHED_IMAGE &&
+            strcmp(m.image.topic, RTOMO_TOPIC_SLICE) == 0) {
+            r->slices++;
+            if (m.image.index == m.image.count - 1)
+                r->latency_daemon_ms = m.image.latency_ms;
+            r->latency_client_ms = 1e3 * (now_s() - t_end_sent);
+        }
+        rtomo_published_clear(&m);
+    }
+}
+
+static int run_once(const options *o, int connections, const uint16_t *frame,
+                    result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->connections = connections;
+    const char *args[MAX_ARGS + 8] = {"--backend", o->backend, "--log-level",
+                                      "warn"};
+    int n = 4;
+    for (int i = 0; i < o->n_args; i++)
+        args[n++] = o->args[i];
+    args[n] = NULL;
+    daemon_process d;
+    char error[512];
+    if (daemon_process_start(&d, o->rtomod, args, TIMEOUT_MS, error,
+                             sizeof error) != 0) {
+        fprintf(stderr, "bench_ingest: %s\n", error);
+        return -1;
+    }
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d.ingest;
+    opt.publish = d.publish;
+    opt.control = d.control;
+    opt.connections = connections;
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    int rc = -1;
+    double t_end_sent = 0;
+    if (c && rtomo_client_subscribe(c, "", &err) == RTOMO_OK &&
+        wait_subscribed(c) == 0 &&
+        push_scan(o, c, frame, r, &t_end_sent) == 0) {
+        collect_slices(o, c, r, t_end_sent);
+        r->rejected = counter(c, "rejected");
+        r->dropped = counter(c, "dropped");
+        r->pub_dropped = counter(c, "pub_dropped");
+        rc = r->slices == o->slices ? 0 : -1;
+    }
+    if (c)
+        rtomo_client_close(c);
+    r->exit_status = daemon_process_stop(&d, SIGTERM, TIMEOUT_MS);
+    return rc;
+}
+
+/* ----------------------------------------------------------- report ---- */
+
+static void print_table(const options *o, const result *r, int n)
+{
+    printf("rtomod ingest: %dx%d uint16 frames (%.1f MB), %d per scan, %d "
+           "slices reconstructed, backend %s\n", o->width, o->height,
+           2.0 * o->width * o->height / 1e6, o->frames, o->slices, o->backend);
+    printf("%5s %9s %9s %9s %8s %8s %8s %12s %12s\n", "conn", "GB/s",
+           "frames/s", "seconds", "rejected", "dropped", "pub_drop",
+           "latency_ms", "client_ms");
+    for (int i = 0; i < n; i++)
+        printf("%5d %9.3f %9.1f %9.3f %8ld %8ld %8ld %12.2f %12.2f\n",
+               r[i].connections, r[i].gb_per_s, r[i].frames_per_s,
+               r[i].seconds, r[i].rejected, r[i].dropped, r[i].pub_dropped,
+               r[i].latency_daemon_ms, r[i].latency_client_ms);
+}
+
+static json_t *results_json(const options *o, const result *r, int n)
+{
+    json_t *runs = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(runs, json_pack(
+            "{s:i, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:i}",
+            "connections", r[i].connections, "gb_per_s", r[i].gb_per_s,
+            "frames_per_s", r[i].frames_per_s, "seconds", r[i].seconds,
+            "accepted", (json_int_t)r[i].accepted,
+            "rejected", (json_int_t)r[i].rejected,
+            "dropped", (json_int_t)r[i].dropped,
+            "pub_dropped", (json_int_t)r[i].pub_dropped,
+            "latency_ms", r[i].latency_daemon_ms,
+            "client_latency_ms", r[i].latency_client_ms,
+            "slices", r[i].slices, "exit_status", r[i].exit_status));
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o}",
+                     "benchmark", "rtomod_ingest", "backend", o->backend,
+                     "width", o->width, "height", o->height,
+                     "frames", o->frames, "slices", o->slices,
+                     "dtype", "uint16", "runs", runs);
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (parse_options(argc, argv, &o) != 0)
+        return 2;
+    size_t samples = (size_t)o.width * (size_t)o.height;
+    uint16_t *frame = malloc(samples * sizeof *frame);
+    if (!frame) {
+        fprintf(stderr, "bench_ingest: out of memory\n");
+        return 1;
+    }
+    /* Plausible counts: a smooth object in front of a flat beam. */
+    for (size_t i = 0; i < samples; i++)
+        frame[i] = (uint16_t)(30000 + 20000 * sin(0.001 * (double)i));
+    result results[MAX_RUNS];
+    int failures = 0;
+    for (int i = 0; i < o.n_runs; i++) {
+        if (run_once(&o, o.connections[i], frame, &results[i]) != 0) {
+            fprintf(stderr, "bench_ingest: the run with %d connection(s) "
+                    "failed\n", o.connections[i]);
+            failures++;
+        }
+    }
+    print_table(&o, results, o.n_runs);
+    json_t *json = results_json(&o, results, o.n_runs);
+    json_dumpf(json, stdout, JSON_INDENT(2));
+    putchar('\n');
+    if (o.json_path && json_dump_file(json, o.json_path, JSON_INDENT(2)) != 0)
+        fprintf(stderr, "bench_ingest: cannot write %s\n", o.json_path);
+    json_decref(json);
+    free(frame);
+    return failures ? 1 : 0;
+}
