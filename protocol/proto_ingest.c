@@ -308,10 +308,15 @@ int rtomo_proto_check_tomo_frame(const rtomo_frame_header *frame,
         limit = scan->n_darks;
     else if (frame->type == RTOMO_MSG_FLAT && scan->n_flats > 0)
         limit = scan->n_flats;
-    if (frame->index < 0 || (limit >= 0 && frame->index >= limit))
+    const char *what = rtomo_msg_type_name(frame->type);
+    if (frame->index < 0)
         return rtomo_reject_set(why, RTOMO_REJECT_INDEX,
-                                "%s \"index\" %lld is outside [0, %lld)",
-                                rtomo_msg_type_name(frame->type),
+                                "%s \"index\" %lld is negative", what,
+                                (long long)frame->index);
+    if (limit >= 0 && frame->index >= limit)
+        return rtomo_reject_set(why, RTOMO_REJECT_INDEX,
+                                "%s \"index\" %lld is outside [0, %lld) "
+                                "announced by scan_begin", what,
                                 (long long)frame->index, (long long)limit);
     return 0;
 }

@@ -164,10 +164,21 @@ static int decode_region(const json_t *rec, rtomo_scan_spec *spec,
         g->roi_height = (int)roi[3];
         spec->given |= RTOMO_SPEC_HAS_ROI;
     }
-    return given(spec, RTOMO_SPEC_HAS_SLICE_SIZE,
-                 proto_get_int32(rec, path, "slice_size", OPTIONAL, 1,
-                                 PROTO_MAX_EDGE, &g->slice_size, why)) < 0
-               ? -1 : 0;
+    if (given(spec, RTOMO_SPEC_HAS_SLICE_SIZE,
+              proto_get_int32(rec, path, "slice_size", OPTIONAL, 1,
+                              PROTO_MAX_EDGE, &g->slice_size, why)) < 0)
+        return -1;
+    /* The engine checks this too, but cannot name the wire fields. */
+    int grid = g->slice_size ? g->slice_size : g->det_width;
+    if ((spec->given & RTOMO_SPEC_HAS_ROI) &&
+        (g->roi_x + g->roi_width > grid || g->roi_y + g->roi_height > grid))
+        return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
+                                "field \"reconstruction.roi\" = [%d, %d, %d, "
+                                "%d] is not inside the %dx%d slice grid "
+                                "(\"reconstruction.slice_size\", default the "
+                                "detector width)", g->roi_x, g->roi_y,
+                                g->roi_width, g->roi_height, grid, grid);
+    return 0;
 }
 
 static int decode_slices(const json_t *rec, rtomo_scan_spec *spec,
