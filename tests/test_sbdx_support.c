@@ -45,9 +45,9 @@ size_t sbdx_frame_samples(const rtomo_sbdx_geometry *g)
 
 size_t sbdx_planes_pixels(const rtomo_sbdx_geometry *g)
 {
-    size_t w = g->out_width ? g->out_width : (size_t)g->shift_m * g->holes_x;
-    size_t h = g->out_height ? g->out_height : (size_t)g->shift_m * g->holes_y;
-    return w * h * (size_t)g->n_planes;
+    int w = g->out_width ? g->out_width : g->shift_m * g->holes_x;
+    int h = g->out_height ? g->out_height : g->shift_m * g->holes_y;
+    return (size_t)w * h * g->n_planes;
 }
 
 void *sbdx_random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
