@@ -28,6 +28,8 @@ typedef struct cpu_sbdx {
     float *planes;          /* n_planes x out_height x out_width */
     size_t n_samples;       /* samples per frame */
     size_t plane_size;      /* pixels per plane */
+    float **response_x;     /* [n_planes] views of the LUT's responses, */
+    float **response_y;     /* as the composite takes them */
     int threads;
     uint64_t tag;           /* of the frame in the buffer */
     double submitted_at;    /* rtomo_now_seconds() at submit */
@@ -40,6 +42,8 @@ static void cpu_sbdx_free(cpu_sbdx *s)
     rtomo_sbdx_lut_destroy(s->lut);
     free(s->frame);
     free(s->planes);
+    free(s->response_x);
+    free(s->response_y);
     free(s);
 }
 
@@ -62,13 +66,19 @@ static rtomo_status cpu_create(rtomo_sbdx *plan, rtomo_error *err)
     s->plane_size = (size_t)g->out_width * g->out_height;
     s->frame = malloc(sizeof(float) * s->n_samples);
     s->planes = malloc(sizeof(float) * s->plane_size * g->n_planes);
-    if (!s->frame || !s->planes) {
+    s->response_x = malloc(sizeof(float *) * (size_t)g->n_planes);
+    s->response_y = malloc(sizeof(float *) * (size_t)g->n_planes);
+    if (!s->frame || !s->planes || !s->response_x || !s->response_y) {
         size_t n_samples = s->n_samples;
         cpu_sbdx_free(s);
         return rtomo_set_error(err, RTOMO_E_NOMEM,
                                "out of memory for a frame of %zu samples and "
                                "%d planes of %dx%d", n_samples, g->n_planes,
                                g->out_width, g->out_height);
+    }
+    for (int k = 0; k < g->n_planes; k++) {
+        s->response_x[k] = s->lut->x[k].response;
+        s->response_y[k] = s->lut->y[k].response;
     }
     s->threads = rtomo_cpu_thread_count(&plan->opt);
     plan->impl = s;
@@ -142,8 +152,8 @@ static uint16_t to_u16(float v, float offset, float scale)
 
 /* Shared by the composite's band tasks; the first failure is kept. */
 typedef struct composite_run {
-    const rtomo_sbdx_geometry *geom;
-    const float *planes;
+    rtomo_sbdx_stack stack;
+    int radius;
     float *composite;
     uint16_t *depth;
     pthread_mutex_t lock;
@@ -153,14 +163,12 @@ typedef struct composite_run {
 static void composite_task(void *ctx, long band)
 {
     composite_run *run = ctx;
-    const rtomo_sbdx_geometry *g = run->geom;
     int first = (int)band * COMPOSITE_BAND_ROWS;
-    int rows = g->out_height - first < COMPOSITE_BAND_ROWS
-                   ? g->out_height - first : COMPOSITE_BAND_ROWS;
+    int rows = run->stack.height - first < COMPOSITE_BAND_ROWS
+                   ? run->stack.height - first : COMPOSITE_BAND_ROWS;
     rtomo_error e;
-    if (rtomo_sbdx_composite_rows(run->planes, g->n_planes, g->out_width,
-                                  g->out_height, g->composite_radius, first,
-                                  rows, run->composite, run->depth,
+    if (rtomo_sbdx_composite_rows(&run->stack, run->radius, first, rows,
+                                  run->composite, run->depth,
                                   &e) != RTOMO_OK) {
         pthread_mutex_lock(&run->lock);
         if (run->error.code == RTOMO_OK)
@@ -173,11 +181,18 @@ static rtomo_status compute_composite(rtomo_sbdx *plan, cpu_sbdx *s,
                                       float *composite, uint16_t *depth,
                                       rtomo_error *err)
 {
-    composite_run run = {.geom = &plan->geom, .planes = s->planes,
-                         .composite = composite, .depth = depth};
+    const rtomo_sbdx_geometry *g = &plan->geom;
+    composite_run run = {
+        .stack = {s->planes, g->n_planes, g->out_width, g->out_height,
+                  (const float *const *)s->response_x,
+                  (const float *const *)s->response_y},
+        .radius = g->composite_radius,
+        .composite = composite,
+        .depth = depth,
+    };
     rtomo_clear_error(&run.error);
     pthread_mutex_init(&run.lock, NULL);
-    long bands = (plan->geom.out_height + COMPOSITE_BAND_ROWS - 1) /
+    long bands = (g->out_height + COMPOSITE_BAND_ROWS - 1) /
                  COMPOSITE_BAND_ROWS;
     cpu_sbdx_parallel_for(s->threads, bands, 1, composite_task, &run);
     pthread_mutex_destroy(&run.lock);

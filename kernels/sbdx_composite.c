@@ -1,9 +1,9 @@
 /*
  * sbdx_composite.c — the CPU (reference) best-focus composite of SBDX
- * planes: per pixel, the plane of highest local variance (the rule is
- * stated in sbdx_composite.h).  Box sums come from running column sums and
- * a prefix sum along each row, so the cost per pixel does not grow with the
- * window radius.
+ * planes: per pixel, the plane of highest local variance after flat-fielding
+ * (the rule is stated in sbdx_composite.h).  Box sums come from running
+ * column sums and a prefix sum along each row, so the cost per pixel does
+ * not grow with the window radius.
  */
 #include "config.h"
 
@@ -11,9 +11,21 @@
 
 #include "sbdx_composite.h"
 
-/* Scratch of one band: running column sums of values and squares over the
- * vertical window, their prefix sums along the current row, and the best
- * variance and plane found so far for every pixel of the band. */
+/* Running sums restart from scratch every SUM_BLOCK rows (at absolute row
+ * indices), which bounds the rounding drift of add-then-subtract and makes
+ * every pixel's result independent of how the image is cut into bands. */
+#define SUM_BLOCK 32
+
+/* One plane as the variance sees it. */
+typedef struct plane_view {
+    const float *img;               /* height x width */
+    const float *rx, *ry;           /* responses, or NULL */
+    int width, height;
+} plane_view;
+
+/* Scratch of one band: running column sums of u and u^2 over the vertical
+ * window, their prefix sums along the current row, and the best variance
+ * and plane found so far for every pixel of the band. */
 typedef struct band_work {
     double *col_sum, *col_sq;       /* [width] */
     double *pre_sum, *pre_sq;       /* [width + 1] */
@@ -44,15 +56,46 @@ static int band_work_alloc(band_work *w, int width, int rows)
             w->best_var && w->best_plane) ? 0 : -1;
 }
 
-/* Add (sign +1) or remove (sign -1) image row `row` from the column sums. */
-static void column_sums_update(band_work *w, const float *row, int width,
+static int clip(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Add (sign +1) or remove (sign -1) row r's flat-fielded values u from the
+ * column sums.  Removing recomputes the same u bit for bit. */
+static void column_sums_update(band_work *w, const plane_view *p, int r,
                                double sign)
 {
-    for (int i = 0; i < width; i++) {
-        double v = row[i];
-        w->col_sum[i] += sign * v;
-        w->col_sq[i] += sign * v * v;
+    const float *row = p->img + (size_t)r * p->width;
+    double ry = p->ry ? p->ry[r] : 1.0;
+    for (int i = 0; i < p->width; i++) {
+        double u = row[i];
+        if (p->rx) {
+            double resp = (double)p->rx[i] * ry;
+            u /= resp > RTOMO_SBDX_RESPONSE_FLOOR ? resp
+                                                  : RTOMO_SBDX_RESPONSE_FLOOR;
+        }
+        w->col_sum[i] += sign * u;
+        w->col_sq[i] += sign * u * u;
     }
+}
+
+/* Column sums of the vertical window of row j, computed afresh. */
+static void column_sums_reset(band_work *w, const plane_view *p, int radius,
+                              int j)
+{
+    for (int i = 0; i < p->width; i++)
+        w->col_sum[i] = w->col_sq[i] = 0.0;
+    int bottom = clip(j + radius, 0, p->height - 1);
+    for (int r = clip(j - radius, 0, p->height - 1); r <= bottom; r++)
+        column_sums_update(w, p, r, 1.0);
+}
+
+/* Move the vertical window from row j-1 to row j. */
+static void column_sums_slide(band_work *w, const plane_view *p, int radius,
+                              int j)
+{
+    if (j + radius < p->height)
+        column_sums_update(w, p, j + radius, 1.0);
+    if (j - radius - 1 >= 0)
+        column_sums_update(w, p, j - radius - 1, -1.0);
 }
 
 /* Local variances of one row (whose column sums cover `rows_in_window`
@@ -67,8 +110,8 @@ static void fold_row_variance(band_work *w, int width, int radius,
         w->pre_sq[i + 1] = w->pre_sq[i] + w->col_sq[i];
     }
     for (int i = 0; i < width; i++) {
-        int lo = i - radius < 0 ? 0 : i - radius;
-        int hi = i + radius >= width ? width - 1 : i + radius;
+        int lo = clip(i - radius, 0, width - 1);
+        int hi = clip(i + radius, 0, width - 1);
         double n = (double)rows_in_window * (hi - lo + 1);
         double mean = (w->pre_sum[hi + 1] - w->pre_sum[lo]) / n;
         double var = (w->pre_sq[hi + 1] - w->pre_sq[lo]) / n - mean * mean;
@@ -79,69 +122,55 @@ static void fold_row_variance(band_work *w, int width, int radius,
     }
 }
 
-/* Running sums restart from scratch every SUM_BLOCK rows (at absolute row
- * indices), which bounds the rounding drift of add-then-subtract and makes
- * every pixel's result independent of how the image is cut into bands. */
-#define SUM_BLOCK 32
-
-static int clip(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-/* Column sums of the vertical window of row j, computed afresh. */
-static void column_sums_reset(band_work *w, const float *img, int width,
-                              int height, int radius, int j)
-{
-    for (int i = 0; i < width; i++)
-        w->col_sum[i] = w->col_sq[i] = 0.0;
-    int bottom = clip(j + radius, 0, height - 1);
-    for (int r = clip(j - radius, 0, height - 1); r <= bottom; r++)
-        column_sums_update(w, img + (size_t)r * width, width, 1.0);
-}
-
-/* Move the vertical window from row j-1 to row j. */
-static void column_sums_slide(band_work *w, const float *img, int width,
-                              int height, int radius, int j)
-{
-    if (j + radius < height)
-        column_sums_update(w, img + (size_t)(j + radius) * width, width, 1.0);
-    if (j - radius - 1 >= 0)
-        column_sums_update(w, img + (size_t)(j - radius - 1) * width, width,
-                           -1.0);
-}
-
 /* Fold plane `plane` into the best variances of rows [first, end). */
-static void fold_plane(band_work *w, const float *img, int plane, int width,
-                       int height, int radius, int first, int end)
+static void fold_plane(band_work *w, const plane_view *p, int plane,
+                       int radius, int first, int end)
 {
     int block_start = first - first % SUM_BLOCK;
-    column_sums_reset(w, img, width, height, radius, block_start);
+    column_sums_reset(w, p, radius, block_start);
     for (int j = block_start + 1; j <= first; j++)
-        column_sums_slide(w, img, width, height, radius, j);
+        column_sums_slide(w, p, radius, j);
 
     for (int j = first; j < end; j++) {
         if (j > first && j % SUM_BLOCK == 0)
-            column_sums_reset(w, img, width, height, radius, j);
+            column_sums_reset(w, p, radius, j);
         else if (j > first)
-            column_sums_slide(w, img, width, height, radius, j);
-        int rows_in_window = clip(j + radius, 0, height - 1) -
-                             clip(j - radius, 0, height - 1) + 1;
-        size_t band_off = (size_t)(j - first) * width;
-        fold_row_variance(w, width, radius, rows_in_window, plane,
+            column_sums_slide(w, p, radius, j);
+        int rows_in_window = clip(j + radius, 0, p->height - 1) -
+                             clip(j - radius, 0, p->height - 1) + 1;
+        size_t band_off = (size_t)(j - first) * p->width;
+        fold_row_variance(w, p->width, radius, rows_in_window, plane,
                           w->best_var + band_off, w->best_plane + band_off);
     }
 }
 
-rtomo_status rtomo_sbdx_composite_rows(const float *planes, int n_planes,
-                                       int width, int height, int radius,
-                                       int row_first, int row_count,
-                                       float *composite, uint16_t *depth,
-                                       rtomo_error *err)
+static rtomo_status check_stack(const rtomo_sbdx_stack *s, int radius,
+                                rtomo_error *err)
 {
-    if (!planes || n_planes < 1 || n_planes > 65536 || width < 1 ||
-        height < 1 || radius < 0)
+    if (!s || !s->planes)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "no planes given for the composite");
+    if (s->n_planes < 1 || s->n_planes > 65536 || s->width < 1 ||
+        s->height < 1 || radius < 0)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "composite of %d planes of %dx%d with radius "
-                               "%d is not possible", n_planes, width, height,
-                               radius);
+                               "%d is not possible", s->n_planes, s->width,
+                               s->height, radius);
+    if (!s->response_x != !s->response_y)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "composite needs both axis responses or none");
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_sbdx_composite_rows(const rtomo_sbdx_stack *stack,
+                                       int radius, int row_first,
+                                       int row_count, float *composite,
+                                       uint16_t *depth, rtomo_error *err)
+{
+    rtomo_status st = check_stack(stack, radius, err);
+    if (st != RTOMO_OK)
+        return st;
+    int width = stack->width, height = stack->height;
     if (row_first < 0 || row_count < 0 || row_count > height - row_first)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "composite rows [%d, %d) are outside the "
@@ -158,27 +187,32 @@ rtomo_status rtomo_sbdx_composite_rows(const float *planes, int n_planes,
                                "of width %d", row_count, width);
     }
     size_t plane_size = (size_t)width * height;
-    int end = row_first + row_count;
-    for (int k = 0; k < n_planes; k++)
-        fold_plane(&w, planes + plane_size * k, k, width, height, radius,
-                   row_first, end);
+    for (int k = 0; k < stack->n_planes; k++) {
+        plane_view p = {stack->planes + plane_size * k,
+                        stack->response_x ? stack->response_x[k] : NULL,
+                        stack->response_y ? stack->response_y[k] : NULL,
+                        width, height};
+        fold_plane(&w, &p, k, radius, row_first, row_first + row_count);
+    }
 
     for (size_t b = 0; b < (size_t)row_count * width; b++) {
-        size_t p = (size_t)row_first * width + b;
+        size_t pix = (size_t)row_first * width + b;
         if (composite)
-            composite[p] = planes[plane_size * w.best_plane[b] + p];
+            composite[pix] = stack->planes[plane_size * w.best_plane[b] + pix];
         if (depth)
-            depth[p] = w.best_plane[b];
+            depth[pix] = w.best_plane[b];
     }
     band_work_free(&w);
     return RTOMO_OK;
 }
 
-rtomo_status rtomo_sbdx_composite(const float *planes, int n_planes,
-                                  int width, int height, int radius,
+rtomo_status rtomo_sbdx_composite(const rtomo_sbdx_stack *stack, int radius,
                                   float *composite, uint16_t *depth,
                                   rtomo_error *err)
 {
-    return rtomo_sbdx_composite_rows(planes, n_planes, width, height, radius,
-                                     0, height, composite, depth, err);
+    rtomo_status st = check_stack(stack, radius, err);
+    if (st != RTOMO_OK)
+        return st;
+    return rtomo_sbdx_composite_rows(stack, radius, 0, stack->height,
+                                     composite, depth, err);
 }

@@ -125,6 +125,28 @@ static int fill_hole_lists(rtomo_sbdx_axis_lut *a)
     return 0;
 }
 
+/* The uniform response of sbdx_lut.h: summed in double from the lists
+ * just built, normalised by the m / N_d density of the plane scale. */
+static int fill_response(rtomo_sbdx_axis_lut *a)
+{
+    a->response = malloc(sizeof *a->response * (size_t)a->n_out);
+    if (!a->response)
+        return -1;
+    double density = (double)a->shift_m / a->n_det;
+    for (int i = 0; i < a->n_out; i++) {
+        double sum = 0.0;
+        for (int32_t h = a->hole_start[i]; h < a->hole_start[i + 1]; h++) {
+            const rtomo_sbdx_pc_entry *e = NULL;
+            int n = rtomo_sbdx_axis_lut_entries(
+                a, a->origin + i - a->shift_m * a->holes[h], &e);
+            for (int j = 0; j < n; j++)
+                sum += e[j].weight;
+        }
+        a->response[i] = (float)(sum * density);
+    }
+    return 0;
+}
+
 static void axis_free(rtomo_sbdx_axis_lut *a)
 {
     free(a->dc);
@@ -132,6 +154,7 @@ static void axis_free(rtomo_sbdx_axis_lut *a)
     free(a->pc);
     free(a->hole_start);
     free(a->holes);
+    free(a->response);
 }
 
 static int axis_build(rtomo_sbdx_axis_lut *a, double ratio, int n_det,
@@ -150,7 +173,8 @@ static int axis_build(rtomo_sbdx_axis_lut *a, double ratio, int n_det,
     if (!a->dc)
         return -1;
     fill_detector_centric(a);
-    if (fill_pixel_centric(a) != 0 || fill_hole_lists(a) != 0)
+    if (fill_pixel_centric(a) != 0 || fill_hole_lists(a) != 0 ||
+        fill_response(a) != 0)
         return -1;
     return 0;
 }

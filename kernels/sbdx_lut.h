@@ -49,6 +49,18 @@
  * is the list of hole rows cy that contribute to output row i, so a gather
  * skips every other hole row without looking at it.  max_holes is the
  * longest list (<= ceil(span_len / m)).
+ *
+ * Uniform response.  A frame of constant value v reconstructs on plane k to
+ * exactly  v * x[k].response[i] * y[k].response[j]  (up to float rounding),
+ * where along one axis
+ *     response[i] = (m / N_d) * sum over holes c of holes(i), and over the
+ *                   entries of offset (origin + i) - m c, of the weight.
+ * Its mean over whole periods of m inside the field of view is 1 (which is
+ * what the m^2/(Wd*Hd) plane scale provides), but single pixels ripple
+ * around 1: bilinear deposits from a regular grid of rays sample the plane
+ * unevenly unless the ray spacing n and the hole shift m line up (n = 2
+ * with an even N_d and an even m leaves every other pixel empty).  The composite divides by
+ * this response so that it judges focus, not the sampling pattern.
  */
 #ifndef RTOMO_SBDX_LUT_H
 #define RTOMO_SBDX_LUT_H
@@ -95,6 +107,8 @@ typedef struct rtomo_sbdx_axis_lut {
     int32_t *hole_start;        /* [n_out + 1] into holes */
     int32_t *holes;             /* [hole_start[n_out]] hole indices */
     int max_holes;              /* longest hole list of one output index */
+
+    float *response;            /* [n_out] uniform-frame response (above) */
 } rtomo_sbdx_axis_lut;
 
 /* All tables of a plan: x[k] and y[k] for plane k. */
