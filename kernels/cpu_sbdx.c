@@ -186,7 +186,8 @@ static rtomo_status compute_composite(rtomo_sbdx *plan, cpu_sbdx *s,
         .stack = {s->planes, g->n_planes, g->out_width, g->out_height,
                   (const float *const *)s->response_x,
                   (const float *const *)s->response_y},
-        .radius = g->composite_radius,
+        /* rtomo_engine.h: a radius of 0 means the default, 2. */
+        .radius = g->composite_radius ? g->composite_radius : 2,
         .composite = composite,
         .depth = depth,
     };

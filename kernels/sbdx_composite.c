@@ -187,7 +187,12 @@ rtomo_status rtomo_sbdx_composite_rows(const rtomo_sbdx_stack *stack,
                                "of width %d", row_count, width);
     }
     size_t plane_size = (size_t)width * height;
-    for (int k = 0; k < stack->n_planes; k++) {
+    /* A one-pixel window has variance 0 on every plane: all tie, plane 0.
+     * Said outright, as running sums would leave rounding residue. */
+    int n_planes = radius == 0 ? 0 : stack->n_planes;
+    for (size_t b = 0; b < (size_t)row_count * width; b++)
+        w.best_plane[b] = 0;
+    for (int k = 0; k < n_planes; k++) {
         plane_view p = {stack->planes + plane_size * k,
                         stack->response_x ? stack->response_x[k] : NULL,
                         stack->response_y ? stack->response_y[k] : NULL,
