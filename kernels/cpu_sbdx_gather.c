@@ -25,31 +25,27 @@ static float gather_hole(const float *hole, int det_width,
     return sum;
 }
 
-/* One output pixel: position (px, py), hole rows hy[0..n_hy), hole columns
- * hx[0..n_hx).  Holes are visited in frame order (cy, then cx) so that the
- * sum adds in the same order as the scatter. */
+/* One output pixel: hole rows ly's list of output row `row`, hole columns
+ * lx's list of output column `col`.  Holes are visited in frame order (cy,
+ * then cx) so that the sum adds in the same order as the scatter. */
 static float gather_pixel(const cpu_sbdx_job *job,
-                          const rtomo_sbdx_axis_lut *lx,
-                          const rtomo_sbdx_axis_lut *ly, int px, int py,
-                          const int32_t *hy, int n_hy, const int32_t *hx,
-                          int n_hx)
+                          const rtomo_sbdx_axis_lut *lx, int col,
+                          const rtomo_sbdx_axis_lut *ly, int row)
 {
     const rtomo_sbdx_geometry *g = job->geom;
     size_t hole_size = (size_t)g->det_width * g->det_height;
+    size_t hole_row_size = hole_size * g->holes_x;
     float sum = 0.0f;
-    for (int a = 0; a < n_hy; a++) {
-        int cy = hy[a];
-        const rtomo_sbdx_pc_entry *ey = NULL;
-        int ny = rtomo_sbdx_axis_lut_entries(ly, py - g->shift_m * cy, &ey);
-        const float *hole_row =
-            job->frame + (size_t)cy * g->holes_x * hole_size;
-        for (int b = 0; b < n_hx; b++) {
-            int cx = hx[b];
-            const rtomo_sbdx_pc_entry *ex = NULL;
-            int nx = rtomo_sbdx_axis_lut_entries(lx, px - g->shift_m * cx, &ex);
-            sum = gather_hole(hole_row + (size_t)cx * hole_size, g->det_width,
-                              ey, ny, ex, nx, sum);
-        }
+    for (int32_t a = ly->hole_start[row]; a < ly->hole_start[row + 1]; a++) {
+        const float *hole_row = job->frame + ly->holes[a] * hole_row_size;
+        const rtomo_sbdx_pc_entry *ey = ly->pc + ly->hole_entry_first[a];
+        int ny = ly->hole_entry_count[a];
+        for (int32_t b = lx->hole_start[col]; b < lx->hole_start[col + 1];
+             b++)
+            sum = gather_hole(hole_row + lx->holes[b] * hole_size,
+                              g->det_width, ey, ny,
+                              lx->pc + lx->hole_entry_first[b],
+                              lx->hole_entry_count[b], sum);
     }
     return sum;
 }
@@ -60,14 +56,6 @@ void cpu_sbdx_gather_row(const cpu_sbdx_job *job, int k, int row)
     const rtomo_sbdx_axis_lut *lx = &job->lut->x[k];
     const rtomo_sbdx_axis_lut *ly = &job->lut->y[k];
     float *out = job->planes + ((size_t)k * g->out_height + row) * g->out_width;
-    const int32_t *hy = ly->holes + ly->hole_start[row];
-    int n_hy = ly->hole_start[row + 1] - ly->hole_start[row];
-    int py = g->origin_y + row;
-
-    for (int i = 0; i < g->out_width; i++) {
-        const int32_t *hx = lx->holes + lx->hole_start[i];
-        int n_hx = lx->hole_start[i + 1] - lx->hole_start[i];
-        out[i] = gather_pixel(job, lx, ly, g->origin_x + i, py, hy, n_hy, hx,
-                              n_hx) * job->scale;
-    }
+    for (int i = 0; i < g->out_width; i++)
+        out[i] = gather_pixel(job, lx, i, ly, row) * job->scale;
 }

@@ -74,9 +74,10 @@ static int fill_pixel_centric(rtomo_sbdx_axis_lut *a)
 }
 
 /* The holes c (ascending) whose offset P - m c has entries, for plane
- * position P: written to out (when not NULL); returns how many there are. */
+ * position P: when `at` >= 0 written to the hole lists from index `at` on,
+ * with their entry ranges; returns how many there are. */
 static int holes_of_position(const rtomo_sbdx_axis_lut *a, int position,
-                             int32_t *out)
+                             long at)
 {
     int span_last = a->span_first + a->span_len - 1;
     /* span_first <= P - m c <= span_last  <=>  c in [c_lo, c_hi]. */
@@ -90,8 +91,11 @@ static int holes_of_position(const rtomo_sbdx_axis_lut *a, int position,
     for (int c = c_lo; c <= c_hi; c++) {
         int o = position - a->shift_m * c - a->span_first;
         if (a->start[o + 1] > a->start[o]) {
-            if (out)
-                out[n] = c;
+            if (at >= 0) {
+                a->holes[at + n] = c;
+                a->hole_entry_first[at + n] = a->start[o];
+                a->hole_entry_count[at + n] = a->start[o + 1] - a->start[o];
+            }
             n++;
         }
     }
@@ -109,7 +113,7 @@ static int fill_hole_lists(rtomo_sbdx_axis_lut *a)
     a->max_holes = 0;
     for (int i = 0; i < a->n_out; i++) {
         a->hole_start[i] = (int32_t)total;
-        int n = holes_of_position(a, a->origin + i, NULL);
+        int n = holes_of_position(a, a->origin + i, -1);
         if (n > a->max_holes)
             a->max_holes = n;
         total += (size_t)n;
@@ -117,11 +121,14 @@ static int fill_hole_lists(rtomo_sbdx_axis_lut *a)
             return -1;
     }
     a->hole_start[a->n_out] = (int32_t)total;
-    a->holes = malloc(sizeof *a->holes * (total ? total : 1));
-    if (!a->holes)
+    size_t slots = total ? total : 1;
+    a->holes = malloc(sizeof *a->holes * slots);
+    a->hole_entry_first = malloc(sizeof *a->hole_entry_first * slots);
+    a->hole_entry_count = malloc(sizeof *a->hole_entry_count * slots);
+    if (!a->holes || !a->hole_entry_first || !a->hole_entry_count)
         return -1;
     for (int i = 0; i < a->n_out; i++)
-        holes_of_position(a, a->origin + i, a->holes + a->hole_start[i]);
+        holes_of_position(a, a->origin + i, a->hole_start[i]);
     return 0;
 }
 
@@ -136,10 +143,8 @@ static int fill_response(rtomo_sbdx_axis_lut *a)
     for (int i = 0; i < a->n_out; i++) {
         double sum = 0.0;
         for (int32_t h = a->hole_start[i]; h < a->hole_start[i + 1]; h++) {
-            const rtomo_sbdx_pc_entry *e = NULL;
-            int n = rtomo_sbdx_axis_lut_entries(
-                a, a->origin + i - a->shift_m * a->holes[h], &e);
-            for (int j = 0; j < n; j++)
+            const rtomo_sbdx_pc_entry *e = a->pc + a->hole_entry_first[h];
+            for (int j = 0; j < a->hole_entry_count[h]; j++)
                 sum += e[j].weight;
         }
         a->response[i] = (float)(sum * density);
@@ -154,6 +159,8 @@ static void axis_free(rtomo_sbdx_axis_lut *a)
     free(a->pc);
     free(a->hole_start);
     free(a->holes);
+    free(a->hole_entry_first);
+    free(a->hole_entry_count);
     free(a->response);
 }
 
@@ -225,18 +232,6 @@ void rtomo_sbdx_lut_destroy(rtomo_sbdx_lut *lut)
     free(lut->x);
     free(lut->y);
     free(lut);
-}
-
-int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a, int offset,
-                                const rtomo_sbdx_pc_entry **first)
-{
-    long o = (long)offset - a->span_first;
-    if (o < 0 || o >= a->span_len)
-        return 0;
-    int n = a->start[o + 1] - a->start[o];
-    if (n > 0)
-        *first = a->pc + a->start[o];
-    return n;
 }
 
 size_t rtomo_sbdx_axis_lut_table_bytes(const rtomo_sbdx_axis_lut *a)

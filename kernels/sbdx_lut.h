@@ -48,7 +48,10 @@
  * holes[hole_start[i+1] - 1] lists those c in ascending order; along y this
  * is the list of hole rows cy that contribute to output row i, so a gather
  * skips every other hole row without looking at it.  max_holes is the
- * longest list (<= ceil(span_len / m)).
+ * longest list (<= ceil(span_len / m)).  Parallel to holes[],
+ * hole_entry_first[h] and hole_entry_count[h] locate that hole's entries at
+ * that output index (pc[first] .. pc[first + count - 1]), so a gather needs
+ * no offset arithmetic.
  *
  * Uniform response.  A frame of constant value v reconstructs on plane k to
  * exactly  v * x[k].response[i] * y[k].response[j]  (up to float rounding),
@@ -106,6 +109,8 @@ typedef struct rtomo_sbdx_axis_lut {
 
     int32_t *hole_start;        /* [n_out + 1] into holes */
     int32_t *holes;             /* [hole_start[n_out]] hole indices */
+    int32_t *hole_entry_first;  /* [hole_start[n_out]] into pc */
+    int32_t *hole_entry_count;  /* [hole_start[n_out]] (>= 1) */
     int max_holes;              /* longest hole list of one output index */
 
     float *response;            /* [n_out] uniform-frame response (above) */
@@ -128,9 +133,20 @@ void rtomo_sbdx_lut_destroy(rtomo_sbdx_lut *lut);
 
 /* The pixel-centric entries of plane offset o (any integer: offsets outside
  * the span have none).  Returns the count and stores the first entry in
- * *first (untouched when the count is 0). */
-int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a, int offset,
-                                const rtomo_sbdx_pc_entry **first);
+ * *first (untouched when the count is 0).  Inline: gathers call it per
+ * hole and pixel. */
+static inline int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a,
+                                              int offset,
+                                              const rtomo_sbdx_pc_entry **first)
+{
+    long o = (long)offset - a->span_first;
+    if (o < 0 || o >= a->span_len)
+        return 0;
+    int n = a->start[o + 1] - a->start[o];
+    if (n > 0)
+        *first = a->pc + a->start[o];
+    return n;
+}
 
 /* Bytes of the pixel-centric tables of one axis (start + entries): what a
  * gather kernel stages in shared memory for one plane and axis. */

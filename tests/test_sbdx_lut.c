@@ -4,8 +4,9 @@
  * 1 and are centred on its ray position; the pixel-centric table is exactly
  * the transpose of the detector-centric one, in the documented compact
  * layout and within the documented sizes; the per-output hole lists hold
- * exactly the holes that reach that output; and offsets go empty (so rows
- * can be skipped) only for n > 1.
+ * exactly the holes that reach that output, with their entry ranges; the
+ * uniform response is what a frame of ones reconstructs to; and offsets go
+ * empty (so rows can be skipped) only for n > 1.
  */
 #include "config.h"
 
@@ -179,11 +180,16 @@ static void check_hole_lists(const rtomo_sbdx_axis_lut *a)
         int j = 0;
         for (int c = 0; c < a->n_holes; c++) {
             const rtomo_sbdx_pc_entry *e = NULL;
-            if (rtomo_sbdx_axis_lut_entries(a, position - a->shift_m * c,
-                                            &e) > 0) {
+            int count = rtomo_sbdx_axis_lut_entries(
+                a, position - a->shift_m * c, &e);
+            if (count > 0) {
                 SBDX_REQUIRE(j < n && list[j] == c,
                              "output %d: hole %d missing from its list", i,
                              c);
+                int32_t h = a->hole_start[i] + j;
+                SBDX_REQUIRE(a->pc + a->hole_entry_first[h] == e &&
+                                 a->hole_entry_count[h] == count,
+                             "output %d, hole %d: wrong entry range", i, c);
                 j++;
             }
         }
@@ -251,6 +257,50 @@ START_TEST(reference_tables_fit_in_shared_memory)
 }
 END_TEST
 
+/* The documented uniform response: a frame of ones reconstructs on plane k
+ * to x[k].response[i] * y[k].response[j], for every method and window. */
+START_TEST(uniform_response_is_what_ones_reconstruct_to)
+{
+    uint64_t seed = 0x0e5u + (uint64_t)_i;
+    rtomo_sbdx_geometry g;
+    double ratios[8];
+    random_geometry(&seed, &g, ratios);
+    size_t n = (size_t)g.holes_x * g.holes_y * g.det_width * g.det_height;
+    size_t img = (size_t)g.out_width * g.out_height;
+    float *ones = malloc(n * sizeof *ones);
+    float *planes = malloc(img * g.n_planes * sizeof *planes);
+    ck_assert(ones && planes);
+    for (size_t i = 0; i < n; i++)
+        ones[i] = 1.0f;
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.sbdx_method = (rtomo_sbdx_method)(_i % 2);
+    rtomo_error err;
+    rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
+    ck_assert_msg(plan != NULL, "%s", err.message);
+    rtomo_sbdx_output out = {.planes = planes};
+    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, ones, RTOMO_DTYPE_F32, &out,
+                                            &err), RTOMO_OK);
+    rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(&g, &err);
+    ck_assert_ptr_nonnull(lut);
+    for (int k = 0; k < g.n_planes; k++)
+        for (int j = 0; j < g.out_height; j++)
+            for (int i = 0; i < g.out_width; i++) {
+                double want = (double)lut->x[k].response[i] *
+                              lut->y[k].response[j];
+                double got = planes[img * k + (size_t)j * g.out_width + i];
+                SBDX_REQUIRE(fabs(got - want) <= 1e-5 * (1.0 + want),
+                             "plane %d (%d, %d): ones give %g, response %g",
+                             k, i, j, got, want);
+            }
+    rtomo_sbdx_lut_destroy(lut);
+    rtomo_sbdx_destroy(plan);
+    free(ones);
+    free(planes);
+}
+END_TEST
+
 START_TEST(invalid_geometry_builds_no_tables)
 {
     rtomo_sbdx_geometry g;
@@ -273,6 +323,8 @@ int main(void)
     tcase_add_test(tc, hole_lists_hold_exactly_the_contributing_holes);
     tcase_add_test(tc, offsets_go_empty_only_for_n_above_one);
     tcase_add_test(tc, reference_tables_fit_in_shared_memory);
+    tcase_add_loop_test(tc, uniform_response_is_what_ones_reconstruct_to, 0,
+                        8);
     tcase_add_test(tc, invalid_geometry_builds_no_tables);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
