@@ -11,8 +11,9 @@
  * the sum and the sum of squares of u_k over W.  The local variance is
  *     var_k(i, j) = S2 / N - (S1 / N)^2
  * depth(i, j) is the k with the largest var_k; ties go to the lowest plane
- * index (a NaN variance never wins; r = 0 makes every var_k 0, so depth 0).  composite(i, j) is plane depth(i, j)'s
- * own value (not flat-fielded) at (i, j).  In-focus structure is sharp, so
+ * index (a NaN variance never wins; r = 0 makes every var_k 0, so depth
+ * 0).  composite(i, j) is plane depth(i, j)'s own value (not flat-fielded)
+ * at (i, j).  In-focus structure is sharp, so
  * it has the highest local contrast on its own plane; where nothing varies
  * (e.g. outside the field of view, all planes 0) depth is 0.
  *

@@ -47,7 +47,7 @@
  * a non-empty entry list at offset P - m c.  holes[hole_start[i]] ..
  * holes[hole_start[i+1] - 1] lists those c in ascending order; along y this
  * is the list of hole rows cy that contribute to output row i, so a gather
- * skips every other hole row without looking at it.  max_holes is the
+ * never looks at the hole rows that cannot reach it.  max_holes is the
  * longest list (<= ceil(span_len / m)).  Parallel to holes[],
  * hole_entry_first[h] and hole_entry_count[h] locate that hole's entries at
  * that output index (pc[first] .. pc[first + count - 1]), so a gather needs
@@ -62,8 +62,9 @@
  * what the m^2/(Wd*Hd) plane scale provides), but single pixels ripple
  * around 1: bilinear deposits from a regular grid of rays sample the plane
  * unevenly unless the ray spacing n and the hole shift m line up (n = 2
- * with an even N_d and an even m leaves every other pixel empty).  The composite divides by
- * this response so that it judges focus, not the sampling pattern.
+ * with an even N_d and an even m leaves alternate pixels empty).  The
+ * composite divides by this response so that it judges focus, not the
+ * sampling pattern.
  */
 #ifndef RTOMO_SBDX_LUT_H
 #define RTOMO_SBDX_LUT_H

@@ -45,10 +45,13 @@ static void random_stack_make(random_stack *s, uint64_t *seed, int n_planes,
         for (size_t p = 0; p < img; p++)
             s->planes[img * k + p] =
                 (float)(50.0 + amplitude * rtomo_random_uniform(seed));
+        /* Responses from 0.05 to 1.55: some products fall below the floor. */
         for (int i = 0; i < width; i++)
-            s->rx[k * width + i] = (float)(0.05 + 1.5 * rtomo_random_uniform(seed));
+            s->rx[k * width + i] =
+                (float)(0.05 + 1.5 * rtomo_random_uniform(seed));
         for (int j = 0; j < height; j++)
-            s->ry[k * height + j] = (float)(0.05 + 1.5 * rtomo_random_uniform(seed));
+            s->ry[k * height + j] =
+                (float)(0.05 + 1.5 * rtomo_random_uniform(seed));
         s->rx_of[k] = s->rx + (size_t)k * width;
         s->ry_of[k] = s->ry + (size_t)k * height;
     }
@@ -78,8 +81,10 @@ static long double flat_fielded(const rtomo_sbdx_stack *s, int k, int i, int j)
 static long double window_variance(const rtomo_sbdx_stack *s, int k, int i,
                                    int j, int r)
 {
-    int x0 = i - r < 0 ? 0 : i - r, x1 = i + r >= s->width ? s->width - 1 : i + r;
-    int y0 = j - r < 0 ? 0 : j - r, y1 = j + r >= s->height ? s->height - 1 : j + r;
+    int x0 = i - r < 0 ? 0 : i - r;
+    int x1 = i + r >= s->width ? s->width - 1 : i + r;
+    int y0 = j - r < 0 ? 0 : j - r;
+    int y1 = j + r >= s->height ? s->height - 1 : j + r;
     long double sum = 0.0L, sq = 0.0L;
     long n = (long)(x1 - x0 + 1) * (y1 - y0 + 1);
     for (int y = y0; y <= y1; y++)

@@ -90,6 +90,7 @@ static float *planes_from_equations(const rtomo_sbdx_geometry *g,
     double *img = malloc(sizeof(double) * (size_t)w * h);
     float *planes = malloc(sizeof(float) * (size_t)w * h * g->n_planes);
     ck_assert(img && planes);
+    double ex = (g->det_width - 1) / 2.0, ey = (g->det_height - 1) / 2.0;
     for (int k = 0; k < g->n_planes; k++) {
         double n = g->ratios[k];
         memset(img, 0, sizeof(double) * (size_t)w * h);
@@ -98,11 +99,10 @@ static float *planes_from_equations(const rtomo_sbdx_geometry *g,
             for (int cx = 0; cx < g->holes_x; cx++)
                 for (int dy = 0; dy < g->det_height; dy++)
                     for (int dx = 0; dx < g->det_width; dx++)
-                        deposit_bilinear(
-                            img, w, h, g->origin_x, g->origin_y,
-                            g->shift_m * cx + n * (dx - (g->det_width - 1) / 2.0),
-                            g->shift_m * cy + n * (dy - (g->det_height - 1) / 2.0),
-                            *v++);
+                        deposit_bilinear(img, w, h, g->origin_x, g->origin_y,
+                                         g->shift_m * cx + n * (dx - ex),
+                                         g->shift_m * cy + n * (dy - ey),
+                                         *v++);
         for (size_t i = 0; i < (size_t)w * h; i++)
             planes[(size_t)k * w * h + i] = (float)(img[i] * scale);
     }
@@ -160,13 +160,14 @@ START_TEST(output_windows_are_blocks_of_the_whole_plane)
         g.origin_y = big.origin_y +
                      (int)(rtomo_random_uniform(&seed) * (71 - g.out_height));
         float *win = sbdx_reconstruct(&g, method, 3, frame, RTOMO_DTYPE_U8);
+        int dx = g.origin_x - big.origin_x, dy = g.origin_y - big.origin_y;
         for (int k = 0; k < g.n_planes; k++)
             for (int j = 0; j < g.out_height; j++)
                 for (int i = 0; i < g.out_width; i++) {
-                    float a = win[((size_t)k * g.out_height + j) * g.out_width + i];
-                    float b = full[((size_t)k * big.out_height + j + g.origin_y -
-                                    big.origin_y) * big.out_width + i +
-                                   g.origin_x - big.origin_x];
+                    float a = win[((size_t)k * g.out_height + j) * g.out_width +
+                                  i];
+                    float b = full[((size_t)k * big.out_height + j + dy) *
+                                       big.out_width + i + dx];
                     SBDX_REQUIRE(a == b, "window %dx%d at (%d, %d), plane %d "
                                  "pixel (%d, %d): %g, whole plane %g",
                                  g.out_width, g.out_height, g.origin_x,
