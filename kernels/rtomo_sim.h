@@ -58,6 +58,30 @@ void rtomo_phantom_project(const rtomo_phantom *ph, double angle, float *out);
 void rtomo_phantom_slice(const rtomo_phantom *ph, int row, int size,
                          float *out);
 
+/* Regions of the phantom, for measuring a reconstruction against the truth
+ * away from the sharp edges (where any band-limited reconstruction differs
+ * from the point-sampled truth). */
+typedef enum rtomo_phantom_region {
+    RTOMO_PHANTOM_HEAD = 0,     /* the outer ellipsoid: the whole support */
+    RTOMO_PHANTOM_BRAIN = 1,    /* inside the skull */
+    RTOMO_PHANTOM_LARGE_ELLIPSE = 4 /* the large ellipse above the ventricles
+                                       (reaches rows with |z + 0.25| < 0.5) */
+} rtomo_phantom_region;
+
+/* mask[size*size] on the grid of rtomo_phantom_slice(): 1 where the pixel and
+ * every pixel within `margin` pixels of it lie inside `region` in slice
+ * `row`, else 0.  Returns the number of pixels set. */
+size_t rtomo_phantom_region_mask(const rtomo_phantom *ph, int row, int size,
+                                 rtomo_phantom_region region, double margin,
+                                 unsigned char *mask);
+
+/* ||image - truth|| / ||truth|| over the pixels where mask is set (L2). */
+double rtomo_masked_relative_error(const float *image, const float *truth,
+                                   const unsigned char *mask, size_t n);
+/* Mean of image over the pixels where mask is set (0 when none is). */
+double rtomo_masked_mean(const float *image, const unsigned char *mask,
+                         size_t n);
+
 /* ------------------------------------------------------------ camera ---- */
 
 typedef struct rtomo_camera {

@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rtomo_sim.h"
@@ -49,20 +50,25 @@ typedef struct section {
     double x0, y0, a, b, cos_phi, sin_phi, phi, density;
 } section;
 
-/* Sections of all ellipsoids that reach height Z; returns their number. */
+/* The section of ellipsoid e at height z; 0 when z misses it. */
+static int section_of(const ellipsoid *e, double z, section *out)
+{
+    double dz = (z - e->z0) / e->c;
+    if (dz * dz >= 1.0)
+        return 0;
+    double k = sqrt(1.0 - dz * dz);
+    double phi = e->phi_deg * M_PI / 180.0;
+    *out = (section){e->x0, e->y0, e->a * k, e->b * k,
+                     cos(phi), sin(phi), phi, e->density};
+    return 1;
+}
+
+/* Sections of all ellipsoids that reach height z; returns their number. */
 static int sections_at(double z, section *out)
 {
     int n = 0;
-    for (int i = 0; i < N_ELLIPSOIDS; i++) {
-        const ellipsoid *e = &shepp_logan[i];
-        double dz = (z - e->z0) / e->c;
-        if (dz * dz >= 1.0)
-            continue;
-        double k = sqrt(1.0 - dz * dz);
-        double phi = e->phi_deg * M_PI / 180.0;
-        out[n++] = (section){e->x0, e->y0, e->a * k, e->b * k,
-                             cos(phi), sin(phi), phi, e->density};
-    }
+    for (int i = 0; i < N_ELLIPSOIDS; i++)
+        n += section_of(&shepp_logan[i], z, &out[n]);
     return n;
 }
 
@@ -159,6 +165,87 @@ void rtomo_phantom_slice(const rtomo_phantom *ph, int row, int size,
             out[(size_t)y * (size_t)size + (size_t)x] = (float)(sum * mu);
         }
     }
+}
+
+/* ---------------------------------------------------- truth regions ---- */
+
+/* Pixels of the grid inside `sec` (no margin). */
+static void fill_inside(const rtomo_phantom *ph, const section *sec, int size,
+                        unsigned char *inside_mask)
+{
+    const double unit = pixels_per_unit(ph), c = 0.5 * (size - 1);
+    for (int y = 0; y < size; y++)
+        for (int x = 0; x < size; x++)
+            inside_mask[(size_t)y * size + x] =
+                (unsigned char)inside(sec, (x - c) / unit, -(y - c) / unit);
+}
+
+/* 1 when every pixel within `margin` of (x, y) is set in `in`. */
+static int disk_inside(const unsigned char *in, int size, int x, int y,
+                       double margin)
+{
+    const int r = (int)floor(margin);
+    for (int dy = -r; dy <= r; dy++)
+        for (int dx = -r; dx <= r; dx++) {
+            if (dx * dx + dy * dy > margin * margin)
+                continue;
+            int u = x + dx, v = y + dy;
+            if (u < 0 || v < 0 || u >= size || v >= size ||
+                !in[(size_t)v * size + u])
+                return 0;
+        }
+    return 1;
+}
+
+size_t rtomo_phantom_region_mask(const rtomo_phantom *ph, int row, int size,
+                                 rtomo_phantom_region region, double margin,
+                                 unsigned char *mask)
+{
+    const size_t n = (size_t)size * (size_t)size;
+    memset(mask, 0, n);
+    section sec;
+    if ((unsigned)region >= N_ELLIPSOIDS ||
+        !section_of(&shepp_logan[region], z_of_row(ph, row), &sec))
+        return 0;
+    unsigned char *in = malloc(n);
+    if (!in)
+        return 0;
+    fill_inside(ph, &sec, size, in);
+    size_t count = 0;
+    for (int y = 0; y < size; y++)
+        for (int x = 0; x < size; x++)
+            if (disk_inside(in, size, x, y, margin)) {
+                mask[(size_t)y * size + x] = 1;
+                count++;
+            }
+    free(in);
+    return count;
+}
+
+double rtomo_masked_relative_error(const float *image, const float *truth,
+                                   const unsigned char *mask, size_t n)
+{
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (mask[i]) {
+            double d = (double)image[i] - truth[i];
+            diff += d * d;
+            norm += (double)truth[i] * truth[i];
+        }
+    return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+double rtomo_masked_mean(const float *image, const unsigned char *mask,
+                         size_t n)
+{
+    double sum = 0.0;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (mask[i]) {
+            sum += image[i];
+            count++;
+        }
+    return count ? sum / (double)count : 0.0;
 }
 
 /* ------------------------------------------------------------ camera ---- */
