@@ -38,8 +38,9 @@ typedef struct rtomo_phantom {
     int det_height;     /* detector rows */
     double axis;        /* rotation axis in bins; NaN = (det_width-1)/2 */
     double mu_scale;    /* attenuation per pixel of phantom value 1.0;
-                           0 = 2/det_width, which keeps the longest line
-                           integral near 2 (transmission ~ 13%) */
+                           0 = 2/det_width: line integrals are then in
+                           phantom units, at most about 0.52 with Toft's
+                           contrasts (transmission >= ~60%) */
 } rtomo_phantom;
 
 /* Defaults for a detector of the given size. */
