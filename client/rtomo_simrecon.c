@@ -544,10 +544,10 @@ static void print_setup(const options *o, const rtomo_fbp *plan)
            "%s\n", o->dark, o->flat, REFERENCE_FRAMES, REFERENCE_FRAMES,
            o->noise ? "on" : "off");
     printf("  reconstruction: %s backend, %s filter (cut-off %.2f), %s "
-           "interpolation, %d slice(s) of %d x %d\n",
+           "interpolation, %d x %d slices: %d\n",
            rtomo_backend_name(rtomo_fbp_backend(plan)),
            rtomo_window_name(o->window), o->cutoff,
-           rtomo_interp_name(o->interp), o->slice_count, o->size, o->size);
+           rtomo_interp_name(o->interp), o->size, o->size, o->slice_count);
 }
 
 static void print_timing(const rtomo_fbp *plan, double simulate_s, int frames)
@@ -558,8 +558,9 @@ static void print_timing(const rtomo_fbp *plan, double simulate_s, int frames)
     printf("filter       %8.3f s  (%ld frames, %.0f frames/s)\n",
            s.filter_seconds, s.projections_filtered,
            s.filter_seconds > 0 ? s.projections_filtered / s.filter_seconds : 0);
-    printf("backproject  %8.3f s  (%ld slices, %.3f GU/s)\n",
+    printf("backproject  %8.3f s  (%ld slice%s, %.3f GU/s)\n",
            s.backproject_seconds, s.slices_reconstructed,
+           s.slices_reconstructed == 1 ? "" : "s",
            s.backproject_seconds > 0 ? s.updates / s.backproject_seconds / 1e9
                                      : 0);
 }
