@@ -11,7 +11,7 @@
  * the slice column, Y grows upwards (against the slice row, so the phantom
  * appears in its usual orientation), Z grows upwards (against the detector
  * row).  One unit is det_width/2 pixels in X and Y and det_height/2 rows in
- * Z.  Because every ellipsoid's axes include z, a detector row cuts each
+ * Z.  Because every ellipsoid has an axis along z, a detector row cuts each
  * ellipsoid in an ellipse with the same centre and orientation, scaled by
  * sqrt(1 - ((Z - z0) / c)^2); the chord of a line through an ellipse is
  * closed-form, so line integrals are exact.
@@ -31,6 +31,7 @@ typedef struct ellipsoid {
     double density;             /* added inside (Toft's contrasts) */
 } ellipsoid;
 
+/* The order matters: rtomo_phantom_region values index this table. */
 static const ellipsoid shepp_logan[] = {
     {0.00, 0.000, 0.000, 0.6900, 0.920, 0.900, 0, 1.0},
     {0.00, 0.000, 0.000, 0.6624, 0.874, 0.880, 0, -0.8},
@@ -72,15 +73,31 @@ static int sections_at(double z, section *out)
     return n;
 }
 
-/* Length of the line {X cos(theta) + Y sin(theta) = t} inside ellipse s. */
-static double chord(const section *s, double t, double theta)
+/* A section seen at one projection angle theta: lines
+ * {X cos(theta) + Y sin(theta) = t} cross it along a chord that depends on
+ * t only through t - centre. */
+typedef struct view {
+    double centre;      /* t of the line through the section's centre */
+    double r2;          /* squared half-width of its shadow */
+    double area2;       /* 2 a b: chord = area2 sqrt(r2 - dt^2) / r2 */
+    double density;
+} view;
+
+static view view_of(const section *s, double theta)
 {
-    double tt = t - (s->x0 * cos(theta) + s->y0 * sin(theta));
     double c = cos(theta - s->phi), d = sin(theta - s->phi);
-    double r2 = s->a * s->a * c * c + s->b * s->b * d * d;
-    if (tt * tt >= r2)
+    return (view){s->x0 * cos(theta) + s->y0 * sin(theta),
+                  s->a * s->a * c * c + s->b * s->b * d * d,
+                  2.0 * s->a * s->b, s->density};
+}
+
+/* Density times chord length of the line at t through the view's ellipse. */
+static double weighted_chord(const view *v, double t)
+{
+    double dt = t - v->centre;
+    if (dt * dt >= v->r2)
         return 0.0;
-    return 2.0 * s->a * s->b * sqrt(r2 - tt * tt) / r2;
+    return v->density * v->area2 * sqrt(v->r2 - dt * dt) / v->r2;
 }
 
 static int inside(const section *s, double x, double y)
@@ -129,14 +146,17 @@ void rtomo_phantom_project_row(const rtomo_phantom *ph, int row, double angle,
                                float *out)
 {
     section sec[N_ELLIPSOIDS];
+    view views[N_ELLIPSOIDS];
     const int n = sections_at(z_of_row(ph, row), sec);
+    for (int i = 0; i < n; i++)
+        views[i] = view_of(&sec[i], angle);
     const double unit = pixels_per_unit(ph), axis = axis_of(ph);
     /* chord lengths are in phantom units: times unit gives pixels */
     const double scale = unit * mu_of(ph);
     for (int s = 0; s < ph->det_width; s++) {
         double t = (s - axis) / unit, sum = 0.0;
         for (int i = 0; i < n; i++)
-            sum += sec[i].density * chord(&sec[i], t, angle);
+            sum += weighted_chord(&views[i], t);
         out[s] = (float)(sum * scale);
     }
 }
