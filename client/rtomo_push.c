@@ -672,9 +672,10 @@ static int run(rtomo_client *c, const push_options *o, push_stats *stats)
         r = simulate_tomo(o, &darks, &flats, &frames);
     stats->t0 = tool_now();
     for (long k = 0; r == 0 && k < o->repeat && !tool_interrupted; k++) {
-        char id[RTOMO_ID_MAX];
+        char id[RTOMO_ID_MAX];      /* --scan left room for the suffix */
         if (o->repeat > 1)
-            snprintf(id, sizeof id, "%s-%ld", o->scan, k + 1);
+            snprintf(id, sizeof id, "%.55s-%d", o->scan,
+                     (int)(k % 1000000) + 1);
         else
             snprintf(id, sizeof id, "%s", o->scan);
         long before = stats->frames;

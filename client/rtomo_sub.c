@@ -46,7 +46,8 @@ static void usage(FILE *out)
 "  -o, --output DIR        save each image as DIR/NAME.raw (the payload as\n"
 "                          published: float32, or uint16 for depth), NAME.json\n"
 "                          (its header) and NAME.png (a preview), where NAME\n"
-"                          is SCAN_TOPIC[_fFRAME]_INDEX\n"
+"                          is SCAN_TOPIC[_fFRAME]_WHICH and WHICH is rROW for\n"
+"                          slices, pPLANE for planes, else the index\n"
 "      --no-png            do not write PNG previews\n"
 "  -n, --count N           exit after N messages\n"
 "  -T, --timeout SECONDS   exit when nothing arrives for this long\n"
@@ -143,14 +144,18 @@ static int write_file(const char *path, const void *data, size_t size)
 
 static int save_image(const sub_options *o, const rtomo_published *m)
 {
-    char base[1024], path[1100];
+    char base[1024], path[1100], frame[32] = "", which[32];
     const rtomo_image_header *h = &m->image;
     if (h->frame >= 0)
-        snprintf(base, sizeof base, "%s/%s_%s_f%lld_%d", o->output, h->scan,
-                 m->topic, (long long)h->frame, h->index);
+        snprintf(frame, sizeof frame, "_f%lld", (long long)h->frame);
+    if (h->slice >= 0)
+        snprintf(which, sizeof which, "r%d", h->slice);
+    else if (h->plane >= 0)
+        snprintf(which, sizeof which, "p%d", h->plane);
     else
-        snprintf(base, sizeof base, "%s/%s_%s_%d", o->output, h->scan,
-                 m->topic, h->index);
+        snprintf(which, sizeof which, "%d", h->index);
+    snprintf(base, sizeof base, "%s/%s_%s%s_%s", o->output, h->scan, m->topic,
+             frame, which);
     /* The scan id comes from the network: keep it a plain file name. */
     for (char *p = base + strlen(o->output) + 1; *p; p++)
         if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
