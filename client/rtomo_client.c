@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "rtomo_client.h"
@@ -30,6 +31,13 @@ void rtomo_client_options_init(rtomo_client_options *opt)
     opt->control_timeout_ms = 3000;
     opt->send_timeout_ms = -1;
     opt->linger_ms = 10000;
+}
+
+static double monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static rtomo_status zmq_failure(rtomo_error *err, const char *what)
@@ -663,4 +671,62 @@ rtomo_status rtomo_client_command(rtomo_client *c, const char *cmd,
     rtomo_status st = rtomo_client_request(c, request, reply, err);
     json_decref(request);
     return st;
+}
+
+/* Frames the daemon holds for `scan` according to a status reply, or -1
+ * when `scan` is not its active scan. */
+static double frames_held(const json_t *status, const char *scan)
+{
+    const json_t *active = json_object_get(status, "scan");
+    const char *id = json_string_value(json_object_get(active, "id"));
+    if (!id || strcmp(id, scan) != 0)
+        return -1;
+    static const char *const counts[] = {"received", "darks", "flats"};
+    double n = 0;
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(active, counts[i]);
+        n += json_is_number(v) ? json_number_value(v) : 0;
+    }
+    return n;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+rtomo_status rtomo_client_wait_for_scan(rtomo_client *c, const char *scan,
+                                        long frames, int stall_ms,
+                                        rtomo_error *err)
+{
+    if (!c->control)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no control endpoint configured");
+    double held = -2, t_change = monotonic_ms();
+    for (;;) {
+        json_t *reply = NULL;
+        rtomo_status st = rtomo_client_command(c, "status", &reply, err);
+        double now = held;
+        if (st == RTOMO_OK)
+            now = frames_held(reply, scan);
+        json_decref(reply);
+        if (st != RTOMO_OK)
+            return st;
+        if (now >= (double)frames)
+            return RTOMO_OK;
+        if (now != held) {
+            held = now;
+            t_change = monotonic_ms();
+        } else if (monotonic_ms() - t_change > stall_ms) {
+            if (held < 0)
+                return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                                       "scan %s did not become active within "
+                                       "%d ms", scan, stall_ms);
+            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                                   "scan %s stalled at %.0f of %ld frames for "
+                                   "%d ms", scan, held, frames, stall_ms);
+        }
+        sleep_ms(5);
+    }
 }

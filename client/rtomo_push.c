@@ -457,54 +457,17 @@ static int simulate_sbdx(const push_options *o, const rtomo_sbdx_geometry *g,
 
 /* ------------------------------------------------------- daemon sync ---- */
 
-/* The active scan's figures from a status reply, or -1 if it is not `id`. */
-static double scan_received(const json_t *reply, const char *id)
-{
-    const json_t *scan = json_object_get(reply, "scan");
-    const char *sid = json_string_value(json_object_get(scan, "id"));
-    if (!sid || strcmp(sid, id) != 0)
-        return -1;
-    double n = 0;
-    const char *keys[] = {"received", "darks", "flats"};
-    for (int i = 0; i < 3; i++) {
-        const json_t *v = json_object_get(scan, keys[i]);
-        n += json_is_number(v) ? json_number_value(v) : 0;
-    }
-    return n;
-}
-
-/*
- * With several connections, frames may overtake each other: wait (through
- * the control socket) until the daemon holds scan `id` with at least
- * `count` frames (0: just the scan), giving up after 2 s without progress.
- */
+/* With several connections, frames may overtake each other: wait until
+ * the daemon holds scan `id` with `count` frames (0: just the scan). */
 static void wait_for_daemon(rtomo_client *c, const push_options *o,
                             const char *id, long count)
 {
     if (rtomo_client_connections(c) < 2 || !o->sync)
         return;
-    double last_change = tool_now(), last = -2;
-    while (!tool_interrupted && tool_now() - last_change < 2.0) {
-        json_t *reply = NULL;
-        rtomo_error err;
-        if (rtomo_client_command(c, "status", &reply, &err) != RTOMO_OK) {
-            fprintf(stderr, "%s: cannot confirm the daemon's progress (%s); "
-                    "going on\n", program, err.message);
-            json_decref(reply);
-            return;
-        }
-        double n = scan_received(reply, id);
-        json_decref(reply);
-        if (n >= (double)count)
-            return;
-        if (n != last) {
-            last = n;
-            last_change = tool_now();
-        }
-        tool_sleep_until(tool_now() + 0.01);
-    }
-    fprintf(stderr, "%s: the daemon stopped short of %ld frames of %s; "
-            "going on\n", program, count, id);
+    rtomo_error err;
+    if (rtomo_client_wait_for_scan(c, id, count, 2000, &err) != RTOMO_OK)
+        fprintf(stderr, "%s: cannot confirm the daemon's progress (%s); "
+                "going on\n", program, err.message);
 }
 
 /* ---------------------------------------------------------- sending ---- */

@@ -408,17 +408,20 @@ END_TEST
 
 /* ----------------------------------------------------------- control ---- */
 
+/* A stand-in daemon on a REP socket in its own thread: answers requests
+ * with `script` in order (the last reply repeated); a NULL entry answers
+ * only after 400 ms, when the client has given up. */
 typedef struct responder {
     void *ctx;
+    const char *const *script;
+    int n;
     char endpoint[256];
     int ready;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    pthread_t thread;
 } responder;
 
-/* A stand-in daemon: answers ping, refuses with bad_argument, ignores
- * the third request (answering it only too late), babbles non-JSON to the
- * fourth, and answers the fifth with the request count. */
 static void *respond(void *arg)
 {
     responder *r = arg;
@@ -427,39 +430,52 @@ static void *respond(void *arg)
     r->ready = 1;
     pthread_cond_signal(&r->cond);
     pthread_mutex_unlock(&r->lock);
-    const char *replies[] = {
-        "{\"ok\":true,\"pong\":true,\"version\":\"0.1.0\"}",
-        "{\"ok\":false,\"error\":\"bad_argument\",\"message\":\"no key zz\"}",
-        NULL, "this is not JSON", "{\"ok\":true,\"n\":5}"};
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0;; k++) {
         char buf[512];
-        int n = zmq_recv(rep, buf, sizeof buf - 1, 0);
-        if (n < 0)
-            break;
-        if (!replies[k]) {
+        if (zmq_recv(rep, buf, sizeof buf - 1, 0) < 0)
+            break;              /* the context was shut down */
+        const char *reply = r->script[k < r->n ? k : r->n - 1];
+        if (!reply) {
             struct timespec pause = {0, 400 * 1000 * 1000};
-            nanosleep(&pause, NULL);        /* the client has given up */
-            zmq_send(rep, "{\"ok\":true}", 11, 0);
-            continue;
+            nanosleep(&pause, NULL);
+            reply = "{\"ok\":true}";
         }
-        zmq_send(rep, replies[k], strlen(replies[k]), 0);
+        zmq_send(rep, reply, strlen(reply), 0);
     }
     zmq_close(rep);
     return NULL;
 }
 
+static void start_responder(responder *r, const char *const *script, int n)
+{
+    *r = (responder){.ctx = zmq_ctx_new(), .script = script, .n = n};
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, respond, r), 0);
+    pthread_mutex_lock(&r->lock);
+    while (!r->ready)
+        pthread_cond_wait(&r->cond, &r->lock);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void stop_responder(responder *r)
+{
+    zmq_ctx_shutdown(r->ctx);
+    pthread_join(r->thread, NULL);
+    zmq_ctx_term(r->ctx);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cond);
+}
+
+/* Answers, refusals, silence and babble; the REQ socket survives them. */
 START_TEST(control_requests)
 {
-    responder r = {.ctx = zmq_ctx_new(),
-                   .lock = PTHREAD_MUTEX_INITIALIZER,
-                   .cond = PTHREAD_COND_INITIALIZER};
-    pthread_t thread;
-    ck_assert_int_eq(pthread_create(&thread, NULL, respond, &r), 0);
-    pthread_mutex_lock(&r.lock);
-    while (!r.ready)
-        pthread_cond_wait(&r.cond, &r.lock);
-    pthread_mutex_unlock(&r.lock);
-
+    static const char *const script[] = {
+        "{\"ok\":true,\"pong\":true,\"version\":\"0.1.0\"}",
+        "{\"ok\":false,\"error\":\"bad_argument\",\"message\":\"no key zz\"}",
+        NULL, "this is not JSON", "{\"ok\":true,\"n\":5}"};
+    responder r;
+    start_responder(&r, script, 5);
     rtomo_client *c = open_client(NULL, NULL, r.endpoint, 1);
     json_t *reply;
     rtomo_error err;
@@ -490,13 +506,47 @@ START_TEST(control_requests)
     ck_assert_int_eq(json_integer_value(json_object_get(reply, "n")), 5);
     json_decref(reply);
     rtomo_client_close(c);
-    pthread_join(thread, NULL);
-    zmq_ctx_term(r.ctx);
 
     rtomo_client *none = open_client(NULL, r.endpoint, NULL, 1);
     ck_assert_int_eq(rtomo_client_command(none, "ping", &reply, &err),
                      RTOMO_E_STATE);
+    ck_assert_int_eq(rtomo_client_wait_for_scan(none, "w", 0, 10, &err),
+                     RTOMO_E_STATE);
     rtomo_client_close(none);
+    stop_responder(&r);
+}
+END_TEST
+
+/* wait_for_scan follows the daemon's status until the scan is active and
+ * holds enough frames, and gives up on a stalled count. */
+START_TEST(wait_for_scan_progress)
+{
+    static const char *const script[] = {
+        "{\"ok\":true,\"scan\":null}",
+        "{\"ok\":true,\"scan\":{\"id\":\"other\",\"received\":50}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":0,\"darks\":1}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":2,\"darks\":2,"
+        "\"flats\":1}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":7,\"darks\":2,"
+        "\"flats\":1}}"};
+    responder r;
+    start_responder(&r, script, 5);
+    rtomo_client *c = open_client(NULL, NULL, r.endpoint, 1);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 0, 1000, &err),
+                     RTOMO_OK);             /* the third status */
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 10, 1000, &err),
+                     RTOMO_OK);             /* the fifth */
+    double t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 11, 100, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_double_ge(now_ms() - t0, 100);
+    ck_assert_ptr_nonnull(strstr(err.message, "stalled at 10 of 11"));
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "v", 0, 50, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_ptr_nonnull(strstr(err.message, "did not become active"));
+    rtomo_client_close(c);
+    stop_responder(&r);
 }
 END_TEST
 
@@ -514,6 +564,7 @@ static Suite *client_suite(void)
     suite_add_tcase(suite, pub);
     TCase *control = tcase_create("control");
     tcase_add_test(control, control_requests);
+    tcase_add_test(control, wait_for_scan_progress);
     suite_add_tcase(suite, control);
     return suite;
 }
