@@ -5,7 +5,7 @@
  *   cpu_fbp_normalise.c    raw frame row -> line integrals
  *   cpu_fbp_filter.c       FFTW ramp filtering, two rows per transform
  *   cpu_fbp_backproject.c  the reference back-projector
- *   cpu_fbp_pool.c         the worker threads
+ *   cpu_pool.c         the worker threads
  *
  * Filtered sinograms are stored [kept_row][projection][bin] with a few zero
  * guard bins around every projection row, so that the back-projector can
@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "cpu_fbp_pool.h"
+#include "cpu_pool.h"
 #include "engine_internal.h"
 
 /* Zero bins stored before bin 0 and after bin det_width-1 of every
@@ -29,7 +29,7 @@
 typedef struct cpu_fbp_filter cpu_fbp_filter;
 
 typedef struct cpu_fbp_state {
-    cpu_fbp_pool *pool;
+    cpu_pool *pool;
     int n_workers;
     int bin_stride;         /* det_width + guards: floats per projection row */
     float *sinograms;       /* row_count x n_proj x bin_stride, guards zero */

@@ -23,7 +23,7 @@ static void cpu_destroy(rtomo_fbp *plan)
     cpu_fbp_state *st = state_of(plan);
     if (!st)
         return;
-    cpu_fbp_pool_destroy(st->pool);
+    cpu_pool_destroy(st->pool);
     cpu_fbp_filter_destroy(st->filter);
     free(st->sinograms);
     free(st->bp_rows);
@@ -80,11 +80,11 @@ static rtomo_status cpu_create(rtomo_fbp *plan, rtomo_error *err)
         return rtomo_set_error(err, RTOMO_E_NOMEM,
                                "out of memory for the CPU FBP backend");
     plan->impl = st;
-    rtomo_status s = cpu_fbp_pool_create(rtomo_cpu_thread_count(&plan->opt),
+    rtomo_status s = cpu_pool_create(rtomo_cpu_thread_count(&plan->opt),
                                          &st->pool, err);
     if (s != RTOMO_OK)
         return s;
-    st->n_workers = cpu_fbp_pool_size(st->pool);
+    st->n_workers = cpu_pool_size(st->pool);
     if ((s = allocate_sinograms(plan, st, err)) != RTOMO_OK ||
         (s = allocate_backprojection(plan, st, err)) != RTOMO_OK)
         return s;

@@ -135,6 +135,6 @@ void cpu_fbp_backproject(const rtomo_fbp *plan, cpu_fbp_state *st,
     prepare_projections(plan, st);
     bp_job job = {plan, st, kept_rows,
                   (g->roi_height + ROWS_PER_TASK - 1) / ROWS_PER_TASK, out};
-    cpu_fbp_pool_run(st->pool, n_rows * job.blocks_per_slice,
+    cpu_pool_run(st->pool, n_rows * job.blocks_per_slice,
                      backproject_block_task, &job);
 }

@@ -163,5 +163,5 @@ void cpu_fbp_filter_frame(const rtomo_fbp *plan, cpu_fbp_state *st,
 {
     frame_job job = {plan, st, index, frame, dtype};
     int pairs = (plan->geom.row_count + 1) / 2;
-    cpu_fbp_pool_run(st->pool, pairs, filter_pair_task, &job);
+    cpu_pool_run(st->pool, pairs, filter_pair_task, &job);
 }

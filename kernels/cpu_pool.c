@@ -1,6 +1,6 @@
 /*
- * cpu_fbp_pool.c — the worker pool behind the CPU FBP backend's parallel
- * loops (see cpu_fbp_pool.h).
+ * cpu_pool.c — the worker pool behind the CPU backends' parallel
+ * loops (see cpu_pool.h).
  *
  * Threads are started once per plan and sleep on a condition variable
  * between jobs: a frame's filtering takes well under a millisecond on small
@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_fbp_pool.h"
+#include "cpu_pool.h"
 
-struct cpu_fbp_pool {
+struct cpu_pool {
     pthread_mutex_t lock;
     pthread_cond_t job_posted;      /* generation advanced, or stopping */
     pthread_cond_t job_finished;    /* the last worker checked out */
@@ -26,18 +26,18 @@ struct cpu_fbp_pool {
     int stopping;
     int busy;                       /* workers not yet done with the job */
 
-    cpu_fbp_task_fn fn;             /* the current job */
+    cpu_pool_task_fn fn;             /* the current job */
     void *ctx;
     int n_tasks;
     atomic_int next_task;
 
     int n_threads;                  /* started threads, caller excluded */
     pthread_t *threads;
-    struct worker_arg { cpu_fbp_pool *pool; int worker; } *args;
+    struct worker_arg { cpu_pool *pool; int worker; } *args;
 };
 
 /* Take tasks of the current job until none are left. */
-static void drain_tasks(cpu_fbp_pool *pool, int worker)
+static void drain_tasks(cpu_pool *pool, int worker)
 {
     for (;;) {
         int task = atomic_fetch_add_explicit(&pool->next_task, 1,
@@ -51,7 +51,7 @@ static void drain_tasks(cpu_fbp_pool *pool, int worker)
 static void *worker_main(void *p)
 {
     struct worker_arg *arg = p;
-    cpu_fbp_pool *pool = arg->pool;
+    cpu_pool *pool = arg->pool;
     unsigned long seen = 0;
     pthread_mutex_lock(&pool->lock);
     for (;;) {
@@ -70,7 +70,7 @@ static void *worker_main(void *p)
     return NULL;
 }
 
-static void stop_threads(cpu_fbp_pool *pool, int started)
+static void stop_threads(cpu_pool *pool, int started)
 {
     pthread_mutex_lock(&pool->lock);
     pool->stopping = 1;
@@ -80,7 +80,7 @@ static void stop_threads(cpu_fbp_pool *pool, int started)
         pthread_join(pool->threads[i], NULL);
 }
 
-static void free_pool(cpu_fbp_pool *pool)
+static void free_pool(cpu_pool *pool)
 {
     pthread_cond_destroy(&pool->job_finished);
     pthread_cond_destroy(&pool->job_posted);
@@ -90,13 +90,13 @@ static void free_pool(cpu_fbp_pool *pool)
     free(pool);
 }
 
-rtomo_status cpu_fbp_pool_create(int n_threads, cpu_fbp_pool **out,
+rtomo_status cpu_pool_create(int n_threads, cpu_pool **out,
                                  rtomo_error *err)
 {
     *out = NULL;
     if (n_threads < 1)
         n_threads = 1;
-    cpu_fbp_pool *pool = calloc(1, sizeof *pool);
+    cpu_pool *pool = calloc(1, sizeof *pool);
     if (!pool)
         return rtomo_set_error(err, RTOMO_E_NOMEM,
                                "out of memory for a thread pool");
@@ -129,7 +129,7 @@ rtomo_status cpu_fbp_pool_create(int n_threads, cpu_fbp_pool **out,
     return RTOMO_OK;
 }
 
-void cpu_fbp_pool_destroy(cpu_fbp_pool *pool)
+void cpu_pool_destroy(cpu_pool *pool)
 {
     if (!pool)
         return;
@@ -137,9 +137,9 @@ void cpu_fbp_pool_destroy(cpu_fbp_pool *pool)
     free_pool(pool);
 }
 
-int cpu_fbp_pool_size(const cpu_fbp_pool *pool) { return pool->n_threads + 1; }
+int cpu_pool_size(const cpu_pool *pool) { return pool->n_threads + 1; }
 
-void cpu_fbp_pool_run(cpu_fbp_pool *pool, int n_tasks, cpu_fbp_task_fn fn,
+void cpu_pool_run(cpu_pool *pool, int n_tasks, cpu_pool_task_fn fn,
                       void *ctx)
 {
     if (n_tasks <= 0)
