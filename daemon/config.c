@@ -111,79 +111,22 @@ static int json_int_in(const json_t *v, long lo, long hi, int *out)
     return 0;
 }
 
-/* "slices": "all" | [rows...] | {"first", "count", "step"} */
+/* "slices": the protocol's form, shared with scan_begin. */
 static int parse_slices(const json_t *v, rtomod_config *cfg, char *why,
                         size_t n)
 {
-    rtomo_slice_selection sel = {0};
-    if (json_is_string(v) && strcmp(json_string_value(v), "all") == 0) {
-        sel.kind = RTOMO_SLICES_ALL;
-    } else if (json_is_array(v) && json_array_size(v) > 0) {
-        sel.kind = RTOMO_SLICES_LIST;
-        sel.n_rows = (int)json_array_size(v);
-        sel.rows = malloc(sizeof(int) * (size_t)sel.n_rows);
-        if (!sel.rows) {
-            snprintf(why, n, "out of memory");
-            return -1;
-        }
-        for (int i = 0; i < sel.n_rows; i++) {
-            if (json_int_in(json_array_get(v, (size_t)i), 0, 65535,
-                            &sel.rows[i]) != 0) {
-                free(sel.rows);
-                snprintf(why, n, "row %d is not an integer in [0, 65535]", i);
-                return -1;
-            }
-        }
-    } else if (json_is_object(v)) {
-        sel.kind = RTOMO_SLICES_RANGE;
-        sel.step = 1;
-        const char *key;
-        json_t *item;
-        json_object_foreach((json_t *)v, key, item) {
-            int *dst = strcmp(key, "first") == 0 ? &sel.first
-                     : strcmp(key, "count") == 0 ? &sel.count
-                     : strcmp(key, "step") == 0 ? &sel.step : NULL;
-            if (!dst) {
-                snprintf(why, n, "unknown key '%s' (first, count, step)", key);
-                return -1;
-            }
-            if (json_int_in(item, dst == &sel.first ? 0 : 1, 65535, dst) != 0) {
-                snprintf(why, n, "'%s' is not an integer in [%d, 65535]", key,
-                         dst == &sel.first ? 0 : 1);
-                return -1;
-            }
-        }
-        if (!json_object_get(v, "count")) {
-            snprintf(why, n, "a range needs 'count'");
-            return -1;
-        }
-    } else {
-        snprintf(why, n, "expected \"all\", a list of rows or "
-                         "{\"first\", \"count\", \"step\"}");
+    rtomo_reject_info reject;
+    if (rtomo_slice_selection_from_json(v, NULL, &cfg->reconstruction.slices,
+                                        &reject) != 0) {
+        snprintf(why, n, "%s", reject.message);
         return -1;
     }
-    rtomo_slice_selection_clear(&cfg->reconstruction.slices);
-    cfg->reconstruction.slices = sel;
     return 0;
 }
 
 static json_t *dump_slices(const rtomod_config *cfg)
 {
-    const rtomo_slice_selection *s = &cfg->reconstruction.slices;
-    switch (s->kind) {
-    case RTOMO_SLICES_RANGE:
-        return json_pack("{s:i, s:i, s:i}", "first", s->first, "count",
-                         s->count, "step", s->step);
-    case RTOMO_SLICES_LIST: {
-        json_t *a = json_array();
-        for (int i = 0; i < s->n_rows; i++)
-            json_array_append_new(a, json_integer(s->rows[i]));
-        return a;
-    }
-    case RTOMO_SLICES_ALL:
-        break;
-    }
-    return json_string("all");
+    return rtomo_slice_selection_to_json(&cfg->reconstruction.slices);
 }
 
 /* "roi": null | [x, y, w, h] */

@@ -193,6 +193,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *sig, int revents)
     }
     log_info("signal %d: draining (no new scans; finishing accepted work)",
              sig->signum);
+    rtomo_notify(&d->notifier, "STOPPING=1");
     d->messages_at_signal = d->counters.accepted + d->counters.rejected;
     enter_phase(d, RTOMOD_DRAINING);
     ev_timer_init(&d->drain_timer, on_drain_timer, 0.02, 0.02);
@@ -259,6 +260,28 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
     return 0;
 }
 
+/* The watchdog is pinged from the loop: a loop that stops turning stops
+ * pinging, and systemd restarts the daemon. */
+static void on_watchdog(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)loop; (void)revents;
+    rtomod *d = timer->data;
+    rtomo_notify(&d->notifier, "WATCHDOG=1");
+}
+
+static void start_notifier(rtomod *d)
+{
+    char error[256];
+    if (rtomo_notifier_open(&d->notifier, error, sizeof error) != 0)
+        log_warn("systemd notification disabled: %s", error);
+    double period = rtomo_notifier_watchdog_period(&d->notifier);
+    if (period > 0) {
+        ev_timer_init(&d->watchdog_timer, on_watchdog, period, period);
+        d->watchdog_timer.data = d;
+        ev_timer_start(d->loop, &d->watchdog_timer);
+    }
+}
+
 static void start_signals(rtomod *d)
 {
     ev_signal_init(&d->sigterm, on_signal, SIGTERM);
@@ -274,6 +297,7 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
                 size_t error_size)
 {
     memset(d, 0, sizeof *d);
+    d->notifier.fd = -1;        /* not open: closing must not touch fd 0 */
     if (rtomod_config_copy(&d->cfg, cfg) != 0) {
         snprintf(error, error_size, "out of memory");
         return -1;
@@ -302,6 +326,7 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
         return -1;
     }
     start_signals(d);
+    start_notifier(d);
     rtomod_telemetry_start(d);
     return 0;
 }
@@ -309,6 +334,7 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
 int rtomod_run(rtomod *d)
 {
     log_info("rtomod %s ready", RTOMOD_VERSION);
+    rtomo_notify(&d->notifier, "READY=1\nSTATUS=idle");
     ev_run(d->loop, 0);
     return d->exit_code;
 }
@@ -319,6 +345,7 @@ void rtomod_close(rtomod *d)
         rtomod_telemetry_stop(d);
         ev_timer_stop(d->loop, &d->drain_timer);
         ev_timer_stop(d->loop, &d->end_timer);
+        ev_timer_stop(d->loop, &d->watchdog_timer);
         ev_signal_stop(d->loop, &d->sigterm);
         ev_signal_stop(d->loop, &d->sigint);
     }
@@ -341,6 +368,7 @@ void rtomod_close(rtomod *d)
     if (d->loop)
         ev_async_stop(d->loop, &d->wake);
     rtomod_publisher_close(&d->pub, d->cfg.publish.linger_ms);
+    rtomo_notifier_close(&d->notifier);
     if (d->zmq)
         zmq_ctx_term(d->zmq);
     d->zmq = NULL;

@@ -27,6 +27,7 @@
 #include "rtomod_publish.h"
 #include "rtomo_protocol.h"
 #include "rtomod_worker.h"
+#include "sd_notify.h"
 
 #define RTOMOD_VERSION PACKAGE_VERSION
 
@@ -186,6 +187,7 @@ typedef struct rtomod_telemetry {
     double last_latency_ms;     /* last input to last publication */
     double load[RTOMO_MAX_DEVICES]; /* workers' busy fraction */
     int pending;                /* a batch finished since the last message */
+    double t_status;            /* last systemd STATUS= line */
 } rtomod_telemetry;
 
 void rtomod_telemetry_start(rtomod *d);
@@ -247,6 +249,8 @@ struct rtomod {
     int n_gpus;                 /* = workers with CUDA, 0 with the CPU */
     ev_async wake;              /* workers: results, or room in a queue */
     ev_signal sigterm, sigint;
+    rtomo_notifier notifier;    /* systemd, when run by it */
+    ev_timer watchdog_timer;
     ev_timer drain_timer;
     ev_timer end_timer;         /* the active scan's pending end */
     struct rtomod_early *early_head, *early_tail;   /* frames before begin */

@@ -87,6 +87,25 @@ static void update_rates(rtomod *d, double now)
     t->t_last = now;
 }
 
+/* One line for `systemctl status rtomod`, at most once a second. */
+static void notify_status(rtomod *d, double now)
+{
+    rtomod_telemetry *t = &d->telemetry;
+    if (!rtomo_notifier_active(&d->notifier) || now - t->t_status < 1.0)
+        return;
+    t->t_status = now;
+    const rtomod_scan *scan = d->active ? d->active : d->finishing;
+    char line[512];
+    snprintf(line, sizeof line, "STATUS=%s%s%s; ingest %.1f frames/s %.1f "
+             "MB/s; %.2f GU/s; %llu accepted, %llu rejected, %llu dropped",
+             rtomod_state_name(d), scan ? " " : "", scan ? scan->id : "",
+             t->frames_per_s, t->mb_per_s, t->gu_per_s,
+             (unsigned long long)d->counters.accepted,
+             (unsigned long long)d->counters.rejected,
+             (unsigned long long)d->counters.dropped);
+    rtomo_notify(&d->notifier, line);
+}
+
 static void publish_now(rtomod *d)
 {
     double now = rtomod_now();
@@ -109,6 +128,7 @@ static void publish_now(rtomod *d)
     }
     rtomod_publish(&d->pub, RTOMO_TOPIC_TELEMETRY, text, NULL, NULL, 0);
     free(text);
+    notify_status(d, now);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *timer, int revents)
