@@ -7,7 +7,9 @@
  *   - a subscriber that never reads (tiny receive buffers) stalls nothing:
  *     with publish.nodrop the refused messages are counted in pub_dropped;
  *     by default (ZeroMQ drops per subscriber) a second, reading subscriber
- *     still gets every slice.
+ *     still gets every slice;
+ *   - under systemd (NOTIFY_SOCKET): READY, STATUS, WATCHDOG pings from
+ *     the loop, STOPPING on SIGTERM.
  */
 #include "config.h"
 
@@ -16,7 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "daemon_harness.h"
@@ -203,6 +209,65 @@ START_TEST(stalled_subscriber_does_not_starve_the_others)
 }
 END_TEST
 
+/* An abstract datagram socket standing in for systemd's. */
+static int notify_socket(char *name, size_t size)
+{
+    snprintf(name, size, "@rtomod-test-%d", (int)getpid());
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    size_t len = strlen(name);
+    memcpy(sa.sun_path + 1, name + 1, len - 1);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa,
+                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                                      len)), 0);
+    struct timeval tv = {0, 100 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* Read notifications until one starts with `prefix` (asserts within the
+ * timeout). */
+static void expect_notification(int fd, const char *prefix)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    char buf[1024];
+    do {
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            if (strncmp(buf, prefix, strlen(prefix)) == 0)
+                return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < DAEMON_TIMEOUT_MS / 1000);
+    ck_abort_msg("no systemd notification starting with %s", prefix);
+}
+
+START_TEST(systemd_notifications)
+{
+    char name[108];
+    int fd = notify_socket(name, sizeof name);
+    setenv("NOTIFY_SOCKET", name, 1);
+    setenv("WATCHDOG_USEC", "200000", 1);   /* pings every 0.1 s */
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    expect_notification(fd, "READY=1");
+    expect_notification(fd, "WATCHDOG=1");
+    expect_notification(fd, "STATUS=idle");
+    kill(d.pid, SIGTERM);
+    expect_notification(fd, "STOPPING=1");
+    /* Signal 0 only waits: a second SIGTERM would cut the drain short. */
+    ck_assert_int_eq(daemon_signal_and_wait(&d, 0, DAEMON_TIMEOUT_MS), 0);
+    close(fd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon_shutdown");
@@ -212,6 +277,7 @@ static Suite *suite(void)
     tcase_add_test(tc, sigterm_finishes_complete_scans_and_aborts_incomplete_ones);
     tcase_add_test(tc, stalled_subscriber_with_nodrop_counts_drops);
     tcase_add_test(tc, stalled_subscriber_does_not_starve_the_others);
+    tcase_add_test(tc, systemd_notifications);
     suite_add_tcase(s, tc);
     return s;
 }
