@@ -512,6 +512,8 @@ int rtomod_config_load_file(rtomod_config *cfg, const char *path, char *error,
 {
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && jerr.line < 1)         /* not read at all */
+        return fail(error, error_size, "%s", jerr.text);
     if (!root)
         return fail(error, error_size, "%s:%d:%d: %s", path, jerr.line,
                     jerr.column, jerr.text);
