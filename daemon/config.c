@@ -1,8 +1,8 @@
 /*
- * config.c — rtomod's configuration (see rtomod_config.h).  One table lists every
- * key with its type, range and whether it may change at run time; loading,
- * overriding, validation and the JSON dump all walk that table, so a key is
- * declared once.
+ * config.c — rtomod's configuration (see rtomod_config.h).  One table
+ * lists every key with its type, range and whether it may change at run
+ * time; loading, overriding, validation and the JSON dump all walk that
+ * table, so a key is declared once.
  */
 #include "config.h"
 
@@ -39,8 +39,10 @@ typedef struct enum_def {
     }                                                                       \
     static const enum_def enum_##type = {parse_##type, name_##type};
 
-ENGINE_ENUM(backend, rtomo_backend_parse, rtomo_backend_name, RTOMO_BACKEND_CUDA)
-ENGINE_ENUM(bp_kernel, rtomo_bp_kernel_parse, rtomo_bp_kernel_name, RTOMO_BP_HYBRID)
+ENGINE_ENUM(backend, rtomo_backend_parse, rtomo_backend_name,
+            RTOMO_BACKEND_CUDA)
+ENGINE_ENUM(bp_kernel, rtomo_bp_kernel_parse, rtomo_bp_kernel_name,
+            RTOMO_BP_HYBRID)
 ENGINE_ENUM(window, rtomo_window_parse, rtomo_window_name, RTOMO_WINDOW_HANN)
 ENGINE_ENUM(interp, rtomo_interp_parse, rtomo_interp_name, RTOMO_INTERP_NEAREST)
 
@@ -220,8 +222,10 @@ typedef struct field {
 
 #define AT(member) offsetof(rtomod_config, member)
 #define STR(s, k, m) {s, k, F_STRING, AT(m), 0, 0, NULL, NULL, NULL, 0}
-#define INT(s, k, m, lo, hi, rt) {s, k, F_INT, AT(m), lo, hi, NULL, NULL, NULL, rt}
-#define DBL(s, k, m, lo, hi, rt) {s, k, F_DOUBLE, AT(m), lo, hi, NULL, NULL, NULL, rt}
+#define INT(s, k, m, lo, hi, rt) \
+    {s, k, F_INT, AT(m), lo, hi, NULL, NULL, NULL, rt}
+#define DBL(s, k, m, lo, hi, rt) \
+    {s, k, F_DOUBLE, AT(m), lo, hi, NULL, NULL, NULL, rt}
 #define BOOL(s, k, m) {s, k, F_BOOL, AT(m), 0, 1, NULL, NULL, NULL, 0}
 #define ENUM(s, k, m, e, rt) {s, k, F_ENUM, AT(m), 0, 0, &e, NULL, NULL, rt}
 #define CUSTOM(s, k, p, d, rt) {s, k, F_CUSTOM, 0, 0, 0, NULL, p, d, rt}

@@ -51,8 +51,9 @@ static json_t *gpus_json(rtomod *d)
     json_t *list = json_array();
     for (int i = 0; i < d->n_gpus; i++)
         json_array_append_new(list, json_pack(
-            "{s:i, s:s, s:I, s:f}", "index", d->gpus[i].index, "name",
-            d->gpus[i].name, "memory_total", (json_int_t)d->gpus[i].memory_total,
+            "{s:i, s:s, s:I, s:f}", "index", d->gpus[i].index,
+            "name", d->gpus[i].name,
+            "memory_total", (json_int_t)d->gpus[i].memory_total,
             "load", d->telemetry.load[i]));
     return list;
 }
@@ -229,8 +230,9 @@ static void on_readable(rtomod_zwatch *w)
                              n_parts);
         zmq_msg_close(&request);
         /* REP must answer before it can receive again, memory or not. */
-        static const char no_memory[] =
-            "{\"ok\":false,\"error\":\"internal\",\"message\":\"out of memory\"}";
+        static const char no_memory[] = "{\"ok\":false,\"error\":"
+                                        "\"internal\",\"message\":"
+                                        "\"out of memory\"}";
         const char *text = reply ? reply : no_memory;
         if (zmq_send(d->control, text, strlen(text), 0) < 0)
             log_error("control: cannot send a reply: %s", zmq_strerror(errno));

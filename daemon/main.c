@@ -103,8 +103,11 @@ static int apply_shortcut(rtomod_config *cfg, int opt, const char *value,
     char section[32];
     snprintf(section, sizeof section, "%.*s", (int)(dot - key), key);
     json_t *root = json_pack("{s:{s:o}}", section, dot + 1, v);
-    int rc = root ? rtomod_config_apply_json(cfg, root, 0, error, error_size)
-                  : (snprintf(error, error_size, "%s: not valid UTF-8", key), -1);
+    if (!root) {
+        snprintf(error, error_size, "%s: not valid UTF-8", key);
+        return -1;
+    }
+    int rc = rtomod_config_apply_json(cfg, root, 0, error, error_size);
     json_decref(root);
     return rc;
 }

@@ -1,9 +1,9 @@
 /*
- * rtomod_buffer.h — reference-counted image buffers.  A worker reconstructs a batch
- * of slices (or an SBDX frame's planes) into one buffer; every published
- * image is a ZeroMQ message that points into it without a copy and drops its
- * reference when ZeroMQ is done with it (possibly on a ZeroMQ I/O thread,
- * hence the atomic count).
+ * rtomod_buffer.h — reference-counted image buffers.  A worker
+ * reconstructs a batch of slices (or an SBDX frame's planes) into one
+ * buffer; every published image is a ZeroMQ message that points into it
+ * without a copy and drops its reference when ZeroMQ is done with it
+ * (possibly on a ZeroMQ I/O thread, hence the atomic count).
  */
 #ifndef RTOMOD_BUFFER_H
 #define RTOMOD_BUFFER_H

@@ -1,7 +1,7 @@
 /*
- * rtomod_config.h — rtomod's configuration: defaults, the JSON file, command-line
- * overrides, validation and the runtime subset that the control socket may
- * change.  docs/rtomod.md documents every key.
+ * rtomod_config.h — rtomod's configuration: defaults, the JSON file,
+ * command-line overrides, validation and the runtime subset that the
+ * control socket may change.  docs/rtomod.md documents every key.
  *
  * The configuration is a JSON object of sections ("ingest", "publish",
  * "control", "engine", "reconstruction", "queue", "telemetry", "log",

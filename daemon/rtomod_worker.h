@@ -1,6 +1,6 @@
 /*
- * rtomod_worker.h — the engine threads of rtomod and the queues that connect them
- * to the event loop.
+ * rtomod_worker.h — the engine threads of rtomod and the queues that
+ * connect them to the event loop.
  *
  * Each worker owns its engine plans: one worker per GPU with the CUDA
  * backend, or one worker whose CPU plans run the CPU backend's own threads.

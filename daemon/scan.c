@@ -209,7 +209,8 @@ void rtomod_scan_end_now(rtomod *d)
 void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan)
 {
     scan->t_last_input = rtomod_now();
-    if (rtomod_tomo_complete(scan) || scan->failed || d->cfg.ingest.reorder_ms == 0) {
+    if (rtomod_tomo_complete(scan) || scan->failed ||
+        d->cfg.ingest.reorder_ms == 0) {
         rtomod_scan_end_now(d);
         return;
     }

@@ -415,8 +415,9 @@ static int sbdx_buffers_new(const plan_state *s, sbdx_buffers *b,
         }
     }
     if (s->sbdx_out.composite) {
-        ok &= (b->composite = rtomod_buffer_new(pixels * sizeof(float))) != NULL;
-        ok &= (b->depth = rtomod_buffer_new(pixels * sizeof(uint16_t))) != NULL;
+        b->composite = rtomod_buffer_new(pixels * sizeof(float));
+        b->depth = rtomod_buffer_new(pixels * sizeof(uint16_t));
+        ok &= b->composite && b->depth;
         if (ok) {
             out->composite = (float *)b->composite->data;
             out->depth = (uint16_t *)b->depth->data;

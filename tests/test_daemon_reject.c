@@ -34,8 +34,9 @@ typedef struct bad_message {
 } bad_message;
 
 /* A frame header of the victim scan with the given fields. */
-#define FRAME(type, fields) \
-    "{\"protocol\": 1, \"type\": \"" type "\", \"scan\": \"" SCAN "\", " fields "}"
+#define FRAME(type, fields)                                      \
+    "{\"protocol\": 1, \"type\": \"" type "\", \"scan\": \"" SCAN \
+    "\", " fields "}"
 #define U16_SHAPE "\"dtype\": \"uint16\", \"shape\": [3, 64]"
 #define F32_SHAPE "\"dtype\": \"float32\", \"shape\": [3, 64]"
 #define U16_BYTES (WIDTH * HEIGHT * 2)

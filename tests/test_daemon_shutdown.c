@@ -71,7 +71,7 @@ START_TEST(sigterm_right_after_a_scan_loses_nothing)
 }
 END_TEST
 
-START_TEST(sigterm_finishes_complete_scans_and_aborts_incomplete_ones)
+START_TEST(sigterm_finishes_complete_scans_aborts_others)
 {
     daemon_scan s;
     daemon_scan_make(&s, "no-end", 48, 2, 60, 1, 1, 0xdae0302);
@@ -274,7 +274,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("shutdown");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, sigterm_right_after_a_scan_loses_nothing);
-    tcase_add_test(tc, sigterm_finishes_complete_scans_and_aborts_incomplete_ones);
+    tcase_add_test(tc, sigterm_finishes_complete_scans_aborts_others);
     tcase_add_test(tc, stalled_subscriber_with_nodrop_counts_drops);
     tcase_add_test(tc, stalled_subscriber_does_not_starve_the_others);
     tcase_add_test(tc, systemd_notifications);
