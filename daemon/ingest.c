@@ -70,12 +70,17 @@ static void parts_close(ingest_parts *m)
     zmq_msg_close(&m->payload);
 }
 
-/* The engine reads samples in place: a payload that ZeroMQ placed at an
- * address unaligned for its samples is moved to an aligned copy first. */
+/* The engine reads samples in place, so they must be aligned for their
+ * type (at most 4 bytes; 8 is asked).  ZeroMQ 4.3 places large payloads
+ * (8 KiB and more) 8-byte aligned within its receive buffer, so frames of
+ * any real size are used where they are; small ones, which ZeroMQ may
+ * place at odd addresses, are moved to an aligned copy first. */
+#define PAYLOAD_ALIGNMENT 8
+
 static int align_payload(zmq_msg_t *payload)
 {
     size_t size = zmq_msg_size(payload);
-    if (size == 0 || (uintptr_t)zmq_msg_data(payload) % 16 == 0)
+    if (size == 0 || (uintptr_t)zmq_msg_data(payload) % PAYLOAD_ALIGNMENT == 0)
         return 0;
     zmq_msg_t copy;
     if (zmq_msg_init_size(&copy, size) != 0)
