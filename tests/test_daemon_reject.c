@@ -3,7 +3,8 @@
  * corrupts rtomod: every kind of bad message, sent in the middle of a good
  * scan, is rejected with its specific reason on the event topic and in the
  * status counters, and the scan still reconstructs exactly as the engine
- * does from its good frames; so does the next scan.
+ * does from its good frames; so does the next scan.  A flood of bad
+ * messages does not keep control from answering.
  */
 #include "config.h"
 
@@ -244,12 +245,42 @@ START_TEST(every_bad_input_is_rejected_and_harmless)
 }
 END_TEST
 
+/* Ingest reads a bounded number of messages per loop turn: control is
+ * answered in the middle of a flood, not after it. */
+START_TEST(control_answers_during_a_flood)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d.ingest;
+    opt.control = d.control;
+    opt.send_hwm = 100000;      /* queue the whole flood at once */
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert(c);
+    const long flood = 50000;
+    for (long i = 0; i < flood; i++)
+        ck_assert(rtomo_client_send_raw(c, 0, "x", 1, 1, NULL, 0, &err) ==
+                  RTOMO_OK);
+    long during = daemon_counter(c, "rejected");
+    printf("rejected when status was answered: %ld of %ld\n", during, flood);
+    ck_assert_msg(during < flood, "status waited for the whole flood");
+    daemon_wait_counter(c, "rejected", flood);
+    ck_assert_int_eq(daemon_reject_counter(c, "bad_json"), flood);
+    rtomo_client_close(c);
+    daemon_stop(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon_reject");
     TCase *tc = tcase_create("reject");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_bad_input_is_rejected_and_harmless);
+    tcase_add_test(tc, control_answers_during_a_flood);
     suite_add_tcase(s, tc);
     return s;
 }
