@@ -276,6 +276,50 @@ START_TEST(abort_a_scan_that_never_ends)
 }
 END_TEST
 
+/* Abort also stops a scan that ended and is still being reconstructed:
+ * its remaining slices are not published, and the daemon goes idle. */
+START_TEST(abort_during_reconstruction)
+{
+    daemon_proc d;
+    const char *args[] = {"--set", "reconstruction.batch=1", NULL};
+    daemon_start(&d, args);
+    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    /* 64 slices of 512x512 from 180 projections: seconds of CPU work. */
+    daemon_scan big, next;
+    daemon_scan_make(&big, "long", 512, 64, 180, 0, 1, 0xdae0105);
+    daemon_scan_make(&next, "short", 32, 2, 30, 0, 1, 0xdae0106);
+    daemon_send_scan(c, &big);
+    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "long", 1);
+    json_t *r = daemon_request(c, "{\"cmd\": \"abort\"}");
+    ck_assert_msg(json_is_true(json_object_get(r, "ok")),
+                  "abort while reconstructing: %s",
+                  json_string_value(json_object_get(r, "message")));
+    ck_assert_str_eq(string_at(r, "aborted", NULL), "long");
+    json_decref(r);
+    daemon_wait_event(&in, "scan_aborted", NULL, "long", 0);
+
+    daemon_send_scan(c, &next);
+    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "short", 2);
+    daemon_wait_event(&in, "scan_complete", NULL, "short", 0);
+    int published = daemon_count_images(&in, RTOMO_TOPIC_SLICE, "long");
+    printf("slices of the aborted scan published: %d of 64\n", published);
+    ck_assert_int_lt(published, 64);
+    ck_assert_ptr_null(daemon_find_event(&in, "scan_complete", NULL, "long"));
+    json_t *st = daemon_status(c);
+    ck_assert_str_eq(string_at(st, "state", NULL), "idle");
+    json_decref(st);
+
+    daemon_scan_free(&big);
+    daemon_scan_free(&next);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+    daemon_stop(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon_control");
@@ -284,6 +328,7 @@ static Suite *suite(void)
     tcase_add_test(tc, commands_and_bad_requests);
     tcase_add_test(tc, set_config_reaches_the_next_scan);
     tcase_add_test(tc, abort_a_scan_that_never_ends);
+    tcase_add_test(tc, abort_during_reconstruction);
     suite_add_tcase(s, tc);
     return s;
 }
