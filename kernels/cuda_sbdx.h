@@ -63,13 +63,18 @@ typedef struct sbdx_gpu_entry {
 /* Tables of every plane along one axis.  Per plane: dc[n_det]; the lists
  * of residue rho are entries [start[rho], start[rho + 1]) of ent, with
  * start holding shift_m + 2 values per plane (one spare, used while the
- * lists are built) and ent 2 n_det slots per plane. */
+ * lists are built) and ent 2 n_det slots per plane; response[n_out] is the
+ * uniform-frame response of sbdx_lut.h (what a frame of ones reconstructs
+ * to is response_x[i] * response_y[j]), which the composite divides by. */
 typedef struct sbdx_gpu_axis {
     sbdx_gpu_dc *dc;
     int32_t *start;
     sbdx_gpu_entry *ent;
+    float *response;
     int n_det;          /* detector elements along this axis */
     int stride;         /* delta multiplier folded into entry.j */
+    int n_holes;        /* holes along this axis */
+    int origin, n_out;  /* output index i is plane position origin + i */
 } sbdx_gpu_axis;
 
 typedef struct sbdx_lut_params {
@@ -88,7 +93,9 @@ typedef struct sbdx_lut_params {
 #define sbdx_staged_stride(det_w) ((det_w) | 1)
 
 /* Build the tables (both axes, all planes) with the formulas of sbdx_lut.h
- * in double precision, so that they are bit-identical to the CPU's. */
+ * in double precision, so that they are bit-identical to the CPU's (the
+ * responses, double sums in another order, to the last bit but for
+ * rounding ties). */
 rtomo_status sbdx_lut_launch(const sbdx_lut_params *p, cudaStream_t stream,
                              rtomo_error *err);
 void sbdx_lut_run_on_host(const sbdx_lut_params *p);
@@ -168,6 +175,8 @@ void sbdx_scatter_run_on_host(const sbdx_scatter_params *p);
 
 typedef struct sbdx_composite_params {
     const float *planes;    /* [n_planes][ext_rows][width] */
+    const float *response_x;    /* [n_planes][width] */
+    const float *response_y;    /* [n_planes][height] */
     int n_planes, width, height, radius;
     int ext_first, ext_rows;
     int own_first, own_rows;

@@ -94,8 +94,14 @@ static rtomo_status build_tables(sbdx_slot *s, double *seconds,
     l->shift_m = g->shift_m;
     l->x.n_det = g->det_width;
     l->x.stride = sbdx_staged_stride(g->det_width);
+    l->x.n_holes = g->holes_x;
+    l->x.origin = g->origin_x;
+    l->x.n_out = g->out_width;
     l->y.n_det = g->det_height;
     l->y.stride = g->det_height;
+    l->y.n_holes = g->holes_y;
+    l->y.origin = g->origin_y;
+    l->y.n_out = g->out_height;
     rtomo_status st;
     if ((st = device_alloc((void **)&s->ratios, sizeof(double) * p, err)) ||
         (st = device_alloc((void **)&l->x.dc, sizeof(sbdx_gpu_dc) * p * g->det_width, err)) ||
@@ -103,7 +109,9 @@ static rtomo_status build_tables(sbdx_slot *s, double *seconds,
         (st = device_alloc((void **)&l->x.start, sizeof(int32_t) * p * (m + 2), err)) ||
         (st = device_alloc((void **)&l->y.start, sizeof(int32_t) * p * (m + 2), err)) ||
         (st = device_alloc((void **)&l->x.ent, sizeof(sbdx_gpu_entry) * p * 2 * g->det_width, err)) ||
-        (st = device_alloc((void **)&l->y.ent, sizeof(sbdx_gpu_entry) * p * 2 * g->det_height, err)))
+        (st = device_alloc((void **)&l->y.ent, sizeof(sbdx_gpu_entry) * p * 2 * g->det_height, err)) ||
+        (st = device_alloc((void **)&l->x.response, sizeof(float) * p * g->out_width, err)) ||
+        (st = device_alloc((void **)&l->y.response, sizeof(float) * p * g->out_height, err)))
         return st;
     l->ratios = s->ratios;
 
@@ -281,7 +289,8 @@ void sbdx_slot_release(sbdx_slot *s)
     rtomo_error ignored;
     sbdx_slot_drain(s, &ignored);
     void *buffers[] = {s->ratios, s->lut.x.dc, s->lut.y.dc, s->lut.x.start,
-                       s->lut.y.start, s->lut.x.ent, s->lut.y.ent, s->t,
+                       s->lut.y.start, s->lut.x.ent, s->lut.y.ent,
+                       s->lut.x.response, s->lut.y.response, s->t,
                        s->frame[0], s->frame[1], s->planes[0], s->planes[1],
                        s->composite[0], s->composite[1], s->depth[0],
                        s->depth[1], s->planes_u16};
@@ -385,6 +394,8 @@ static rtomo_status enqueue_composite(sbdx_slot *s, int b, rtomo_error *err)
     const rtomo_sbdx_geometry *g = s->geom;
     sbdx_composite_params p;
     p.planes = s->planes[b];
+    p.response_x = s->lut.x.response;
+    p.response_y = s->lut.y.response;
     p.n_planes = g->n_planes;
     p.width = g->out_width;
     p.height = g->out_height;

@@ -1,15 +1,16 @@
 /*
  * sbdx_composite_gpu.cu — the best-focus composite and depth map on the GPU,
  * by the rule of sbdx_composite.h: per pixel the plane of largest local
- * variance S2/N - (S1/N)^2 over the (2r+1)^2 window clipped to the image,
- * ties to the lowest plane.  Sums are in double, as on the CPU; they are
- * taken in another order (a row sum, then a column sum of row sums), so the
- * depth can differ from the CPU's only where two planes tie to rounding.
+ * variance S2/N - (S1/N)^2 of the flat-fielded plane u = v / max(R, floor)
+ * over the (2r+1)^2 window clipped to the image, ties to the lowest plane.
+ * u and the sums are in double, as on the CPU; the sums are taken in
+ * another order (a row sum, then a column sum of row sums), so the depth can
+ * differ from the CPU's only where two planes tie to rounding.
  *
  * A block of 32 x 8 threads owns a 32 x 8 tile of the slot's own rows and
- * walks the planes: stage the tile plus its r-wide halo, form the horizontal
- * window sums of every staged row, then each thread sums its column of them
- * and keeps the best plane in registers.
+ * walks the planes: stage the tile's u plus its r-wide halo, form the
+ * horizontal window sums of every staged row, then each thread sums its
+ * column of them and keeps the best plane in registers.
  */
 #include "config.h"
 
@@ -17,17 +18,18 @@
 
 #include "cuda_common.h"
 #include "cuda_sbdx_device.h"
+#include "sbdx_composite.h"
 
 #define TILE_W 32
 #define TILE_H 8
 #define COMPOSITE_THREADS (TILE_W * TILE_H)
 
-/* Shared memory of one block: horizontal sums and sums of squares (double)
- * of (TILE_H + 2r) rows x TILE_W columns, then the staged values (float)
- * of (TILE_H + 2r) x (TILE_W + 2r). */
+/* Shared memory of one block: horizontal sums and sums of squares of
+ * (TILE_H + 2r) rows x TILE_W columns, then the staged flat-fielded values
+ * of (TILE_H + 2r) x (TILE_W + 2r); all double. */
 struct composite_smem {
     double *h1, *h2;
-    float *values;
+    double *values;
     int rows, cols;     /* staged rows and columns */
 };
 
@@ -38,29 +40,36 @@ SBDX_HD composite_smem composite_smem_of(void *base, int radius)
     s.cols = TILE_W + 2 * radius;
     s.h1 = (double *)base;
     s.h2 = s.h1 + s.rows * TILE_W;
-    s.values = (float *)(s.h2 + s.rows * TILE_W);
+    s.values = s.h2 + s.rows * TILE_W;
     return s;
 }
 
 SBDX_HD int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* Phase A: stage plane k's values around the tile whose top-left own pixel
- * is (i0, j0) (absolute row).  Positions outside the image or the slot's
- * reconstructed rows are never part of a window that is used: zeros. */
+/* Phase A: stage plane k's flat-fielded values around the tile whose
+ * top-left own pixel is (i0, j0) (absolute row).  Positions outside the
+ * image or the slot's reconstructed rows are never part of a window that is
+ * used: zeros. */
 SBDX_HD void composite_stage(const sbdx_composite_params &p,
                              const composite_smem &s, int k, int i0, int j0,
                              int tid)
 {
     const float *plane = p.planes + (size_t)k * p.ext_rows * p.width;
+    const float *rx = p.response_x + (size_t)k * p.width;
+    const float *ry = p.response_y + (size_t)k * p.height;
     for (int idx = tid; idx < s.rows * s.cols; idx += COMPOSITE_THREADS) {
         int lr = idx / s.cols, lc = idx - lr * s.cols;
         int row = j0 - p.radius + lr, col = i0 - p.radius + lc;
         int er = row - p.ext_first;
-        float v = 0.0f;
+        double u = 0.0;
         if (col >= 0 && col < p.width && row >= 0 && row < p.height &&
-            er >= 0 && er < p.ext_rows)
-            v = plane[(size_t)er * p.width + col];
-        s.values[idx] = v;
+            er >= 0 && er < p.ext_rows) {
+            double response = (double)rx[col] * (double)ry[row];
+            u = (double)plane[(size_t)er * p.width + col] /
+                (response > RTOMO_SBDX_RESPONSE_FLOOR
+                     ? response : RTOMO_SBDX_RESPONSE_FLOOR);
+        }
+        s.values[idx] = u;
     }
 }
 
@@ -73,7 +82,7 @@ SBDX_HD void composite_rows(const sbdx_composite_params &p,
         int i = i0 + c;
         int lo = clampi(i - p.radius, 0, p.width - 1);
         int hi = clampi(i + p.radius, 0, p.width - 1);
-        const float *v = s.values + lr * s.cols;
+        const double *v = s.values + lr * s.cols;
         int shift = p.radius - i0;  /* staged column of image column col */
         double s1 = 0.0, s2 = 0.0;
         for (int col = lo; col <= hi; col++) {
@@ -155,7 +164,7 @@ extern "C" size_t sbdx_composite_smem_bytes(int radius)
 {
     size_t rows = TILE_H + 2 * (size_t)radius;
     size_t cols = TILE_W + 2 * (size_t)radius;
-    return 2 * sizeof(double) * rows * TILE_W + sizeof(float) * rows * cols;
+    return sizeof(double) * rows * (2 * TILE_W + cols);
 }
 
 extern "C" rtomo_status sbdx_composite_prepare(size_t bytes, rtomo_error *err)

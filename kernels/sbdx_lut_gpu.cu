@@ -3,7 +3,8 @@
  * GPU: the detector-centric table of each axis (the formulas of sbdx_lut.h,
  * in double precision, so the weights are bit-identical to the CPU's) and
  * from it the pixel-centric residue lists that the gathers read (layout in
- * cuda_sbdx.h).
+ * cuda_sbdx.h), and the uniform responses that the composite
+ * flat-fields with.
  */
 #include "config.h"
 
@@ -89,6 +90,34 @@ SBDX_HD void lut_lists_thread(const sbdx_lut_params &p, int idx)
     }
 }
 
+/* Thread idx = output index i of one axis of one plane (the x indices of
+ * all planes first): the uniform response, the weights of every entry that
+ * reaches position origin + i from a hole inside the collimator, summed in
+ * double and scaled by m / n_det like the CPU's (sbdx_lut.c). */
+SBDX_HD void lut_response_thread(const sbdx_lut_params &p, int idx)
+{
+    int nx = p.n_planes * p.x.n_out;
+    if (idx >= nx + p.n_planes * p.y.n_out)
+        return;
+    const sbdx_gpu_axis &a = idx < nx ? p.x : p.y;
+    if (idx >= nx)
+        idx -= nx;
+    int k = idx / a.n_out, i = idx % a.n_out, m = p.shift_m;
+    int position = a.origin + i;
+    int q = sbdx_div_floor(position, m), rho = position - q * m;
+    const int32_t *start = a.start + (size_t)k * sbdx_start_pitch(m);
+    const sbdx_gpu_entry *ent = a.ent + (size_t)k * sbdx_entry_pitch(a.n_det);
+    double sum = 0.0;
+    for (int e = start[rho]; e < start[rho + 1]; e++) {
+        /* entry.j = d - delta * stride with 0 <= d < stride. */
+        int hole = q + sbdx_div_floor(ent[e].j, a.stride);
+        if (hole >= 0 && hole < a.n_holes)
+            sum += ent[e].w;
+    }
+    a.response[(size_t)k * a.n_out + i] =
+        (float)(sum * ((double)m / a.n_det));
+}
+
 __global__ void lut_dc_kernel(sbdx_lut_params p)
 {
     lut_dc_thread(p, blockIdx.x * blockDim.x + threadIdx.x);
@@ -97,6 +126,16 @@ __global__ void lut_dc_kernel(sbdx_lut_params p)
 __global__ void lut_lists_kernel(sbdx_lut_params p)
 {
     lut_lists_thread(p, blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__global__ void lut_response_kernel(sbdx_lut_params p)
+{
+    lut_response_thread(p, blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+static size_t response_items(const sbdx_lut_params *p)
+{
+    return (size_t)p->n_planes * (p->x.n_out + p->y.n_out);
 }
 
 extern "C" rtomo_status sbdx_lut_launch(const sbdx_lut_params *p,
@@ -109,6 +148,9 @@ extern "C" rtomo_status sbdx_lut_launch(const sbdx_lut_params *p,
     lut_lists_kernel<<<sbdx_blocks_for(2 * (size_t)p->n_planes, LUT_THREADS),
                        LUT_THREADS, 0, stream>>>(*p);
     RTOMO_CUDA_CHECK_LAUNCH(err, "lut_lists_kernel");
+    lut_response_kernel<<<sbdx_blocks_for(response_items(p), LUT_THREADS),
+                          LUT_THREADS, 0, stream>>>(*p);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "lut_response_kernel");
     return RTOMO_OK;
 }
 
@@ -119,6 +161,8 @@ extern "C" void sbdx_lut_run_on_host(const sbdx_lut_params *p)
         lut_dc_thread(*p, i);
     for (int i = 0; i < 2 * p->n_planes; i++)
         lut_lists_thread(*p, i);
+    for (size_t i = 0; i < response_items(p); i++)
+        lut_response_thread(*p, (int)i);
 }
 
 extern "C" void sbdx_offset_range(const double *ratios, int n_planes,
