@@ -123,7 +123,9 @@ typedef struct sbdx_xpass_params {
 size_t sbdx_xpass_smem_bytes(const sbdx_xpass_params *p);
 /* Holes one block stages for a tile of q_tile columns. */
 int sbdx_xpass_staged_holes(const sbdx_xpass_params *p, int q_tile);
-/* Raise the kernels' shared-memory limit to `bytes` on the current device. */
+/* Raise the kernels' shared-memory limit to `bytes` on the current device.
+ * The limit is per kernel, not per plan: set it to the device's maximum so
+ * that plans of different sizes do not undo each other's setting. */
 rtomo_status sbdx_xpass_prepare(size_t bytes, rtomo_error *err);
 rtomo_status sbdx_xpass_launch(const sbdx_xpass_params *p, int threads,
                                cudaStream_t stream, rtomo_error *err);

@@ -253,7 +253,7 @@ static rtomo_status configure_composite(sbdx_slot *s, int smem_limit,
                                "composite radius %d needs %zu bytes of shared "
                                "memory per block; the GPU has %d",
                                s->geom->composite_radius, bytes, smem_limit);
-    return sbdx_composite_prepare(bytes, err);
+    return sbdx_composite_prepare((size_t)smem_limit, err);
 }
 
 rtomo_status sbdx_slot_init(sbdx_slot *s, const rtomo_sbdx *plan, int device,
@@ -276,7 +276,7 @@ rtomo_status sbdx_slot_init(sbdx_slot *s, const rtomo_sbdx *plan, int device,
         (st = build_tables(s, lut_seconds, err)) ||
         (st = sbdx_kernel_config(s->geom, band, tune, smem_limit, &s->xpass,
                                  &s->ypass, &s->group, err)) ||
-        (st = sbdx_xpass_prepare(sbdx_xpass_smem_bytes(&s->xpass), err)) ||
+        (st = sbdx_xpass_prepare((size_t)smem_limit, err)) ||
         (st = configure_composite(s, smem_limit, err)))
         return st;
     return allocate_banks(s, err);

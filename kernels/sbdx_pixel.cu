@@ -188,7 +188,7 @@ extern "C" void sbdx_xpass_run_on_host(const sbdx_xpass_params *p, int threads)
 {
     if (p->rows < 1 || p->planes < 1)
         return;
-    float *staged = (float *)malloc(sbdx_xpass_smem_bytes(p) + sizeof(float));
+    float *staged = (float *)malloc(sbdx_xpass_smem_bytes(p));
     if (!staged)
         return;
     dim3 grid = xpass_grid(p);
