@@ -240,6 +240,8 @@ static int run_unloaded(rtomo_sbdx *plan, const setup *s, const uint8_t *frames,
                         int n, const buffers *b, measure *m)
 {
     double lat[SYNC_FRAMES + 8], kern[SYNC_FRAMES + 8];
+    if (n > SYNC_FRAMES + 8)
+        n = SYNC_FRAMES + 8;
     rtomo_sbdx_output out = {b->planes, NULL, 0, 1, b->composite, b->depth};
     rtomo_error err;
     for (int f = 0; f < n; f++) {
