@@ -19,9 +19,11 @@
 #ifdef __CUDA_ARCH__
 #define SBDX_UNROLL _Pragma("unroll")
 #define SBDX_UNROLL_4 _Pragma("unroll 4")
+#define SBDX_UNROLL_2 _Pragma("unroll 2")
 #else
 #define SBDX_UNROLL
 #define SBDX_UNROLL_4
+#define SBDX_UNROLL_2
 #endif
 
 /* A load through the read-only data path where there is one. */

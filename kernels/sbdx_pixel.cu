@@ -67,25 +67,36 @@ SBDX_HD xpass_block xpass_block_of(const sbdx_xpass_params &p, int bx, int by)
 }
 
 /* Phase 1: stage the block's rows, hole-major with p.stride floats per
- * hole; rows past the slot's last row are zeros. */
+ * hole; rows past the slot's last row are zeros.  A warp copies one hole's
+ * detector row (contiguous in the frame) at a time, two at once so that
+ * their loads are in flight together.  nt is a multiple of 32. */
+SBDX_HD void xpass_stage_segment(const sbdx_xpass_params &p,
+                                 const xpass_block &b, float *smem, int seg,
+                                 int lane)
+{
+    int rr = seg / b.holes, h = seg - rr * b.holes;
+    int r = b.row0 + rr;
+    float *dst = smem + (size_t)seg * p.stride;
+    if (r >= p.rows) {
+        for (int dx = lane; dx < p.det_w; dx += 32)
+            dst[dx] = 0.0f;
+        return;
+    }
+    int cy = r / p.det_h, dy = r - cy * p.det_h;
+    size_t src = (((size_t)cy * p.holes_x + b.cx_first + h) * p.det_h + dy) *
+                 p.det_w;
+    for (int dx = lane; dx < p.det_w; dx += 32)
+        dst[dx] = sbdx_sample(p.frame, p.dtype, src + dx);
+}
+
 SBDX_HD void xpass_stage(const sbdx_xpass_params &p, const xpass_block &b,
                          float *smem, int tid, int nt)
 {
-    int per_row = b.holes * p.det_w;
-    int total = p.rows_per_block * per_row;
-    for (int idx = tid; idx < total; idx += nt) {
-        int rr = idx / per_row, rem = idx - rr * per_row;
-        int h = rem / p.det_w, dx = rem - h * p.det_w;
-        int r = b.row0 + rr;
-        float v = 0.0f;
-        if (r < p.rows) {
-            int cy = r / p.det_h, dy = r - cy * p.det_h;
-            size_t i = (((size_t)cy * p.holes_x + b.cx_first + h) * p.det_h +
-                        dy) * p.det_w + dx;
-            v = sbdx_sample(p.frame, p.dtype, i);
-        }
-        smem[(rr * b.holes + h) * p.stride + dx] = v;
-    }
+    int segs = p.rows_per_block * b.holes;
+    int lane = tid % 32, warps = nt / 32;
+    SBDX_UNROLL_2
+    for (int seg = tid / 32; seg < segs; seg += warps)
+        xpass_stage_segment(p, b, smem, seg, lane);
 }
 
 /* Phase 2: every (plane, rho, q) item of the block, for all staged rows. */
