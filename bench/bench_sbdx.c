@@ -13,8 +13,9 @@
  *     excluded), and the host time spent inside submit() and collect();
  * for the pixel-centric formulation and, on fewer frames, the
  * detector-centric one, whose planes also cross-check the pixel-centric
- * planes.  Optionally it sweeps the x-pass block configuration.  Prints a
- * table and writes the numbers as JSON.
+ * planes.  With --tune it first sweeps the x-pass block configuration and
+ * measures the ranges with the fastest.  Prints a table and writes the
+ * numbers as JSON.
  *
  *   bench-sbdx [--frames N] [--detector-frames N] [--ranges LIST]
  *              [--devices 0,1] [--copy-threads N] [--tune] [--small]
@@ -43,6 +44,7 @@ typedef struct options {
     rtomo_engine_options engine;
     int tune, small;
     const char *json;
+    const char *xpass;      /* x-pass configuration used, when tuned */
 } options;
 
 typedef struct measure {
@@ -384,16 +386,19 @@ static int bench_range(const options *o, int r, const uint8_t *frames,
     return rc;
 }
 
+static const char *tune_configs[] = {"1,256", "1,512", "2,256", "2,512",
+                                     "2,1024"};
+
 /* Engine compute time of the pixel-centric planes for x-pass block
- * configurations (first range). */
+ * configurations (first range); t[i] is configuration i. */
 static int bench_tuning(const options *o, const uint8_t *frames, setup *s,
                         buffers *b, measure *t, int *n)
 {
-    static const char *configs[] = {"1,256", "1,512", "2,256", "2,512",
-                                    "2,1024"};
+    const char **configs = tune_configs;
+    size_t n_configs = sizeof tune_configs / sizeof tune_configs[0];
     setup_make(s, o, o->lo[0], o->hi[0]);
     *n = 0;
-    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    for (size_t c = 0; c < n_configs; c++) {
         setenv("RTOMO_SBDX_XPASS", configs[c], 1);
         rtomo_sbdx *plan = plan_make(s, o, RTOMO_SBDX_PIXEL_CENTRIC);
         unsetenv("RTOMO_SBDX_XPASS");
@@ -459,11 +464,13 @@ static void write_json(const options *o, const setup *s, const char *device,
                "  \"devices\": %d,\n  \"holes\": [%d, %d],\n"
                "  \"detector\": [%d, %d],\n  \"shift_m\": %d,\n"
                "  \"planes\": %d,\n  \"plane\": [%zu, %zu],\n"
-               "  \"frame_bytes\": %zu,\n  \"results\": [\n",
+               "  \"frame_bytes\": %zu,\n  \"xpass_rows_threads\": \"%s\",\n"
+               "  \"results\": [\n",
             device, o->engine.n_devices, s->g.holes_x, s->g.holes_y,
             s->g.det_width, s->g.det_height, s->g.shift_m, s->g.n_planes,
             (size_t)s->g.shift_m * s->g.holes_x,
-            (size_t)s->g.shift_m * s->g.holes_y, s->samples);
+            (size_t)s->g.shift_m * s->g.holes_y, s->samples,
+            o->xpass ? o->xpass : "default");
     for (int i = 0; i < n; i++)
         json_measure(f, &m[i], i == n - 1);
     fprintf(f, "  ],\n  \"tuning\": [\n");
@@ -518,6 +525,17 @@ int main(int argc, char **argv)
     int n = 0, nt = 0, rc = 0;
     if (o.tune && bench_tuning(&o, frames, &s, &b, t, &nt))
         rc = 1;
+    if (o.tune && rc == 0) {
+        /* The ranges below run with the fastest configuration. */
+        int best = 0;
+        for (int i = 1; i < nt; i++)
+            if (t[i].kernel_ms < t[best].kernel_ms)
+                best = i;
+        setenv("RTOMO_SBDX_XPASS", tune_configs[best], 1);
+        o.xpass = tune_configs[best];
+        printf("x-pass rows,threads %s is the fastest: used below\n",
+               tune_configs[best]);
+    }
     for (int r = 0; r < o.n_ranges && rc == 0; r++, n += 2)
         if (bench_range(&o, r, frames, &s, &b, pixel_planes, &m[n], &m[n + 1]))
             rc = 1;

@@ -2,10 +2,10 @@
 # bench/sbdx-device.sh BUNDLE — one full SBDX session on the GPU machine:
 # the GPU tests (against the CPU backend), bench-sbdx on the reference
 # configuration (all ratio ranges, x-pass tuning sweep), the pipeline with
-# a single host copy thread, a kernel profile of one frame, and the
-# pipeline test under compute-sanitizer.  BUNDLE is a folder made by
-# /work/shared/tools/gpu-bundle holding test_cuda_sbdx_host, test_cuda_sbdx
-# and bench-sbdx.  Logs and JSON go to $OUT (or /tmp/sbdx-out); a summary
+# a single host copy thread, a kernel profile of one frame, and (with
+# SBDX_MEMCHECK=1) the pipeline test under compute-sanitizer.  BUNDLE is a
+# folder made by /work/shared/tools/gpu-bundle holding test_cuda_sbdx_host,
+# test_cuda_sbdx and bench-sbdx.  Logs and JSON go to $OUT (or /tmp/sbdx-out); a summary
 # is printed last.
 #   sh BUNDLE/sbdx-device.sh BUNDLE [bench options...]
 set -u
@@ -25,22 +25,22 @@ timeout 60 "$bin/test_cuda_sbdx_host" > "$out/test_host.log" 2>&1
 echo "rc=$?" >> "$out/test_host.log"
 
 echo "== device test"
-CK_VERBOSITY=verbose timeout 90 "$bin/test_cuda_sbdx" > "$out/test.log" 2>&1
+CK_VERBOSITY=verbose timeout 60 "$bin/test_cuda_sbdx" > "$out/test.log" 2>&1
 echo "rc=$?" >> "$out/test.log"
 
 echo "== bench"
-timeout 120 "$bin/bench-sbdx" --tune --frames 40 --json "$out/bench.json" "$@" \
+timeout 90 "$bin/bench-sbdx" --tune --frames 40 --detector-frames 1 --json "$out/bench.json" "$@" \
   > "$out/bench.txt" 2>&1
 echo "rc=$?" >> "$out/bench.txt"
 
 echo "== host copy threads: 1"
-timeout 30 "$bin/bench-sbdx" --ranges 0.6-2.25 --frames 30 --detector-frames 0 \
+timeout 20 "$bin/bench-sbdx" --ranges 0.6-2.25 --frames 30 --detector-frames 0 \
   --copy-threads 1 --json "$out/bench_copy1.json" > "$out/bench_copy1.txt" 2>&1
 echo "rc=$?" >> "$out/bench_copy1.txt"
 
 echo "== kernel profile (first frame's x-pass, y-pass, composite)"
 if command -v ncu >/dev/null 2>&1; then
-  timeout 60 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
+  timeout 40 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
     -k regex:"xpass|ypass|composite" -c 3 \
     "$bin/bench-sbdx" --ranges 0.6-2.25 --frames 2 --detector-frames 0 \
     > "$out/ncu.txt" 2>&1
@@ -50,12 +50,12 @@ else
 fi
 
 echo "== pipeline case under compute-sanitizer"
-if command -v compute-sanitizer >/dev/null 2>&1; then
+if [ -n "${SBDX_MEMCHECK:-}" ] && command -v compute-sanitizer >/dev/null 2>&1; then
   CK_RUN_CASE=pipeline timeout 30 compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$bin/test_cuda_sbdx" > "$out/memcheck.log" 2>&1
   echo "rc=$?" >> "$out/memcheck.log"
 else
-  echo "compute-sanitizer not found" > "$out/memcheck.log"
+  echo "memcheck skipped (set SBDX_MEMCHECK=1; needs compute-sanitizer)" > "$out/memcheck.log"
 fi
 
 echo "===================== summary"
