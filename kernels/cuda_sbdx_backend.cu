@@ -29,8 +29,13 @@
 #include "cuda_sbdx_copy.h"
 #include "cuda_sbdx_slot.h"
 
+/* x-pass: 2 staged rows (128.8 KB of shared memory in the reference
+ * configuration, so one block per SM) and 1024 threads to fill it with 32
+ * warps.  Measured on an H200, 2026-11-21 (docs/perf-sbdx.md): planes +
+ * composite 5.15 ms/frame, against 7.41 (2 rows, 512), 5.79 (1 row, 512),
+ * 8.00 (1, 256), 11.50 (2, 256). */
 #define DEFAULT_XPASS_ROWS 2
-#define DEFAULT_XPASS_THREADS 512
+#define DEFAULT_XPASS_THREADS 1024
 #define DEFAULT_YPASS_THREADS 256
 #define DEFAULT_T_BUDGET ((size_t)1 << 30)
 #define DEFAULT_COPY_THREADS 8
