@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_pool.h"
 #include "cpu_sbdx.h"
 #include "sbdx_composite.h"
 
@@ -30,7 +31,7 @@ typedef struct cpu_sbdx {
     size_t plane_size;      /* pixels per plane */
     float **response_x;     /* [n_planes] views of the LUT's responses, */
     float **response_y;     /* as the composite takes them */
-    int threads;
+    cpu_pool *pool;         /* worker threads, started once per plan */
     uint64_t tag;           /* of the frame in the buffer */
     double submitted_at;    /* rtomo_now_seconds() at submit */
 } cpu_sbdx;
@@ -39,6 +40,7 @@ static void cpu_sbdx_free(cpu_sbdx *s)
 {
     if (!s)
         return;
+    cpu_pool_destroy(s->pool);
     rtomo_sbdx_lut_destroy(s->lut);
     free(s->frame);
     free(s->planes);
@@ -80,7 +82,12 @@ static rtomo_status cpu_create(rtomo_sbdx *plan, rtomo_error *err)
         s->response_x[k] = s->lut->x[k].response;
         s->response_y[k] = s->lut->y[k].response;
     }
-    s->threads = rtomo_cpu_thread_count(&plan->opt);
+    rtomo_status st = cpu_pool_create(rtomo_cpu_thread_count(&plan->opt),
+                                      &s->pool, err);
+    if (st != RTOMO_OK) {
+        cpu_sbdx_free(s);
+        return st;
+    }
     plan->impl = s;
     /* Building the LUTs is part of the engine's compute time. */
     plan->stats.compute_seconds += rtomo_now_seconds() - t0;
@@ -93,16 +100,18 @@ static void cpu_destroy(rtomo_sbdx *plan)
     plan->impl = NULL;
 }
 
-static void scatter_task(void *ctx, long task)
+static void scatter_task(void *ctx, int task, int worker)
 {
-    cpu_sbdx_scatter_plane(ctx, (int)task);
+    (void)worker;
+    cpu_sbdx_scatter_plane(ctx, task);
 }
 
-static void gather_task(void *ctx, long task)
+static void gather_task(void *ctx, int task, int worker)
 {
     const cpu_sbdx_job *job = ctx;
     int rows = job->geom->out_height;
-    cpu_sbdx_gather_row(job, (int)(task / rows), (int)(task % rows));
+    (void)worker;
+    cpu_sbdx_gather_row(job, task / rows, task % rows);
 }
 
 static void reconstruct_planes(rtomo_sbdx *plan, cpu_sbdx *s)
@@ -117,11 +126,11 @@ static void reconstruct_planes(rtomo_sbdx *plan, cpu_sbdx *s)
                          ((double)g->det_width * g->det_height)),
     };
     if (plan->opt.sbdx_method == RTOMO_SBDX_DETECTOR_CENTRIC) {
-        cpu_sbdx_parallel_for(s->threads, g->n_planes, 1, scatter_task, &job);
+        cpu_pool_run(s->pool, g->n_planes, scatter_task, &job);
     } else {
-        long tasks = (long)g->n_planes * g->out_height;
-        long chunk = tasks / ((long)s->threads * 16);
-        cpu_sbdx_parallel_for(s->threads, tasks, chunk, gather_task, &job);
+        /* One task per (plane, row): at most 256 x 32768 tasks, and each
+         * row is heavy enough that handing them out one by one is cheap. */
+        cpu_pool_run(s->pool, g->n_planes * g->out_height, gather_task, &job);
     }
 }
 
@@ -160,10 +169,11 @@ typedef struct composite_run {
     rtomo_error error;
 } composite_run;
 
-static void composite_task(void *ctx, long band)
+static void composite_task(void *ctx, int band, int worker)
 {
     composite_run *run = ctx;
-    int first = (int)band * COMPOSITE_BAND_ROWS;
+    int first = band * COMPOSITE_BAND_ROWS;
+    (void)worker;
     int rows = run->stack.height - first < COMPOSITE_BAND_ROWS
                    ? run->stack.height - first : COMPOSITE_BAND_ROWS;
     rtomo_error e;
@@ -193,9 +203,9 @@ static rtomo_status compute_composite(rtomo_sbdx *plan, cpu_sbdx *s,
     };
     rtomo_clear_error(&run.error);
     pthread_mutex_init(&run.lock, NULL);
-    long bands = (g->out_height + COMPOSITE_BAND_ROWS - 1) /
-                 COMPOSITE_BAND_ROWS;
-    cpu_sbdx_parallel_for(s->threads, bands, 1, composite_task, &run);
+    int bands = (g->out_height + COMPOSITE_BAND_ROWS - 1) /
+                COMPOSITE_BAND_ROWS;
+    cpu_pool_run(s->pool, bands, composite_task, &run);
     pthread_mutex_destroy(&run.lock);
     if (run.error.code != RTOMO_OK)
         return rtomo_set_error(err, run.error.code, "%s", run.error.message);

@@ -1,7 +1,6 @@
 /*
  * cpu_sbdx.h — private to the CPU SBDX backend: the two reconstruction
- * formulations (scatter and gather) and the small thread helper that runs
- * them.  The backend (cpu_sbdx.c) owns the plan state; these functions only
+ * formulations (scatter and gather).  The backend (cpu_sbdx.c) owns the plan state; these functions only
  * read the frame and LUTs and write plane pixels.
  *
  * Both formulations add, into every plane pixel, the products
@@ -34,13 +33,5 @@ void cpu_sbdx_scatter_plane(const cpu_sbdx_job *job, int k);
  * reach it, skipping the hole rows and columns that cannot.  Threads may
  * run different (plane, row) pairs at once. */
 void cpu_sbdx_gather_row(const cpu_sbdx_job *job, int k, int row);
-
-/* Run fn(ctx, t) for every task t in [0, n_tasks) on up to `threads`
- * threads (the caller's included), handing out `chunk` consecutive tasks at
- * a time.  Returns when all are done.  When threads cannot be started the
- * remaining work runs on the caller, so this cannot fail. */
-typedef void (*cpu_sbdx_task_fn)(void *ctx, long task);
-void cpu_sbdx_parallel_for(int threads, long n_tasks, long chunk,
-                           cpu_sbdx_task_fn fn, void *ctx);
 
 #endif /* RTOMO_CPU_SBDX_H */

@@ -114,6 +114,19 @@ int rtomo_slice_selection_copy(rtomo_slice_selection *dst,
                                const rtomo_slice_selection *src);
 void rtomo_slice_selection_clear(rtomo_slice_selection *sel);
 
+/* The JSON form of a selection ("all", [rows], {"first","count","step"}),
+ * shared by scan_begin and the control set_config/get_config requests.
+ * from_json replaces *sel (which must be initialised or cleared) only on
+ * success; `field` names the value in reject messages ("slices" if NULL).
+ * Rows are checked against a detector only by rtomo_slice_selection_expand.
+ * to_json returns a new jansson reference (NULL on allocation failure). */
+struct json_t;
+int rtomo_slice_selection_from_json(const struct json_t *value,
+                                    const char *field,
+                                    rtomo_slice_selection *sel,
+                                    rtomo_reject_info *why);
+struct json_t *rtomo_slice_selection_to_json(const rtomo_slice_selection *sel);
+
 /* Flags for which reconstruction settings a scan_begin gave explicitly (the
  * daemon's configuration supplies the others). */
 enum {
