@@ -75,7 +75,6 @@ typedef struct rtomod_scan {
     rtomod_scan_kind kind;
     char id[RTOMO_ID_MAX];
     uint64_t serial;            /* unique per scan, names its jobs */
-    int ended;                  /* finished: no more input */
     int end_pending;            /* end received, frames still missing: wait
                                    ingest.reorder_ms for stragglers */
     int failed;                 /* the engine refused the scan */
@@ -144,8 +143,7 @@ void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
 
 /* Frame jobs: a job for a frame whose payload message is moved in (the
  * caller's message is left empty and must still be closed). */
-rtomod_job *rtomod_frame_job(rtomod *d, rtomod_job_kind kind,
-                             const rtomod_scan *scan,
+rtomod_job *rtomod_frame_job(rtomod_job_kind kind, const rtomod_scan *scan,
                              const rtomo_frame_header *frame,
                              zmq_msg_t *payload);
 

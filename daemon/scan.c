@@ -110,12 +110,10 @@ void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
 
 /* ------------------------------------------------------- frame jobs ---- */
 
-rtomod_job *rtomod_frame_job(rtomod *d, rtomod_job_kind kind,
-                             const rtomod_scan *scan,
+rtomod_job *rtomod_frame_job(rtomod_job_kind kind, const rtomod_scan *scan,
                              const rtomo_frame_header *frame,
                              zmq_msg_t *payload)
 {
-    (void)d;
     rtomod_job *job = rtomod_job_new(kind, scan->serial, scan->id);
     if (!job)
         return NULL;
@@ -188,7 +186,6 @@ void rtomod_scan_finish(rtomod *d, int parts)
 {
     rtomod_scan *scan = d->active;
     d->active = NULL;
-    scan->ended = 1;
     scan->parts_pending = parts;
     scan->next = d->finishing;
     d->finishing = scan;

@@ -281,7 +281,7 @@ static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
         zmq_msg_t copy;
         zmq_msg_init(&copy);
         zmq_msg_copy(&copy, payload);
-        jobs[n] = rtomod_frame_job(d, kind, scan, &msg->frame, &copy);
+        jobs[n] = rtomod_frame_job(kind, scan, &msg->frame, &copy);
         zmq_msg_close(&copy);
         if (!jobs[n]) {
             for (int i = 0; i < n; i++)

@@ -291,6 +291,29 @@ static void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
     }
 }
 
+/* The header of the slice of reconstruct job `rc` at position i. */
+static void slice_header(const plan_state *s,
+                         const rtomod_tomo_reconstruct_job *rc, int i,
+                         rtomo_image_header *h)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    rtomo_image_header_init(h);
+    snprintf(h->topic, sizeof h->topic, "%s", RTOMO_TOPIC_SLICE);
+    snprintf(h->scan, sizeof h->scan, "%s", s->scan);
+    h->frame = rc->frame;
+    h->index = rc->set_index[i];
+    h->count = rc->set_count;
+    h->slice = rc->rows[i];
+    h->width = g->roi_width;
+    h->height = g->roi_height;
+    h->roi[0] = g->roi_x;
+    h->roi[1] = g->roi_y;
+    h->roi[2] = g->roi_width;
+    h->roi[3] = g->roi_height;
+    h->dtype = RTOMO_DTYPE_F32;
+    h->compute_ms = 1e3 * s->set_seconds;
+}
+
 /* Back-project rows[first, first+n) of the job into one buffer and post each
  * slice.  Returns 0, or -1 when the engine failed. */
 static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
@@ -321,21 +344,7 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     s->set_seconds += seconds;
     for (int i = 0; i < n; i++) {
         rtomo_image_header h;
-        rtomo_image_header_init(&h);
-        snprintf(h.topic, sizeof h.topic, "%s", RTOMO_TOPIC_SLICE);
-        snprintf(h.scan, sizeof h.scan, "%s", s->scan);
-        h.frame = rc->frame;
-        h.index = rc->set_index[first + i];
-        h.count = rc->set_count;
-        h.slice = rc->rows[first + i];
-        h.width = g->roi_width;
-        h.height = g->roi_height;
-        h.roi[0] = g->roi_x;
-        h.roi[1] = g->roi_y;
-        h.roi[2] = g->roi_width;
-        h.roi[3] = g->roi_height;
-        h.dtype = RTOMO_DTYPE_F32;
-        h.compute_ms = 1e3 * s->set_seconds;
+        slice_header(s, rc, first + i, &h);
         post_image(w, job->serial, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
