@@ -277,6 +277,56 @@ START_TEST(frames_overtaking_begin_and_end_on_other_connections)
 }
 END_TEST
 
+/* A worker slower than ingest: its queue stays within queue.frames (the
+ * loop stops reading instead), and nothing is lost. */
+START_TEST(back_pressure_bounds_the_queue_and_loses_nothing)
+{
+    daemon_proc d;
+    const char *args[] = {"--set", "queue.frames=3", NULL};
+    daemon_start(&d, args);
+    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    /* Slices 0 and 255 keep all 256 rows: every frame is filtered in full
+     * (milliseconds each), while it arrives in a fraction of that. */
+    daemon_scan s;
+    daemon_scan_make(&s, "pressed", 1024, 256, 60, 0, 1, 0xdae0006);
+    s.spec.slices.kind = RTOMO_SLICES_LIST;
+    s.spec.slices.n_rows = 2;
+    s.spec.slices.rows = malloc(2 * sizeof(int));
+    s.spec.slices.rows[0] = 0;
+    s.spec.slices.rows[1] = 255;
+    s.spec.given |= RTOMO_SPEC_HAS_SLICES;
+    daemon_send_scan(c, &s);
+
+    long deepest = 0;
+    while (daemon_count_images(&in, RTOMO_TOPIC_SLICE, "pressed") < 2) {
+        json_t *st = daemon_status(c);
+        long work = (long)json_integer_value(json_object_get(json_object_get(
+            json_object_get(st, "telemetry"), "queues"), "work"));
+        deepest = work > deepest ? work : deepest;
+        json_decref(st);
+        daemon_inbox_pump(&in, 5);
+    }
+    printf("deepest work queue seen: %ld (bound 3)\n", deepest);
+    /* The bound, plus the reconstruction job queued at scan_end. */
+    ck_assert_int_le(deepest, 3 + 1);
+    const int rows[2] = {0, 255};
+    const int full[4] = {0, 0, 1024, 1024};
+    float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
+    check_slices(&in, "pressed", rows, 2, ref, 1024, 1024, full);
+    ck_assert_int_eq(daemon_counter(c, "dropped"), 0);
+    ck_assert_int_eq(daemon_counter(c, "accepted"), 1 + 1 + 60 + 1);
+
+    free(ref);
+    daemon_scan_free(&s);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+    daemon_stop(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon_scan");
@@ -286,6 +336,7 @@ static Suite *suite(void)
     tcase_add_test(tc, out_of_order_and_missing_projections);
     tcase_add_test(tc, scan_settings_and_back_to_back_scans);
     tcase_add_test(tc, frames_overtaking_begin_and_end_on_other_connections);
+    tcase_add_test(tc, back_pressure_bounds_the_queue_and_loses_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
