@@ -282,6 +282,39 @@ const rtomo_event *daemon_wait_event(daemon_inbox *in, const char *event,
     }
 }
 
+/* ----------------------------------------------------------- session ---- */
+
+void daemon_session_open(daemon_session *t, const char *const *args,
+                         int connections)
+{
+    daemon_start(&t->d, args);
+    t->c = daemon_connect(&t->d, connections);
+    daemon_inbox_init(&t->in, t->c);
+}
+
+void daemon_session_close(daemon_session *t)
+{
+    daemon_inbox_free(&t->in);
+    rtomo_client_close(t->c);
+    daemon_stop(&t->d);
+}
+
+int daemon_run_tests(const char *name, const TTest *const *tests,
+                     int n_tests, int timeout_s)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout_s);
+    for (int i = 0; i < n_tests; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
 /* ----------------------------------------------------- phantom scans ---- */
 
 void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,

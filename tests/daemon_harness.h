@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <check.h>
 #include <jansson.h>
 
 #include "daemon_process.h"
@@ -100,6 +101,26 @@ const rtomo_event *daemon_wait_event(daemon_inbox *in, const char *event,
 /* The first such event among those received, or NULL. */
 const rtomo_event *daemon_find_event(const daemon_inbox *in, const char *event,
                                      const char *reason, const char *scan);
+
+/* ----------------------------------------------------------- session ---- */
+
+/* What most tests hold: a daemon, a connected client, and an inbox. */
+typedef struct daemon_session {
+    daemon_proc d;
+    rtomo_client *c;
+    daemon_inbox in;
+} daemon_session;
+
+/* daemon_start(args), daemon_connect(connections), an empty inbox. */
+void daemon_session_open(daemon_session *t, const char *const *args,
+                         int connections);
+/* Close the client and stop the daemon (exit status 0 expected). */
+void daemon_session_close(daemon_session *t);
+
+/* Run the given tests as one suite (each with timeout_s); the exit status
+ * for main(). */
+int daemon_run_tests(const char *name, const TTest *const *tests,
+                     int n_tests, int timeout_s);
 
 /* ----------------------------------------------------- phantom scans ---- */
 

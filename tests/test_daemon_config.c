@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "daemon_process.h"
+#include "daemon_harness.h"
 #include "rtomo_protocol.h"
 
 typedef struct run_result {
@@ -186,24 +186,14 @@ START_TEST(help_version_and_unusable_endpoints)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_config");
-    TCase *tc = tcase_create("config");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, defaults_and_example_file);
-    tcase_add_test(tc, overrides_win_over_the_file_in_order);
-    tcase_add_test(tc, bad_configurations_are_refused_by_name);
-    tcase_add_test(tc, help_version_and_unusable_endpoints);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        defaults_and_example_file,
+        overrides_win_over_the_file_in_order,
+        bad_configurations_are_refused_by_name,
+        help_version_and_unusable_endpoints,
+    };
+    return daemon_run_tests("daemon_config", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 60);
 }

@@ -60,9 +60,9 @@ static const char *string_at(json_t *obj, const char *a, const char *b)
 
 START_TEST(commands_and_bad_requests)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
 
     json_t *r = daemon_request(c, "{\"cmd\": \"ping\"}");
     ck_assert(json_is_true(json_object_get(r, "ok")));
@@ -100,7 +100,7 @@ START_TEST(commands_and_bad_requests)
 
     r = daemon_request(c, "{\"cmd\": \"get_config\"}");
     ck_assert_str_eq(string_at(json_object_get(r, "config"), "ingest",
-                               "endpoint"), d.ingest);
+                               "endpoint"), t.d.ingest);
     ck_assert_str_eq(string_at(json_object_get(r, "config"), "engine",
                                "backend"), "cpu");
     json_decref(r);
@@ -125,33 +125,31 @@ START_TEST(commands_and_bad_requests)
                                    "\"nope\"}}}"),
                  "bad_argument", "reconstruction.filter");
     const char *bad_json[] = {"{\"cmd\": "};
-    assert_error(raw_request(&d, bad_json, 1), "bad_json", "JSON");
+    assert_error(raw_request(&t.d, bad_json, 1), "bad_json", "JSON");
     const char *array[] = {"[1, 2]"};
-    assert_error(raw_request(&d, array, 1), "bad_json", "object");
+    assert_error(raw_request(&t.d, array, 1), "bad_json", "object");
     const char *two_parts[] = {"{\"cmd\": \"ping\"}", "extra"};
-    assert_error(raw_request(&d, two_parts, 2), "bad_json", "part");
+    assert_error(raw_request(&t.d, two_parts, 2), "bad_json", "part");
 
     /* None of that changed the configuration. */
     r = daemon_request(c, "{\"cmd\": \"get_config\"}");
     ck_assert_str_eq(string_at(json_object_get(r, "config"), "reconstruction",
                                "filter"), "ram-lak");
     ck_assert_str_eq(string_at(json_object_get(r, "config"), "ingest",
-                               "endpoint"), d.ingest);
+                               "endpoint"), t.d.ingest);
     json_decref(r);
 
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
 /* set_config of the reconstruction reaches the next scan. */
 START_TEST(set_config_reaches_the_next_scan)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     json_t *r = daemon_request(c,
         "{\"cmd\": \"set_config\", \"config\": {\"reconstruction\": "
@@ -175,11 +173,11 @@ START_TEST(set_config_reaches_the_next_scan)
     daemon_scan s;
     daemon_scan_make(&s, "configured", 48, 4, 60, 1, 1, 0xdae0101);
     daemon_send_scan(c, &s);
-    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "configured", 1);
-    daemon_wait_event(&in, "scan_complete", NULL, "configured", 0);
-    ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_SLICE, "configured"),
+    daemon_wait_images(in, RTOMO_TOPIC_SLICE, "configured", 1);
+    daemon_wait_event(in, "scan_complete", NULL, "configured", 0);
+    ck_assert_int_eq(daemon_count_images(in, RTOMO_TOPIC_SLICE, "configured"),
                      1);
-    const daemon_image *im = daemon_find_image(&in, RTOMO_TOPIC_SLICE,
+    const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
                                                "configured", -1, 0);
     ck_assert_int_eq(im->h.slice, 2);
     ck_assert_int_eq(im->h.width, 20);
@@ -196,20 +194,17 @@ START_TEST(set_config_reaches_the_next_scan)
 
     free(ref);
     daemon_scan_free(&s);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
 /* A scan that never ends stays active (status shows it) until aborted. */
 START_TEST(abort_a_scan_that_never_ends)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     daemon_scan s, other, next;
     daemon_scan_make(&s, "endless", 32, 2, 40, 1, 1, 0xdae0102);
@@ -235,7 +230,7 @@ START_TEST(abort_a_scan_that_never_ends)
 
     /* A second scan cannot begin while this one is active. */
     daemon_send_begin(c, &other);
-    daemon_wait_event(&in, "rejected", "bad_state", NULL, 0);
+    daemon_wait_event(in, "rejected", "bad_state", NULL, 0);
     ck_assert_int_eq(daemon_reject_counter(c, "bad_state"), 1);
 
     assert_error(daemon_request(c, "{\"cmd\": \"abort\", \"scan\": "
@@ -245,34 +240,32 @@ START_TEST(abort_a_scan_that_never_ends)
     ck_assert(json_is_true(json_object_get(r, "ok")));
     ck_assert_str_eq(string_at(r, "aborted", NULL), "endless");
     json_decref(r);
-    daemon_wait_event(&in, "scan_aborted", NULL, "endless", 0);
+    daemon_wait_event(in, "scan_aborted", NULL, "endless", 0);
     st = daemon_status(c);
     ck_assert(json_is_null(json_object_get(st, "scan")));
     json_decref(st);
 
     /* Its frames are now strangers; the next scan works. */
     daemon_send_projection(c, &s, 30);
-    daemon_wait_event(&in, "rejected", "unknown_scan", "endless", 0);
+    daemon_wait_event(in, "rejected", "unknown_scan", "endless", 0);
     daemon_send_scan(c, &next);
-    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "after-abort", 2);
+    daemon_wait_images(in, RTOMO_TOPIC_SLICE, "after-abort", 2);
     const int rows[2] = {0, 1};
     float *ref = daemon_reference_slices(&next, rows, 2, NULL, NULL);
     for (int i = 0; i < 2; i++) {
-        const daemon_image *im = daemon_find_image(&in, RTOMO_TOPIC_SLICE,
+        const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
                                                    "after-abort", -1, i);
         ck_assert(im);
         ck_assert(daemon_max_abs_diff(im->data, ref + 32 * 32 * i, 32 * 32) <=
                   1e-5 * daemon_max_abs(ref + 32 * 32 * i, 32 * 32));
     }
-    ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_SLICE, "endless"), 0);
+    ck_assert_int_eq(daemon_count_images(in, RTOMO_TOPIC_SLICE, "endless"), 0);
 
     free(ref);
     daemon_scan_free(&s);
     daemon_scan_free(&other);
     daemon_scan_free(&next);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
@@ -280,64 +273,51 @@ END_TEST
  * its remaining slices are not published, and the daemon goes idle. */
 START_TEST(abort_during_reconstruction)
 {
-    daemon_proc d;
+    daemon_session t;
     const char *args[] = {"--set", "reconstruction.batch=1", NULL};
-    daemon_start(&d, args);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session_open(&t, args, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     /* 64 slices of 512x512 from 180 projections: seconds of CPU work. */
     daemon_scan big, next;
     daemon_scan_make(&big, "long", 512, 64, 180, 0, 1, 0xdae0105);
     daemon_scan_make(&next, "short", 32, 2, 30, 0, 1, 0xdae0106);
     daemon_send_scan(c, &big);
-    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "long", 1);
+    daemon_wait_images(in, RTOMO_TOPIC_SLICE, "long", 1);
     json_t *r = daemon_request(c, "{\"cmd\": \"abort\"}");
     ck_assert_msg(json_is_true(json_object_get(r, "ok")),
                   "abort while reconstructing: %s",
                   json_string_value(json_object_get(r, "message")));
     ck_assert_str_eq(string_at(r, "aborted", NULL), "long");
     json_decref(r);
-    daemon_wait_event(&in, "scan_aborted", NULL, "long", 0);
+    daemon_wait_event(in, "scan_aborted", NULL, "long", 0);
 
     daemon_send_scan(c, &next);
-    daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "short", 2);
-    daemon_wait_event(&in, "scan_complete", NULL, "short", 0);
-    int published = daemon_count_images(&in, RTOMO_TOPIC_SLICE, "long");
+    daemon_wait_images(in, RTOMO_TOPIC_SLICE, "short", 2);
+    daemon_wait_event(in, "scan_complete", NULL, "short", 0);
+    int published = daemon_count_images(in, RTOMO_TOPIC_SLICE, "long");
     printf("slices of the aborted scan published: %d of 64\n", published);
     ck_assert_int_lt(published, 64);
-    ck_assert_ptr_null(daemon_find_event(&in, "scan_complete", NULL, "long"));
+    ck_assert_ptr_null(daemon_find_event(in, "scan_complete", NULL, "long"));
     json_t *st = daemon_status(c);
     ck_assert_str_eq(string_at(st, "state", NULL), "idle");
     json_decref(st);
 
     daemon_scan_free(&big);
     daemon_scan_free(&next);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_control");
-    TCase *tc = tcase_create("control");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, commands_and_bad_requests);
-    tcase_add_test(tc, set_config_reaches_the_next_scan);
-    tcase_add_test(tc, abort_a_scan_that_never_ends);
-    tcase_add_test(tc, abort_during_reconstruction);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        commands_and_bad_requests,
+        set_config_reaches_the_next_scan,
+        abort_a_scan_that_never_ends,
+        abort_during_reconstruction,
+    };
+    return daemon_run_tests("daemon_control", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 120);
 }

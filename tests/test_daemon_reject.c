@@ -166,12 +166,11 @@ static void check_slices(daemon_inbox *in, const daemon_scan *s,
 
 START_TEST(every_bad_input_is_rejected_and_harmless)
 {
-    daemon_proc d;
+    daemon_session t;
     const char *args[] = {"--set", "ingest.max_message_mb=" MAX_MB, NULL};
-    daemon_start(&d, args);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session_open(&t, args, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     /* A begin the engine's validators refuse: its ROI is outside the
      * slice. */
@@ -182,7 +181,7 @@ START_TEST(every_bad_input_is_rejected_and_harmless)
     rtomo_error err;
     ck_assert(rtomo_client_send_raw(c, 0, bad_begin, strlen(bad_begin), 1,
                                     NULL, 0, &err) == RTOMO_OK);
-    const rtomo_event *ev = daemon_wait_event(&in, "rejected", NULL, NULL, 0);
+    const rtomo_event *ev = daemon_wait_event(in, "rejected", NULL, NULL, 0);
     ck_assert_msg(strcmp(ev->reason, "bad_geometry") == 0 ||
                   strcmp(ev->reason, "bad_field") == 0,
                   "a begin with an impossible ROI: %s (%s)", ev->reason,
@@ -198,9 +197,9 @@ START_TEST(every_bad_input_is_rejected_and_harmless)
 
     for (size_t i = 0; i < N_BAD; i++) {
         const bad_message *m = &bad_messages[i];
-        int before = in.n_events;
-        send_bad(&d, c, m);
-        ev = daemon_wait_event(&in, "rejected", NULL, NULL, before);
+        int before = in->n_events;
+        send_bad(&t.d, c, m);
+        ev = daemon_wait_event(in, "rejected", NULL, NULL, before);
         ck_assert_msg(strcmp(ev->reason, m->reason) == 0,
                       "%s: rejected as %s (%s), expected %s", m->what,
                       ev->reason, ev->message, m->reason);
@@ -227,21 +226,19 @@ START_TEST(every_bad_input_is_rejected_and_harmless)
     for (int p = N_PROJ / 2; p < N_PROJ; p++)
         daemon_send_projection(c, &s, p);
     daemon_send_end(c, &s);
-    check_slices(&in, &s, SCAN);
-    daemon_wait_event(&in, "scan_complete", NULL, SCAN, 0);
-    ck_assert_ptr_null(daemon_find_event(&in, "missing_projections", NULL,
+    check_slices(in, &s, SCAN);
+    daemon_wait_event(in, "scan_complete", NULL, SCAN, 0);
+    ck_assert_ptr_null(daemon_find_event(in, "missing_projections", NULL,
                                          NULL));
 
     daemon_scan next;
     daemon_scan_make(&next, "next", WIDTH, HEIGHT, N_PROJ, 0, 1, 0xdae0202);
     daemon_send_scan(c, &next);
-    check_slices(&in, &next, "next");
+    check_slices(in, &next, "next");
 
     daemon_scan_free(&s);
     daemon_scan_free(&next);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
@@ -274,22 +271,12 @@ START_TEST(control_answers_during_a_flood)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_reject");
-    TCase *tc = tcase_create("reject");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, every_bad_input_is_rejected_and_harmless);
-    tcase_add_test(tc, control_answers_during_a_flood);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        every_bad_input_is_rejected_and_harmless,
+        control_answers_during_a_flood,
+    };
+    return daemon_run_tests("daemon_reject", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 120);
 }

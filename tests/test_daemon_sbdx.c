@@ -153,27 +153,26 @@ static void assert_close(const float *got, const float *want, size_t n,
 
 START_TEST(stream_of_frames_end_to_end)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     rtomo_sbdx_spec spec;
     stream_spec(&spec, "fluoro");
     uint8_t *frames = simulate_frames(&spec.geometry, 0xdae0401);
     const int order[N_FRAMES] = {2, 0, 3, 1};
     send_stream(c, &spec, frames, order);
-    daemon_wait_images(&in, RTOMO_TOPIC_PLANE, "fluoro", N_PLANES * N_FRAMES);
-    daemon_wait_images(&in, RTOMO_TOPIC_DEPTH, "fluoro", N_FRAMES);
-    daemon_wait_event(&in, "scan_complete", NULL, "fluoro", 0);
+    daemon_wait_images(in, RTOMO_TOPIC_PLANE, "fluoro", N_PLANES * N_FRAMES);
+    daemon_wait_images(in, RTOMO_TOPIC_DEPTH, "fluoro", N_FRAMES);
+    daemon_wait_event(in, "scan_complete", NULL, "fluoro", 0);
 
     const size_t w = 40, h = 32, pixels = w * h;
     for (int f = 0; f < N_FRAMES; f++) {
         engine_result want = engine_frame(&spec, frames +
                                           frame_samples(&spec.geometry) * f);
         for (int k = 0; k < N_PLANES; k++) {
-            const daemon_image *im = daemon_find_image(&in, RTOMO_TOPIC_PLANE,
+            const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_PLANE,
                                                        "fluoro", f, k);
             ck_assert_msg(im, "frame %d plane %d is missing", f, k);
             ck_assert_int_eq(im->h.plane, k);
@@ -185,9 +184,9 @@ START_TEST(stream_of_frames_end_to_end)
             assert_close(im->data, want.planes + pixels * k, pixels, "plane",
                          f);
         }
-        const daemon_image *comp = daemon_find_image(&in, RTOMO_TOPIC_COMPOSITE,
+        const daemon_image *comp = daemon_find_image(in, RTOMO_TOPIC_COMPOSITE,
                                                      "fluoro", f, 0);
-        const daemon_image *depth = daemon_find_image(&in, RTOMO_TOPIC_DEPTH,
+        const daemon_image *depth = daemon_find_image(in, RTOMO_TOPIC_DEPTH,
                                                       "fluoro", f, 0);
         ck_assert(comp && depth);
         ck_assert_int_eq(depth->h.dtype, RTOMO_DTYPE_U16);
@@ -205,19 +204,16 @@ START_TEST(stream_of_frames_end_to_end)
 
     free(frames);
     rtomo_sbdx_spec_clear(&spec);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
 START_TEST(uint16_planes_without_composite_and_frame_rejects)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     rtomo_sbdx_spec spec;
     stream_spec(&spec, "scaled");
@@ -231,27 +227,27 @@ START_TEST(uint16_planes_without_composite_and_frame_rejects)
     size_t n = frame_samples(&spec.geometry);
     send_frame(c, &spec, 0, frames);
     send_frame(c, &spec, 0, frames + n);        /* duplicate */
-    daemon_wait_event(&in, "rejected", "duplicate_frame", "scaled", 0);
+    daemon_wait_event(in, "rejected", "duplicate_frame", "scaled", 0);
     /* A frame that names the wrong hole count. */
     const char *header =
         "{\"protocol\": 1, \"type\": \"sbdx_frame\", \"scan\": \"scaled\", "
         "\"index\": 1, \"dtype\": \"uint8\", \"shape\": [8, 9, 8, 16]}";
     ck_assert(rtomo_client_send_raw(c, 0, header, strlen(header), 2, frames,
                                     8 * 9 * 8 * 16, &err) == RTOMO_OK);
-    daemon_wait_event(&in, "rejected", "shape_mismatch", "scaled", 0);
+    daemon_wait_event(in, "rejected", "shape_mismatch", "scaled", 0);
     send_frame(c, &spec, 1, frames + n);
     ck_assert(rtomo_client_send_end(c, RTOMO_MSG_SBDX_END, "scaled", &err) ==
               RTOMO_OK);
-    daemon_wait_images(&in, RTOMO_TOPIC_PLANE, "scaled", 2 * N_PLANES);
-    daemon_wait_event(&in, "scan_complete", NULL, "scaled", 0);
-    ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_COMPOSITE, NULL), 0);
-    ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_DEPTH, NULL), 0);
+    daemon_wait_images(in, RTOMO_TOPIC_PLANE, "scaled", 2 * N_PLANES);
+    daemon_wait_event(in, "scan_complete", NULL, "scaled", 0);
+    ck_assert_int_eq(daemon_count_images(in, RTOMO_TOPIC_COMPOSITE, NULL), 0);
+    ck_assert_int_eq(daemon_count_images(in, RTOMO_TOPIC_DEPTH, NULL), 0);
 
     const size_t pixels = 40 * 32;
     for (int f = 0; f < 2; f++) {
         engine_result want = engine_frame(&spec, frames + n * f);
         for (int k = 0; k < N_PLANES; k++) {
-            const daemon_image *im = daemon_find_image(&in, RTOMO_TOPIC_PLANE,
+            const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_PLANE,
                                                        "scaled", f, k);
             ck_assert(im);
             ck_assert_int_eq(im->h.dtype, RTOMO_DTYPE_U16);
@@ -266,28 +262,16 @@ START_TEST(uint16_planes_without_composite_and_frame_rejects)
     }
     free(frames);
     rtomo_sbdx_spec_clear(&spec);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_sbdx");
-    TCase *tc = tcase_create("sbdx");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, stream_of_frames_end_to_end);
-    tcase_add_test(tc, uint16_planes_without_composite_and_frame_rejects);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        stream_of_frames_end_to_end,
+        uint16_planes_without_composite_and_frame_rejects,
+    };
+    return daemon_run_tests("daemon_sbdx", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 120);
 }

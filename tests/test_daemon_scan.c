@@ -69,27 +69,26 @@ static const int FULL_96[4] = {0, 0, 96, 96};
 
 START_TEST(phantom_scan_end_to_end)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     daemon_scan s;
     daemon_scan_make(&s, "phantom-1", 96, 4, 120, 2, 3, 0xdae0001);
     daemon_send_scan(c, &s);
     const int rows[4] = {0, 1, 2, 3};
     float *ref = daemon_reference_slices(&s, rows, 4, NULL, NULL);
-    check_slices(&in, "phantom-1", rows, 4, ref, 96, 96, FULL_96);
-    daemon_wait_event(&in, "scan_complete", NULL, "phantom-1", 0);
-    ck_assert_ptr_null(daemon_find_event(&in, "missing_projections", NULL,
+    check_slices(in, "phantom-1", rows, 4, ref, 96, 96, FULL_96);
+    daemon_wait_event(in, "scan_complete", NULL, "phantom-1", 0);
+    ck_assert_ptr_null(daemon_find_event(in, "missing_projections", NULL,
                                          NULL));
 
     /* Against the truth: row 2 crosses the phantom's small features.  The
      * large ellipse is flat: its mean must come out right (measured error
      * 0.8 %; a wrong scale or sign gives 50 % and more).  The L2 error in
      * the head is dominated by the edges at 96 pixels (measured 0.223). */
-    const daemon_image *im = daemon_find_image(&in, RTOMO_TOPIC_SLICE,
+    const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
                                                "phantom-1", -1, 2);
     rtomo_phantom ph;
     rtomo_phantom_init(&ph, 96, 4);
@@ -99,11 +98,11 @@ START_TEST(phantom_scan_end_to_end)
     ck_assert(rtomo_phantom_region_mask(&ph, 2, 96,
                                         RTOMO_PHANTOM_LARGE_ELLIPSE, 2.0,
                                         mask) > 50);
-    double t = rtomo_masked_mean(truth, mask, 96 * 96);
-    double m = rtomo_masked_mean(im->data, mask, 96 * 96);
-    printf("large ellipse mean: %.5f, truth %.5f\n", m, t);
-    ck_assert_msg(fabs(m - t) < 0.02 * t, "large ellipse mean %g, truth %g",
-                  m, t);
+    double want = rtomo_masked_mean(truth, mask, 96 * 96);
+    double got = rtomo_masked_mean(im->data, mask, 96 * 96);
+    printf("large ellipse mean: %.5f, truth %.5f\n", got, want);
+    ck_assert_msg(fabs(got - want) < 0.02 * want,
+                  "large ellipse mean %g, truth %g", got, want);
     ck_assert(rtomo_phantom_region_mask(&ph, 2, 96, RTOMO_PHANTOM_HEAD, 2.0,
                                         mask) > 1000);
     double head = rtomo_masked_relative_error(im->data, truth, mask, 96 * 96);
@@ -128,19 +127,16 @@ START_TEST(phantom_scan_end_to_end)
     free(mask);
     free(ref);
     daemon_scan_free(&s);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
 START_TEST(out_of_order_and_missing_projections)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 2);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 2);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     const int n_proj = 90, n_missing = 7;
     daemon_scan s;
@@ -161,7 +157,7 @@ START_TEST(out_of_order_and_missing_projections)
         daemon_send_projection(c, &s, order[i]);
     daemon_send_end(c, &s);
 
-    const rtomo_event *ev = daemon_wait_event(&in, "missing_projections",
+    const rtomo_event *ev = daemon_wait_event(in, "missing_projections",
                                               NULL, "shuffled", 0);
     ck_assert_int_eq(ev->index, first_missing);
     char expect[64];
@@ -171,15 +167,13 @@ START_TEST(out_of_order_and_missing_projections)
     const int rows[3] = {0, 1, 2};
     float *ref = daemon_reference_slices(&s, rows, 3, received, NULL);
     const int full[4] = {0, 0, 64, 64};
-    check_slices(&in, "shuffled", rows, 3, ref, 64, 64, full);
-    daemon_wait_event(&in, "scan_complete", NULL, "shuffled", 0);
+    check_slices(in, "shuffled", rows, 3, ref, 64, 64, full);
+    daemon_wait_event(in, "scan_complete", NULL, "shuffled", 0);
 
     free(ref);
     free(order);
     daemon_scan_free(&s);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
@@ -188,12 +182,11 @@ END_TEST
  * being reconstructed. */
 START_TEST(scan_settings_and_back_to_back_scans)
 {
-    daemon_proc d;
+    daemon_session t;
     const char *args[] = {"--set", "reconstruction.batch=1", NULL};
-    daemon_start(&d, args);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session_open(&t, args, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     daemon_scan a, b;
     daemon_scan_make(&a, "first", 80, 5, 100, 0, 1, 0xdae0003);
@@ -216,22 +209,20 @@ START_TEST(scan_settings_and_back_to_back_scans)
 
     const int rows_a[2] = {1, 4};           /* published in row order */
     float *ref_a = daemon_reference_slices(&a, rows_a, 2, NULL, roi);
-    check_slices(&in, "first", rows_a, 2, ref_a, 40, 30, roi);
+    check_slices(in, "first", rows_a, 2, ref_a, 40, 30, roi);
 
     const int rows_b[5] = {0, 1, 2, 3, 4};
     const int full[4] = {0, 0, 80, 80};
     float *ref_b = daemon_reference_slices(&b, rows_b, 5, NULL, NULL);
-    check_slices(&in, "second", rows_b, 5, ref_b, 80, 80, full);
-    daemon_wait_event(&in, "scan_complete", NULL, "second", 0);
+    check_slices(in, "second", rows_b, 5, ref_b, 80, 80, full);
+    daemon_wait_event(in, "scan_complete", NULL, "second", 0);
     ck_assert_int_eq(daemon_counter(c, "rejected"), 0);
 
     free(ref_a);
     free(ref_b);
     daemon_scan_free(&a);
     daemon_scan_free(&b);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
@@ -241,11 +232,10 @@ END_TEST
  * likely; the assertions hold in any order). */
 START_TEST(frames_overtaking_begin_and_end_on_other_connections)
 {
-    daemon_proc d;
-    daemon_start(&d, NULL);
-    rtomo_client *c = daemon_connect(&d, 2);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session t;
+    daemon_session_open(&t, NULL, 2);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
     const struct timespec pause = {0, 50 * 1000 * 1000};
 
     daemon_scan s;
@@ -263,17 +253,15 @@ START_TEST(frames_overtaking_begin_and_end_on_other_connections)
     const int rows[2] = {0, 1};
     const int full[4] = {0, 0, 48, 48};
     float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
-    check_slices(&in, "overtaken", rows, 2, ref, 48, 48, full);
-    daemon_wait_event(&in, "scan_complete", NULL, "overtaken", 0);
-    ck_assert_ptr_null(daemon_find_event(&in, "missing_projections", NULL,
+    check_slices(in, "overtaken", rows, 2, ref, 48, 48, full);
+    daemon_wait_event(in, "scan_complete", NULL, "overtaken", 0);
+    ck_assert_ptr_null(daemon_find_event(in, "missing_projections", NULL,
                                          NULL));
     ck_assert_int_eq(daemon_counter(c, "rejected"), 0);
 
     free(ref);
     daemon_scan_free(&s);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
@@ -281,12 +269,11 @@ END_TEST
  * loop stops reading instead), and nothing is lost. */
 START_TEST(back_pressure_bounds_the_queue_and_loses_nothing)
 {
-    daemon_proc d;
+    daemon_session t;
     const char *args[] = {"--set", "queue.frames=3", NULL};
-    daemon_start(&d, args);
-    rtomo_client *c = daemon_connect(&d, 1);
-    daemon_inbox in;
-    daemon_inbox_init(&in, c);
+    daemon_session_open(&t, args, 1);
+    rtomo_client *c = t.c;
+    daemon_inbox *in = &t.in;
 
     /* Slices 0 and 255 keep all 256 rows: every frame is filtered in full
      * (milliseconds each), while it arrives in a fraction of that. */
@@ -301,13 +288,13 @@ START_TEST(back_pressure_bounds_the_queue_and_loses_nothing)
     daemon_send_scan(c, &s);
 
     long deepest = 0;
-    while (daemon_count_images(&in, RTOMO_TOPIC_SLICE, "pressed") < 2) {
+    while (daemon_count_images(in, RTOMO_TOPIC_SLICE, "pressed") < 2) {
         json_t *st = daemon_status(c);
         long work = (long)json_integer_value(json_object_get(json_object_get(
             json_object_get(st, "telemetry"), "queues"), "work"));
         deepest = work > deepest ? work : deepest;
         json_decref(st);
-        daemon_inbox_pump(&in, 5);
+        daemon_inbox_pump(in, 5);
     }
     printf("deepest work queue seen: %ld (bound 3)\n", deepest);
     /* The bound, plus the reconstruction job queued at scan_end. */
@@ -315,37 +302,25 @@ START_TEST(back_pressure_bounds_the_queue_and_loses_nothing)
     const int rows[2] = {0, 255};
     const int full[4] = {0, 0, 1024, 1024};
     float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
-    check_slices(&in, "pressed", rows, 2, ref, 1024, 1024, full);
+    check_slices(in, "pressed", rows, 2, ref, 1024, 1024, full);
     ck_assert_int_eq(daemon_counter(c, "dropped"), 0);
     ck_assert_int_eq(daemon_counter(c, "accepted"), 1 + 1 + 60 + 1);
 
     free(ref);
     daemon_scan_free(&s);
-    daemon_inbox_free(&in);
-    rtomo_client_close(c);
-    daemon_stop(&d);
+    daemon_session_close(&t);
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_scan");
-    TCase *tc = tcase_create("scan");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, phantom_scan_end_to_end);
-    tcase_add_test(tc, out_of_order_and_missing_projections);
-    tcase_add_test(tc, scan_settings_and_back_to_back_scans);
-    tcase_add_test(tc, frames_overtaking_begin_and_end_on_other_connections);
-    tcase_add_test(tc, back_pressure_bounds_the_queue_and_loses_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        phantom_scan_end_to_end,
+        out_of_order_and_missing_projections,
+        scan_settings_and_back_to_back_scans,
+        frames_overtaking_begin_and_end_on_other_connections,
+        back_pressure_bounds_the_queue_and_loses_nothing,
+    };
+    return daemon_run_tests("daemon_scan", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 120);
 }

@@ -268,25 +268,15 @@ START_TEST(systemd_notifications)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("daemon_shutdown");
-    TCase *tc = tcase_create("shutdown");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, sigterm_right_after_a_scan_loses_nothing);
-    tcase_add_test(tc, sigterm_finishes_complete_scans_aborts_others);
-    tcase_add_test(tc, stalled_subscriber_with_nodrop_counts_drops);
-    tcase_add_test(tc, stalled_subscriber_does_not_starve_the_others);
-    tcase_add_test(tc, systemd_notifications);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        sigterm_right_after_a_scan_loses_nothing,
+        sigterm_finishes_complete_scans_aborts_others,
+        stalled_subscriber_with_nodrop_counts_drops,
+        stalled_subscriber_does_not_starve_the_others,
+        systemd_notifications,
+    };
+    return daemon_run_tests("daemon_shutdown", tests,
+                            (int)(sizeof tests / sizeof tests[0]), 120);
 }
