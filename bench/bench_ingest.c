@@ -31,6 +31,7 @@
 
 #include "../tests/daemon_process.h"
 #include "rtomo_client.h"
+#include "tool_common.h"
 
 #define TIMEOUT_MS 120000
 #define MAX_RUNS 16
@@ -39,8 +40,9 @@
 typedef struct options {
     char rtomod[1024];
     const char *backend;
-    int width, height, frames, slices;
-    int connections[MAX_RUNS], n_runs;
+    long width, height, frames, slices;
+    long connections[MAX_RUNS];
+    int n_runs;
     const char *json_path;
     const char *args[MAX_ARGS];
     int n_args;
@@ -57,30 +59,40 @@ typedef struct result {
     int exit_status;
 } result;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#define PROGRAM "bench_ingest"
+#define USAGE "bench_ingest [--rtomod PATH] [--backend NAME] [--width N] " \
+              "[--height N] [--frames N] [--connections 1,2,4] " \
+              "[--slices N] [--json FILE] [--arg RTOMOD_ARGUMENT]..."
 
-static void usage(void)
+/* One option's value; 0, 1 for --help, or -1 after a usage message. */
+static int parse_option(int c, const char *arg, options *o)
 {
-    fprintf(stderr, "usage: bench_ingest [--rtomod PATH] [--backend NAME] "
-            "[--width N] [--height N] [--frames N] [--connections 1,2,4] "
-            "[--slices N] [--json FILE] [--arg RTOMOD_ARGUMENT]...\n");
-}
-
-static int parse_list(const char *text, int *out, int max)
-{
-    int n = 0;
-    char *copy = strdup(text), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok && n < max;
-         tok = strtok_r(NULL, ",", &save))
-        if ((out[n] = atoi(tok)) > 0)
-            n++;
-    free(copy);
-    return n;
+    switch (c) {
+    case 'r': snprintf(o->rtomod, sizeof o->rtomod, "%s", arg); return 0;
+    case 'b': o->backend = arg; return 0;
+    case 'w': return tool_parse_int(PROGRAM, "--width", arg, 2, 65536,
+                                    &o->width);
+    case 'h': return tool_parse_int(PROGRAM, "--height", arg, 1, 65536,
+                                    &o->height);
+    case 'f': return tool_parse_int(PROGRAM, "--frames", arg, 1, 1 << 20,
+                                    &o->frames);
+    case 's': return tool_parse_int(PROGRAM, "--slices", arg, 1, 65536,
+                                    &o->slices);
+    case 'c': return tool_parse_int_list(PROGRAM, "--connections", arg, 1, 64,
+                                         o->connections, MAX_RUNS,
+                                         &o->n_runs);
+    case 'j': o->json_path = arg; return 0;
+    case 'H':
+        printf("usage: %s\n", USAGE);
+        return 1;
+    case 'a':
+        if (o->n_args == MAX_ARGS - 1)
+            return tool_usage_error(PROGRAM, "too many --arg"), -1;
+        o->args[o->n_args++] = arg;
+        return 0;
+    }
+    tool_usage_error(PROGRAM, "usage: %s", USAGE);
+    return -1;
 }
 
 static int parse_options(int argc, char **argv, options *o)
@@ -95,6 +107,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"slices", required_argument, NULL, 's'},
         {"json", required_argument, NULL, 'j'},
         {"arg", required_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'H'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     daemon_process_default_path(o->rtomod, sizeof o->rtomod);
@@ -102,31 +115,17 @@ static int parse_options(int argc, char **argv, options *o)
     o->width = o->height = 2048;
     o->frames = 200;
     o->slices = 8;
-    o->n_runs = parse_list("1,2,4", o->connections, MAX_RUNS);
-    int c;
-    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
-        switch (c) {
-        case 'r': snprintf(o->rtomod, sizeof o->rtomod, "%s", optarg); break;
-        case 'b': o->backend = optarg; break;
-        case 'w': o->width = atoi(optarg); break;
-        case 'h': o->height = atoi(optarg); break;
-        case 'f': o->frames = atoi(optarg); break;
-        case 'c': o->n_runs = parse_list(optarg, o->connections, MAX_RUNS);
-                  break;
-        case 's': o->slices = atoi(optarg); break;
-        case 'j': o->json_path = optarg; break;
-        case 'a':
-            if (o->n_args < MAX_ARGS - 1)
-                o->args[o->n_args++] = optarg;
-            break;
-        default: usage(); return -1;
-        }
-    }
-    if (o->width < 2 || o->height < 1 || o->frames < 1 || o->slices < 1 ||
-        o->slices > o->height || o->n_runs < 1) {
-        usage();
-        return -1;
-    }
+    o->n_runs = 3;
+    o->connections[0] = 1;
+    o->connections[1] = 2;
+    o->connections[2] = 4;
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
+        if ((rc = parse_option(c, optarg, o)) != 0)
+            return rc;
+    if (o->slices > o->height)
+        return tool_usage_error(PROGRAM, "--slices %ld exceeds --height %ld",
+                                o->slices, o->height), -1;
     return 0;
 }
 
@@ -147,8 +146,8 @@ static long counter(rtomo_client *c, const char *name)
 /* Wait for a telemetry message: the subscription is live from then on. */
 static int wait_subscribed(rtomo_client *c)
 {
-    double deadline = now_s() + TIMEOUT_MS / 1000.0;
-    while (now_s() < deadline) {
+    double deadline = tool_now() + TIMEOUT_MS / 1000.0;
+    while (tool_now() < deadline) {
         rtomo_published m = {0};
         rtomo_error err;
         int live = rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
@@ -183,7 +182,7 @@ static int push_scan(const options *o, rtomo_client *c, const uint16_t *frame,
     scan_spec(o, "bench", &spec);
     rtomo_error err;
     size_t bytes = sizeof(uint16_t) * (size_t)o->width * (size_t)o->height;
-    double t0 = now_s();
+    double t0 = tool_now();
     if (rtomo_client_send_scan_begin(c, &spec, &err) != RTOMO_OK)
         goto failed;
     rtomo_frame_header f;
@@ -205,12 +204,12 @@ static int push_scan(const options *o, rtomo_client *c, const uint16_t *frame,
     if (rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, "bench", &err) !=
         RTOMO_OK)
         goto failed;
-    *t_end_sent = now_s();
+    *t_end_sent = tool_now();
     long want = o->frames + 2;
-    double deadline = now_s() + TIMEOUT_MS / 1000.0;
-    while ((r->accepted = counter(c, "accepted")) < want && now_s() < deadline)
+    double deadline = tool_now() + TIMEOUT_MS / 1000.0;
+    while ((r->accepted = counter(c, "accepted")) < want && tool_now() < deadline)
         nanosleep(&(struct timespec){0, 2000000}, NULL);
-    r->seconds = now_s() - t0;
+    r->seconds = tool_now() - t0;
     r->gb_per_s = (double)bytes * o->frames / r->seconds / 1e9;
     r->frames_per_s = o->frames / r->seconds;
     rtomo_scan_spec_clear(&spec);
@@ -225,8 +224,8 @@ failed:
 static void collect_slices(const options *o, rtomo_client *c, result *r,
                            double t_end_sent)
 {
-    double deadline = now_s() + TIMEOUT_MS / 1000.0;
-    while (r->slices < o->slices && now_s() < deadline) {
+    double deadline = tool_now() + TIMEOUT_MS / 1000.0;
+    while (r->slices < o->slices && tool_now() < deadline) {
         rtomo_published m = {0};
         rtomo_error err;
         if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
@@ -235,7 +234,7 @@ static void collect_slices(const options *o, rtomo_client *c, result *r,
             r->slices++;
             if (m.image.index == m.image.count - 1)
                 r->latency_daemon_ms = m.image.latency_ms;
-            r->latency_client_ms = 1e3 * (now_s() - t_end_sent);
+            r->latency_client_ms = 1e3 * (tool_now() - t_end_sent);
         }
         rtomo_published_clear(&m);
     }
@@ -289,7 +288,7 @@ static int run_once(const options *o, int connections, const uint16_t *frame,
 
 static void print_table(const options *o, const result *r, int n)
 {
-    printf("rtomod ingest: %dx%d uint16 frames (%.1f MB), %d per scan, %d "
+    printf("rtomod ingest: %ldx%ld uint16 frames (%.1f MB), %ld per scan, %ld "
            "slices reconstructed, backend %s\n", o->width, o->height,
            2.0 * o->width * o->height / 1e6, o->frames, o->slices, o->backend);
     printf("%5s %9s %9s %9s %8s %8s %8s %12s %12s\n", "conn", "GB/s",
@@ -319,16 +318,17 @@ static json_t *results_json(const options *o, const result *r, int n)
             "slices", r[i].slices, "exit_status", r[i].exit_status));
     return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o}",
                      "benchmark", "rtomod_ingest", "backend", o->backend,
-                     "width", o->width, "height", o->height,
-                     "frames", o->frames, "slices", o->slices,
+                     "width", (int)o->width, "height", (int)o->height,
+                     "frames", (int)o->frames, "slices", (int)o->slices,
                      "dtype", "uint16", "runs", runs);
 }
 
 int main(int argc, char **argv)
 {
     options o;
-    if (parse_options(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
     size_t samples = (size_t)o.width * (size_t)o.height;
     uint16_t *frame = malloc(samples * sizeof *frame);
     if (!frame) {
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
     int failures = 0;
     for (int i = 0; i < o.n_runs; i++) {
         if (run_once(&o, o.connections[i], frame, &results[i]) != 0) {
-            fprintf(stderr, "bench_ingest: the run with %d connection(s) "
+            fprintf(stderr, "bench_ingest: the run with %ld connection(s) "
                     "failed\n", o.connections[i]);
             failures++;
         }
