@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +168,7 @@ static int slices_for(const bench_options *o, int n)
 {
     if (o->slices)
         return o->slices;
-    return n <= 512 ? 256 : n <= 1024 ? 128 : n <= 2048 ? 32 : 8;
+    return n <= 512 ? 256 : n <= 1024 ? 128 : n <= 2048 ? 64 : 16;
 }
 
 static void engine_options(const bench_options *o, const bench_mode *m,
@@ -219,24 +220,31 @@ static uint64_t fresh_seed(void)
     return (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
 }
 
-/* Random filtered sinograms: `distinct` different rows of n_proj x width,
- * cycled over the plan's rows (the content does not change the speed,
- * only zeros would). */
-static void feed_random_sinograms(rtomo_fbp *plan, uint64_t *seed)
+/* Filtered sinograms: DISTINCT_ROWS different random rows of n x n,
+ * drawn once per size and cycled over the plans' rows (the content does
+ * not change the speed; only zeros would). */
+#define DISTINCT_ROWS 3
+
+static float *random_sinograms(int n, uint64_t *seed)
 {
-    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(plan);
-    const int distinct = 3;
-    const size_t n = (size_t)g->n_proj * g->det_width;
-    float *rows = malloc(sizeof(float) * n * distinct);
+    const size_t count = (size_t)n * n * DISTINCT_ROWS;
+    float *rows = malloc(sizeof(float) * count);
     if (!rows)
         die("out of memory for sinograms", NULL);
-    for (size_t i = 0; i < n * distinct; i++)
+    for (size_t i = 0; i < count; i++)
         rows[i] = (float)(2.0 * rtomo_random_uniform(seed) - 1.0) * 1e-3f;
+    return rows;
+}
+
+static void feed_sinograms(rtomo_fbp *plan, const float *rows)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(plan);
+    const size_t n = (size_t)g->n_proj * g->det_width;
     rtomo_error err;
     for (int r = 0; r < g->row_count; r++)
-        if (rtomo_fbp_set_filtered(plan, g->row_first + r, 1, rows + n * (r % distinct), &err))
+        if (rtomo_fbp_set_filtered(plan, g->row_first + r, 1,
+                                   rows + n * (r % DISTINCT_ROWS), &err))
             die("set_filtered", &err);
-    free(rows);
 }
 
 static rtomo_fbp_geometry cube_geometry(int n, int rows, rtomo_interp interp)
@@ -276,7 +284,8 @@ typedef struct bp_result {
 } bp_result;
 
 static bp_result bench_bp_mode(const bench_options *o, int n, int rows,
-                               const bench_mode *m, uint64_t *seed, float *out)
+                               const bench_mode *m, const float *sinograms,
+                               float *out)
 {
     rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
     rtomo_engine_options opt;
@@ -285,7 +294,7 @@ static bp_result bench_bp_mode(const bench_options *o, int n, int rows,
     rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
     if (!plan)
         die("plan", &err);
-    feed_random_sinograms(plan, seed);
+    feed_sinograms(plan, sinograms);
     int *list = malloc(sizeof(int) * (size_t)rows);
     for (int r = 0; r < rows; r++)
         list[r] = r;
@@ -348,6 +357,7 @@ static void bench_bp(const bench_options *o, uint64_t *seed, json_t *results)
     for (int s = 0; s < o->sizes.n; s++) {
         const int n = o->sizes.v[s], rows = slices_for(o, n);
         float *out = malloc(sizeof(float) * (size_t)rows * n * n);
+        float *sinograms = random_sinograms(n, seed);
         if (!out)
             die("out of memory for slices", NULL);
         printf("\nback-projection, %d^2 slices x %d, %d projections of %d bins\n",
@@ -356,7 +366,7 @@ static void bench_bp(const bench_options *o, uint64_t *seed, json_t *results)
                "GU/s (wall)", "BP s");
         double baseline = 0.0;
         for (int i = 0; i < n_modes; i++) {
-            bp_result r = bench_bp_mode(o, n, rows, &modes[i], seed, out);
+            bp_result r = bench_bp_mode(o, n, rows, &modes[i], sinograms, out);
             if (modes[i].kernel == RTOMO_BP_STANDARD && modes[i].slices == 1 &&
                 modes[i].precision == RTOMO_PRECISION_FLOAT &&
                 modes[i].interp == RTOMO_INTERP_LINEAR)
@@ -376,23 +386,40 @@ static void bench_bp(const bench_options *o, uint64_t *seed, json_t *results)
         }
         if (baseline > 0.0)
             printf("  (standard float linear baseline: %.1f GU/s)\n", baseline);
+        free(sinograms);
         free(out);
     }
 }
 
 /* ---------------------------------------------------- full-path bench ---- */
 
-typedef struct full_result {
-    double seconds, bp_seconds, filter_seconds, gus;
-} full_result;
+/* uint16 frames of rows x n: a dark, a flat, then `distinct` random
+ * projections cycled over the scan. */
+typedef struct frame_set {
+    uint16_t *frames;
+    int distinct;
+    size_t pixels;
+} frame_set;
 
-/* uint16 frames of rows x n with a dark and a flat (`distinct` random
- * frames cycled over the projections), filtered as they arrive, then all
- * rows reconstructed into host memory, `slab` rows per call into the same
- * buffer (a service hands slices on as they come). */
-static full_result run_full_path(const bench_options *o, int n, int rows,
-                                 int slab, const bench_mode *m, uint64_t *seed,
-                                 float *out)
+static frame_set make_frame_set(int n, int rows, uint64_t *seed)
+{
+    frame_set fs;
+    fs.distinct = 4;
+    fs.pixels = (size_t)rows * n;
+    fs.frames = malloc(sizeof(uint16_t) * fs.pixels * (fs.distinct + 2));
+    if (!fs.frames)
+        die("out of memory for frames", NULL);
+    for (size_t i = 0; i < fs.pixels; i++) {
+        fs.frames[i] = 100;                 /* dark */
+        fs.frames[fs.pixels + i] = 60000;   /* flat */
+    }
+    for (size_t i = 2 * fs.pixels; i < fs.pixels * (fs.distinct + 2); i++)
+        fs.frames[i] = (uint16_t)(1000 + 50000 * rtomo_random_uniform(seed));
+    return fs;
+}
+
+static rtomo_fbp *scan_plan(const bench_options *o, int n, int rows,
+                            const bench_mode *m, const frame_set *fs)
 {
     rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
     rtomo_engine_options opt;
@@ -401,62 +428,159 @@ static full_result run_full_path(const bench_options *o, int n, int rows,
     rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
     if (!plan)
         die("plan", &err);
-    const int distinct = 4;
-    const size_t pixels = (size_t)rows * n;
-    uint16_t *frames = malloc(sizeof(uint16_t) * pixels * (distinct + 2));
-    int *list = malloc(sizeof(int) * (size_t)rows);
-    if (!frames || !list)
-        die("out of memory for frames", NULL);
-    for (size_t i = 0; i < pixels * (distinct + 2); i++)
-        frames[i] = (uint16_t)(1000 + 50000 * rtomo_random_uniform(seed));
-    for (size_t i = 0; i < pixels; i++) {
-        frames[i] = 100;                    /* dark */
-        frames[pixels + i] = 60000;         /* flat */
-    }
-    for (int r = 0; r < rows; r++)
-        list[r] = r;
-    if (rtomo_fbp_add_dark(plan, frames, RTOMO_DTYPE_U16, &err) ||
-        rtomo_fbp_add_flat(plan, frames + pixels, RTOMO_DTYPE_U16, &err))
+    if (rtomo_fbp_add_dark(plan, fs->frames, RTOMO_DTYPE_U16, &err) ||
+        rtomo_fbp_add_flat(plan, fs->frames + fs->pixels, RTOMO_DTYPE_U16, &err))
         die("dark/flat", &err);
+    return plan;
+}
+
+/* Feed all n projections of a scan; returns the seconds it took. */
+static double ingest(rtomo_fbp *plan, const frame_set *fs, int n)
+{
+    rtomo_error err;
     const double t0 = now_seconds();
     for (int p = 0; p < n; p++)
-        if (rtomo_fbp_add_projection(plan, p, frames + pixels * (2 + p % distinct),
+        if (rtomo_fbp_add_projection(plan, p, fs->frames + fs->pixels * (2 + p % fs->distinct),
                                      RTOMO_DTYPE_U16, NAN, NAN, &err))
             die("add_projection", &err);
+    return now_seconds() - t0;
+}
+
+/* Reconstruct rows 0..rows-1, `slab` rows per call into the same buffer
+ * (a service hands slices on as they come). */
+static void reconstruct_rows(rtomo_fbp *plan, int rows, int slab, float *out)
+{
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    if (!list)
+        die("out of memory", NULL);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    rtomo_error err;
     for (int first = 0; first < rows; first += slab)
         if (rtomo_fbp_reconstruct(plan, list + first, rows - first < slab ? rows - first : slab,
                                   out, &err))
             die("reconstruct", &err);
+    free(list);
+}
+
+typedef struct full_result {
+    double seconds, ingest_seconds, bp_seconds, filter_seconds, gus;
+} full_result;
+
+/* One scan from its first frame to its last slice in host memory. */
+static full_result run_full_path(const bench_options *o, int n, int rows,
+                                 int slab, const bench_mode *m,
+                                 const frame_set *fs, float *out)
+{
+    rtomo_fbp *plan = scan_plan(o, n, rows, m, fs);
     full_result r;
+    const double t0 = now_seconds();
+    r.ingest_seconds = ingest(plan, fs, n);
+    reconstruct_rows(plan, rows, slab, out);
     r.seconds = now_seconds() - t0;
     rtomo_fbp_stats st;
     rtomo_fbp_get_stats(plan, &st);
     r.bp_seconds = st.backproject_seconds;
     r.filter_seconds = st.filter_seconds;
     r.gus = (double)rows * n * n * n / r.seconds * 1e-9;
-    free(frames);
-    free(list);
     rtomo_fbp_destroy(plan);
+    return r;
+}
+
+/* Streaming: consecutive scans through two plans, one thread feeding scan
+ * i+1 while another reconstructs scan i, as the daemon overlaps the
+ * acquisition of a scan with the reconstruction of the previous one.  The
+ * period between finished scans is what a beamline sees. */
+typedef struct stream {
+    rtomo_fbp *plans[2];
+    const frame_set *fs;
+    int n, scans;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ingested, reconstructed;
+} stream;
+
+static void *stream_ingest(void *arg)
+{
+    stream *s = arg;
+    for (int i = 0; i < s->scans; i++) {
+        pthread_mutex_lock(&s->lock);
+        while (s->reconstructed < i - 1)    /* plan i%2 busy with scan i-2 */
+            pthread_cond_wait(&s->cond, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+        ingest(s->plans[i % 2], s->fs, s->n);
+        pthread_mutex_lock(&s->lock);
+        s->ingested = i + 1;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return NULL;
+}
+
+#define STREAM_SCANS 6
+
+static full_result run_stream(const bench_options *o, int n, int rows,
+                              const bench_mode *m, const frame_set *fs,
+                              float *out)
+{
+    stream s = {{scan_plan(o, n, rows, m, fs), scan_plan(o, n, rows, m, fs)},
+                fs, n, STREAM_SCANS, PTHREAD_MUTEX_INITIALIZER,
+                PTHREAD_COND_INITIALIZER, 0, 0};
+    pthread_t feeder;
+    if (pthread_create(&feeder, NULL, stream_ingest, &s) != 0)
+        die("cannot start the feeding thread", NULL);
+    double done[STREAM_SCANS], period[STREAM_SCANS], bp[STREAM_SCANS];
+    for (int i = 0; i < STREAM_SCANS; i++) {
+        pthread_mutex_lock(&s.lock);
+        while (s.ingested < i + 1)
+            pthread_cond_wait(&s.cond, &s.lock);
+        pthread_mutex_unlock(&s.lock);
+        rtomo_fbp_stats a, b;
+        rtomo_fbp_get_stats(s.plans[i % 2], &a);
+        reconstruct_rows(s.plans[i % 2], rows, rows, out);
+        rtomo_fbp_get_stats(s.plans[i % 2], &b);
+        done[i] = now_seconds();
+        bp[i] = b.backproject_seconds - a.backproject_seconds;
+        pthread_mutex_lock(&s.lock);
+        s.reconstructed = i + 1;
+        pthread_cond_broadcast(&s.cond);
+        pthread_mutex_unlock(&s.lock);
+    }
+    pthread_join(feeder, NULL);
+    /* Scans 0 and 1 fill the pipeline; the steady period starts after. */
+    int k = 0;
+    for (int i = 2; i < STREAM_SCANS; i++, k++) {
+        period[k] = done[i] - done[i - 1];
+        bp[k] = bp[i];
+    }
+    full_result r;
+    memset(&r, 0, sizeof r);
+    r.seconds = median(period, k);
+    r.bp_seconds = median(bp, k);
+    r.gus = (double)rows * n * n * n / r.seconds * 1e-9;
+    rtomo_fbp_destroy(s.plans[0]);
+    rtomo_fbp_destroy(s.plans[1]);
     return r;
 }
 
 static json_t *full_json(const char *what, int n, int rows, const bench_mode *m,
                          const full_result *r)
 {
-    return json_pack("{s:s,s:i,s:i,s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:f}", "what", what,
+    return json_pack("{s:s,s:i,s:i,s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:f,s:f}", "what", what,
                      "size", n, "slices", rows, "kernel",
                      rtomo_bp_kernel_name(m->kernel), "slices_per_pass", m->slices,
                      "precision", m->precision == RTOMO_PRECISION_HALF ? "half" : "float",
                      "interp", rtomo_interp_name(m->interp), "seconds", r->seconds,
-                     "bp_seconds", r->bp_seconds, "filter_seconds", r->filter_seconds,
-                     "gus_host_to_host", r->gus);
+                     "ingest_seconds", r->ingest_seconds, "bp_seconds", r->bp_seconds,
+                     "filter_seconds", r->filter_seconds, "gus_host_to_host", r->gus);
 }
 
 static void print_full(const char *label, const bench_mode *m, const full_result *r)
 {
-    printf("  %-10s %-31s %8.3f s  BP %8.3f s  filter %7.3f s  %8.1f GU/s  "
-           "host-to-host / BP = %.3f\n", label, mode_name(m), r->seconds,
-           r->bp_seconds, r->filter_seconds, r->gus, r->seconds / r->bp_seconds);
+    printf("  %-7s %-31s %8.3f s (ingest %7.3f s)  BP %8.3f s  filter %7.3f s  "
+           "%8.1f GU/s  / BP = %.3f\n", label, mode_name(m), r->seconds,
+           r->ingest_seconds, r->bp_seconds, r->filter_seconds, r->gus,
+           r->seconds / r->bp_seconds);
 }
 
 static void bench_full(const bench_options *o, uint64_t *seed, json_t *results)
@@ -470,14 +594,20 @@ static void bench_full(const bench_options *o, uint64_t *seed, json_t *results)
         float *out = malloc(sizeof(float) * (size_t)rows * n * n);
         if (!out)
             die("out of memory for slices", NULL);
+        frame_set fs = make_frame_set(n, rows, seed);
         printf("\nfull FBP host to host: %d uint16 frames of %d x %d -> %d slices "
-               "of %d^2\n", n, rows, n, rows, n);
+               "of %d^2 (scan: first frame to last slice; stream: period of "
+               "consecutive scans)\n", n, rows, n, rows, n);
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            run_full_path(o, n, rows, rows, &modes[i], seed, out);  /* warm-up */
-            full_result r = run_full_path(o, n, rows, rows, &modes[i], seed, out);
-            print_full("full", &modes[i], &r);
-            json_array_append_new(results, full_json("full", n, rows, &modes[i], &r));
+            run_full_path(o, n, rows, rows, &modes[i], &fs, out);  /* warm-up */
+            full_result r = run_full_path(o, n, rows, rows, &modes[i], &fs, out);
+            print_full("scan", &modes[i], &r);
+            json_array_append_new(results, full_json("scan", n, rows, &modes[i], &r));
+            r = run_stream(o, n, rows, &modes[i], &fs, out);
+            print_full("stream", &modes[i], &r);
+            json_array_append_new(results, full_json("stream", n, rows, &modes[i], &r));
         }
+        free(fs.frames);
         free(out);
     }
 }
@@ -490,18 +620,25 @@ static void bench_full(const bench_options *o, uint64_t *seed, json_t *results)
 static void bench_e2e(const bench_options *o, uint64_t *seed, json_t *results)
 {
     const int n = o->e2e_size;
-    const bench_mode m = {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR};
+    static const bench_mode modes[] = {
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
+    };
     const int slab = n < E2E_SLAB ? n : E2E_SLAB;
     const size_t voxels = (size_t)n * n * slab;
     float *out = malloc(sizeof(float) * voxels);
     if (!out)
         die("out of memory for the volume", NULL);
     memset(out, 0, sizeof(float) * voxels);     /* fault the pages in first */
+    frame_set fs = make_frame_set(n, n, seed);
     printf("\nend to end: %d^3 volume from %d uint16 projections of %d x %d "
            "(slices leave in slabs of %d)\n", n, n, n, n, slab);
-    full_result r = run_full_path(o, n, n, slab, &m, seed, out);
-    print_full("e2e", &m, &r);
-    json_array_append_new(results, full_json("e2e", n, n, &m, &r));
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        full_result r = run_full_path(o, n, n, slab, &modes[i], &fs, out);
+        print_full("e2e", &modes[i], &r);
+        json_array_append_new(results, full_json("e2e", n, n, &modes[i], &r));
+    }
+    free(fs.frames);
     free(out);
 }
 

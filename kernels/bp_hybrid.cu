@@ -85,9 +85,12 @@ hybrid_kernel(const cuda_fbp_launch l, unsigned ratio_q16)
     __shared__ int use_texture;
     if (threadIdx.x == 0) {
         /* Ticket n gets the texture path when floor((n+1) r) > floor(n r):
-         * exactly a fraction r of any run of consecutive tickets. */
+         * exactly a fraction r of any run of consecutive tickets.  Tickets
+         * start at the SM's number, so that a grid with one block per SM
+         * is mixed too. */
+        const unsigned smid = current_smid();
         const unsigned long long n =
-            atomicAdd(&l.sm_counters[current_smid() % CUDA_FBP_MAX_SMS], 1u);
+            atomicAdd(&l.sm_counters[smid % CUDA_FBP_MAX_SMS], 1u) + smid;
         use_texture = (((n + 1) * ratio_q16) >> 16) > ((n * ratio_q16) >> 16);
     }
     __syncthreads();

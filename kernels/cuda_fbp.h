@@ -37,6 +37,12 @@ extern "C" {
  * back-projected in chunks that add into the output. */
 #define CUDA_FBP_TEXTURE_CHUNK 32768
 
+/* Frames gathered into one staging bank and filtered by one batch of
+ * transforms, at most (small frames: amortise transfers and launches). */
+#define CUDA_FBP_MAX_BANK_FRAMES 64
+/* Pixels of kept rows per bank that make a batch worth its launches. */
+#define CUDA_FBP_BANK_PIXELS ((size_t)1 << 22)
+
 /* ------------------------------------------------------------ formats ---- */
 
 /* How the sinograms of one pass are stored for back-projection: `slices`
@@ -112,14 +118,14 @@ rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l, cudaStream_t s,
 
 /* Filtering state of one slot (cuda_fbp_filter.cu). */
 typedef struct cuda_fbp_filter_state {
-    int pairs;                  /* complex rows: two real rows each */
+    int pairs;                  /* complex rows per frame: two real rows each */
     int length;                 /* padded row length (plan->filter_length) */
-    cufftHandle fft;
+    cufftHandle fft;            /* bank_frames x pairs transforms */
     int have_fft;
-    cufftComplex *spectrum;     /* pairs x length */
+    cufftComplex *spectrum;     /* bank_frames x pairs x length */
     float *coeffs;              /* length filter coefficients */
     float *dark, *flat;         /* rows x det_width, when normalising */
-    void *raw[2];               /* rows x det_width x 4 bytes: frame uploads */
+    void *raw[2];               /* bank_frames x rows x det_width x 4 bytes */
     cudaEvent_t uploaded[2], consumed[2], start[2], done[2];
     int pending[2];             /* start/done of bank j not yet read */
 } cuda_fbp_filter_state;
@@ -171,16 +177,43 @@ typedef struct cuda_fbp_slot {
     rtomo_error job_error;
 } cuda_fbp_slot;
 
+/* Parallel host copies (cuda_fbp_copy.cu). */
+typedef struct cuda_fbp_copy_segment {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} cuda_fbp_copy_segment;
+typedef struct cuda_fbp_copier cuda_fbp_copier;
+
+/* A pool of helper threads for large copies (NULL on failure: callers then
+ * copy alone). */
+cuda_fbp_copier *cuda_fbp_copier_create(void);
+void cuda_fbp_copier_destroy(cuda_fbp_copier *c);
+/* Copy every segment; large jobs are split over the helpers.  Thread-safe
+ * (concurrent callers take turns).  c may be NULL. */
+void cuda_fbp_copy(cuda_fbp_copier *c, const cuda_fbp_copy_segment *segs,
+                   int n_segs);
+
+/* Host side of one staging bank: up to bank_frames frames' kept rows, in
+ * pinned memory shared by all slots. */
+typedef struct cuda_fbp_bank {
+    void *staging;
+    int count;                  /* frames waiting in it */
+    rtomo_dtype dtype;          /* of all of them */
+    int index[CUDA_FBP_MAX_BANK_FRAMES];
+} cuda_fbp_bank;
+
 /* The CUDA backend's plan->impl. */
 typedef struct cuda_fbp_impl {
     rtomo_fbp *plan;
     int n_slots;
     cuda_fbp_slot *slots;
-    /* Pinned staging of the kept rows of incoming frames, double-buffered
-     * (shared by all slots). */
-    void *staging[2];
-    size_t staging_bytes;
-    int next_bank;
+    cuda_fbp_copier *copier;
+    /* Double-buffered staging: frames gather in banks[current] while the
+     * other bank's frames upload and filter. */
+    cuda_fbp_bank banks[2];
+    int bank_frames;
+    int current;
     int texture_chunk;          /* projections per texture */
     char device_name[256];      /* of slot 0: the autotune cache key */
     cuda_fbp_config last_config;/* what the last reconstruct used */
@@ -210,20 +243,22 @@ rtomo_status cuda_fbp_workers_run(cuda_fbp_impl *impl,
 
 /* --------------------------------------------------------- filtering ---- */
 
-/* Allocate the filter state of a slot (on its device). */
+/* Frames per staging bank for this plan's frame size. */
+int cuda_fbp_bank_frames(const rtomo_fbp *plan);
+/* Allocate the filter state of a slot (on its device), for banks of
+ * `frames` frames. */
 rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot, const rtomo_fbp *plan,
-                                  rtomo_error *err);
+                                  int frames, rtomo_error *err);
 void cuda_fbp_filter_free(cuda_fbp_slot *slot);
 /* Device bytes cuda_fbp_filter_init will allocate for `rows` rows. */
-size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows);
+size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows, int frames);
 /* Upload the averaged dark and flat of the slot's rows. */
 rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
                                             const rtomo_fbp *plan,
                                             rtomo_error *err);
-/* Queue normalisation and filtering of projection `index` of every slot
- * from staging bank `bank` (already filled).  Asynchronous. */
+/* Queue upload, normalisation and filtering of the frames in staging bank
+ * `bank` on every slot.  Asynchronous. */
 rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
-                                     int index, rtomo_dtype dtype,
                                      rtomo_error *err);
 /* Wait until bank `bank` of every slot is free again, adding the timing of
  * the work that used it to the slots' filter_seconds. */

@@ -107,7 +107,7 @@ static size_t sinogram_pitch(const rtomo_fbp *plan)
 static size_t slot_bytes(const rtomo_fbp *plan, int rows)
 {
     return (size_t)rows * (size_t)plan->geom.n_proj * sinogram_pitch(plan) +
-           cuda_fbp_filter_bytes(plan, rows);
+           cuda_fbp_filter_bytes(plan, rows, cuda_fbp_bank_frames(plan));
 }
 
 /* Refuse, with the numbers, a plan whose sinograms cannot fit. */
@@ -166,7 +166,7 @@ static rtomo_status slot_init(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
      * (All set-up work goes to the compute stream: the streams do not
      * synchronise with the legacy default stream.) */
     RTOMO_CUDA_TRY(err, cudaMemsetAsync(slot->sino, 0, bytes, slot->compute));
-    rtomo_status st = cuda_fbp_filter_init(slot, plan, err);
+    rtomo_status st = cuda_fbp_filter_init(slot, plan, cuda_fbp_bank_frames(plan), err);
     if (st == RTOMO_OK)
         st = cuda_fbp_recon_init(slot, plan, err);
     if (st == RTOMO_OK)
@@ -211,8 +211,9 @@ static void cuda_destroy(rtomo_fbp *plan)
     for (int i = 0; impl->slots && i < impl->n_slots; i++)
         cuda_fbp_worker_stop(&impl->slots[i]);
     for (int j = 0; j < 2; j++)
-        if (impl->staging[j])
-            cudaFreeHost(impl->staging[j]);
+        if (impl->banks[j].staging)
+            cudaFreeHost(impl->banks[j].staging);
+    cuda_fbp_copier_destroy(impl->copier);
     free(impl->slots);
     free(impl);
     plan->impl = NULL;
@@ -264,11 +265,13 @@ static rtomo_status cuda_create(rtomo_fbp *plan, rtomo_error *err)
     if ((st = rtomo_cuda_device_info(impl->slots[0].device, &info, err)) != RTOMO_OK)
         return st;
     memcpy(impl->device_name, info.name, sizeof impl->device_name);
-    impl->staging_bytes = (size_t)plan->geom.row_count *
-                          (size_t)plan->geom.det_width * sizeof(float);
+    impl->bank_frames = cuda_fbp_bank_frames(plan);
+    const size_t bank_bytes = (size_t)impl->bank_frames * (size_t)plan->geom.row_count *
+                              (size_t)plan->geom.det_width * sizeof(float);
     for (int j = 0; j < 2; j++)
-        RTOMO_CUDA_TRY(err, cudaHostAlloc(&impl->staging[j], impl->staging_bytes,
+        RTOMO_CUDA_TRY(err, cudaHostAlloc(&impl->banks[j].staging, bank_bytes,
                                           cudaHostAllocPortable));
+    impl->copier = cuda_fbp_copier_create();
     return RTOMO_OK;
 }
 
@@ -295,33 +298,70 @@ static rtomo_status cuda_begin_projections(rtomo_fbp *plan, rtomo_error *err)
     return RTOMO_OK;
 }
 
+/* Send the current bank's frames to the GPUs and start gathering in the
+ * other bank. */
+static rtomo_status flush_bank(rtomo_fbp *plan, rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    cuda_fbp_bank *bank = &impl->banks[impl->current];
+    if (bank->count == 0)
+        return RTOMO_OK;
+    rtomo_status st = cuda_fbp_filter_enqueue(impl, impl->current, err);
+    bank->count = 0;
+    impl->current ^= 1;
+    return st;
+}
+
+/* A bank holds frames of one sample type, each projection at most once
+ * (a frame fed again must land after the one it replaces). */
+static int bank_accepts(const cuda_fbp_bank *bank, int index, rtomo_dtype dtype)
+{
+    if (bank->count == 0)
+        return 1;
+    if (bank->dtype != dtype)
+        return 0;
+    for (int i = 0; i < bank->count; i++)
+        if (bank->index[i] == index)
+            return 0;
+    return 1;
+}
+
 static rtomo_status cuda_add_projection(rtomo_fbp *plan, int index,
                                         const void *frame, rtomo_dtype dtype,
                                         rtomo_error *err)
 {
     cuda_fbp_impl *impl = impl_of(plan);
-    const int bank = impl->next_bank;
-    rtomo_status st = cuda_fbp_filter_wait_bank(impl, bank, err);
-    collect_filter_time(plan);
-    if (st != RTOMO_OK)
+    rtomo_status st;
+    if (!bank_accepts(&impl->banks[impl->current], index, dtype) &&
+        (st = flush_bank(plan, err)) != RTOMO_OK)
         return st;
+    cuda_fbp_bank *bank = &impl->banks[impl->current];
+    if (bank->count == 0) {
+        /* Reuse the bank only once the GPUs are done with its last use. */
+        st = cuda_fbp_filter_wait_bank(impl, impl->current, err);
+        collect_filter_time(plan);
+        if (st != RTOMO_OK)
+            return st;
+    }
     const rtomo_fbp_geometry *g = &plan->geom;
-    const size_t sample = rtomo_dtype_size(dtype);
-    const size_t line = (size_t)g->det_width * sample;
-    memcpy(impl->staging[bank], (const char *)frame + (size_t)g->row_first * line,
-           (size_t)g->row_count * line);
-    st = cuda_fbp_filter_enqueue(impl, bank, index, dtype, err);
-    if (st != RTOMO_OK)
-        return st;
-    impl->next_bank = bank ^ 1;
+    const size_t line = (size_t)g->det_width * rtomo_dtype_size(dtype);
+    const size_t bytes = (size_t)g->row_count * line;
+    cuda_fbp_copy_segment seg = {(char *)bank->staging + (size_t)bank->count * bytes,
+                                 (const char *)frame + (size_t)g->row_first * line,
+                                 bytes};
+    cuda_fbp_copy(impl->copier, &seg, 1);
+    bank->dtype = dtype;
+    bank->index[bank->count++] = index;
     plan->stats.projections_filtered++;
+    if (bank->count == impl->bank_frames)
+        return flush_bank(plan, err);
     return RTOMO_OK;
 }
 
 static rtomo_status cuda_sync(rtomo_fbp *plan, rtomo_error *err)
 {
     cuda_fbp_impl *impl = impl_of(plan);
-    rtomo_status st = RTOMO_OK;
+    rtomo_status st = flush_bank(plan, err);
     for (int bank = 0; bank < 2 && st == RTOMO_OK; bank++)
         st = cuda_fbp_filter_wait_bank(impl, bank, err);
     collect_filter_time(plan);

@@ -12,10 +12,12 @@
  * inverse transform follow; the first det_width samples of each row land in
  * the row's filtered sinogram at the projection's index.
  *
- * Every frame alternates between two banks (pinned staging on the host, a
- * raw buffer on each device) so that the upload of one frame overlaps the
- * filtering of the previous one; upload and filtering run on the slot's
- * upload and compute streams, ordered by events.
+ * Frames gather in two alternating banks (pinned staging on the host, a raw
+ * buffer on each device) so that the upload of one bank overlaps the
+ * filtering of the other; upload and filtering run on the slot's upload and
+ * compute streams, ordered by events.  A bank holds one large frame or up
+ * to CUDA_FBP_MAX_BANK_FRAMES small ones, which then share one upload and
+ * one batch of transforms instead of paying the launches per frame.
  */
 #include "config.h"
 
@@ -44,25 +46,26 @@ __device__ __forceinline__ float line_integral(const T *raw, const float *dark,
     return -logf(fmaxf(ratio, MIN_TRANSMISSION));
 }
 
-/* spectrum[k][i] = (row 2k, row 2k+1) at bin i, zero past det_width and
- * for a missing odd row. */
+/* Frame z of the bank: spectrum[z][k][i] = (row 2k, row 2k+1) at bin i,
+ * zero past det_width and for a missing odd row. */
 template <typename T>
 __global__ void pack_rows_kernel(const T *raw, const float *dark,
                                  const float *flat, int rows, int width,
                                  int length, cufftComplex *spectrum)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const int k = blockIdx.y;
+    const int k = blockIdx.y, z = blockIdx.z;
     if (i >= length)
         return;
     float2 v = make_float2(0.f, 0.f);
     if (i < width) {
+        const T *frame = raw + (size_t)z * rows * width;
         const size_t at = (size_t)(2 * k) * width + i;
-        v.x = line_integral(raw, dark, flat, at);
+        v.x = line_integral(frame, dark, flat, at);
         if (2 * k + 1 < rows)
-            v.y = line_integral(raw, dark, flat, at + width);
+            v.y = line_integral(frame, dark, flat, at + width);
     }
-    spectrum[(size_t)k * length + i] = v;
+    spectrum[((size_t)z * gridDim.y + k) * length + i] = v;
 }
 
 __global__ void apply_filter_kernel(cufftComplex *spectrum, const float *coeffs,
@@ -77,18 +80,26 @@ __global__ void apply_filter_kernel(cufftComplex *spectrum, const float *coeffs,
     c->y *= f;
 }
 
+/* Projection indices of the frames of a bank. */
+typedef struct bank_indices {
+    int index[CUDA_FBP_MAX_BANK_FRAMES];
+} bank_indices;
+
 /* Row r's sinogram starts at sino + r*row_stride; projection `index` is one
- * line of `pitch` bytes in it. */
+ * line of `pitch` bytes in it.  Frame z of the bank goes to
+ * projection indices.index[z]. */
 __global__ void unpack_rows_kernel(const cufftComplex *spectrum, int rows,
                                    int width, int length, char *sino,
-                                   size_t row_stride, size_t pitch, int index)
+                                   size_t row_stride, size_t pitch,
+                                   const bank_indices indices)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const int k = blockIdx.y;
+    const int k = blockIdx.y, z = blockIdx.z;
     if (i >= width)
         return;
-    const cufftComplex c = spectrum[(size_t)k * length + i];
-    float *even = (float *)(sino + (size_t)(2 * k) * row_stride + (size_t)index * pitch);
+    const cufftComplex c = spectrum[((size_t)z * gridDim.y + k) * length + i];
+    float *even = (float *)(sino + (size_t)(2 * k) * row_stride +
+                            (size_t)indices.index[z] * pitch);
     even[i] = c.x;
     if (2 * k + 1 < rows) {
         float *odd = (float *)((char *)even + row_stride);
@@ -98,21 +109,36 @@ __global__ void unpack_rows_kernel(const cufftComplex *spectrum, int rows,
 
 /* ------------------------------------------------------------- state ---- */
 
+/* float32 samples of `rows` rows of one frame. */
 static size_t raw_bytes(const rtomo_fbp *plan, int rows)
 {
     return (size_t)rows * (size_t)plan->geom.det_width * sizeof(float);
 }
 
-static size_t spectrum_bytes(const rtomo_fbp *plan, int rows)
+static size_t spectrum_bytes(const rtomo_fbp *plan, int rows, int frames)
 {
-    return (size_t)((rows + 1) / 2) * (size_t)plan->filter_length *
-           sizeof(cufftComplex);
+    return (size_t)frames * (size_t)((rows + 1) / 2) *
+           (size_t)plan->filter_length * sizeof(cufftComplex);
 }
 
-extern "C" size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows)
+extern "C" int cuda_fbp_bank_frames(const rtomo_fbp *plan)
 {
-    /* The spectrum twice: cuFFT may need a work area of its size. */
-    return 2 * spectrum_bytes(plan, rows) + 4 * raw_bytes(plan, rows) +
+    const size_t pixels = (size_t)plan->geom.row_count * (size_t)plan->geom.det_width;
+    size_t frames = CUDA_FBP_BANK_PIXELS / pixels;
+    if (frames < 1)
+        frames = 1;
+    if (frames > CUDA_FBP_MAX_BANK_FRAMES)
+        frames = CUDA_FBP_MAX_BANK_FRAMES;
+    return (int)frames;
+}
+
+extern "C" size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows,
+                                        int frames)
+{
+    /* The spectrum twice: cuFFT may need a work area of its size; raw
+     * banks twice, dark and flat. */
+    return 2 * spectrum_bytes(plan, rows, frames) +
+           2 * (size_t)frames * raw_bytes(plan, rows) + 2 * raw_bytes(plan, rows) +
            (size_t)plan->filter_length * sizeof(float);
 }
 
@@ -128,7 +154,7 @@ static rtomo_status create_events(cuda_fbp_filter_state *f, rtomo_error *err)
 }
 
 extern "C" rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot,
-                                             const rtomo_fbp *plan,
+                                             const rtomo_fbp *plan, int frames,
                                              rtomo_error *err)
 {
     cuda_fbp_filter_state *f = &slot->filter;
@@ -137,16 +163,18 @@ extern "C" rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot,
     rtomo_status st = create_events(f, err);
     if (st != RTOMO_OK)
         return st;
-    RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->spectrum, spectrum_bytes(plan, slot->row_count)));
+    RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->spectrum,
+                                   spectrum_bytes(plan, slot->row_count, frames)));
     RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->coeffs, sizeof(float) * (size_t)f->length));
     for (int j = 0; j < 2; j++)
-        RTOMO_CUDA_TRY(err, cudaMalloc(&f->raw[j], raw_bytes(plan, slot->row_count)));
+        RTOMO_CUDA_TRY(err, cudaMalloc(&f->raw[j], (size_t)frames *
+                                                    raw_bytes(plan, slot->row_count)));
     RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->coeffs, plan->filter,
                                         sizeof(float) * (size_t)f->length,
                                         cudaMemcpyHostToDevice, slot->compute));
     int n = f->length;
     RTOMO_CUFFT_TRY(err, cufftPlanMany(&f->fft, 1, &n, NULL, 1, n, NULL, 1, n,
-                                       CUFFT_C2C, f->pairs));
+                                       CUFFT_C2C, f->pairs * frames));
     f->have_fft = 1;
     RTOMO_CUFFT_TRY(err, cufftSetStream(f->fft, slot->compute));
     return RTOMO_OK;
@@ -193,13 +221,14 @@ extern "C" rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
     return RTOMO_OK;
 }
 
-/* ----------------------------------------------------------- per frame ---- */
+/* ------------------------------------------------------------ per bank ---- */
 
 static void launch_pack(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
-                        int bank, rtomo_dtype dtype)
+                        int bank, int frames, rtomo_dtype dtype)
 {
     const cuda_fbp_filter_state *f = &slot->filter;
-    const dim3 grid((f->length + FILTER_THREADS - 1) / FILTER_THREADS, f->pairs);
+    const dim3 grid((f->length + FILTER_THREADS - 1) / FILTER_THREADS, f->pairs,
+                    frames);
     const float *dark = plan->normalise ? f->dark : NULL;
     const float *flat = plan->normalise ? f->flat : NULL;
     const int rows = slot->row_count, width = plan->geom.det_width;
@@ -219,42 +248,49 @@ static void launch_pack(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
     }
 }
 
-/* Upload one frame's rows of this slot and filter them into `index`. */
+/* Upload this slot's rows of a bank's frames (one strided copy: the slot's
+ * rows are one range of every staged frame) and filter them into their
+ * projections. */
 static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
-                                 int bank, int index, rtomo_dtype dtype,
-                                 rtomo_error *err)
+                                 int bank, rtomo_error *err)
 {
     const rtomo_fbp *plan = impl->plan;
+    const cuda_fbp_bank *b = &impl->banks[bank];
     cuda_fbp_filter_state *f = &slot->filter;
-    const size_t sample = rtomo_dtype_size(dtype);
-    const size_t width = (size_t)plan->geom.det_width;
-    const char *src = (const char *)impl->staging[bank] +
-                      (size_t)slot->row_begin * width * sample;
-    const size_t bytes = (size_t)slot->row_count * width * sample;
+    const size_t line = (size_t)plan->geom.det_width * rtomo_dtype_size(b->dtype);
+    const size_t frame = (size_t)plan->geom.row_count * line;
+    const size_t part = (size_t)slot->row_count * line;
+    const char *src = (const char *)b->staging + (size_t)slot->row_begin * line;
 
     RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
     RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->upload, f->consumed[bank], 0));
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->raw[bank], src, bytes,
-                                        cudaMemcpyHostToDevice, slot->upload));
+    RTOMO_CUDA_TRY(err, cudaMemcpy2DAsync(f->raw[bank], part, src, frame, part,
+                                          (size_t)b->count, cudaMemcpyHostToDevice,
+                                          slot->upload));
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->uploaded[bank], slot->upload));
     RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->compute, f->uploaded[bank], 0));
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->start[bank], slot->compute));
-    launch_pack(slot, plan, bank, dtype);
+    launch_pack(slot, plan, bank, b->count, b->dtype);
     RTOMO_CUDA_CHECK_LAUNCH(err, "frame pre-processing");
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->consumed[bank], slot->compute));
 
+    /* The plan transforms a full bank; rows past `count` frames hold stale
+     * data whose results are never unpacked. */
     RTOMO_CUFFT_TRY(err, cufftExecC2C(f->fft, f->spectrum, f->spectrum, CUFFT_FORWARD));
-    const dim3 grid((f->length + FILTER_THREADS - 1) / FILTER_THREADS, f->pairs);
+    const dim3 grid((f->length + FILTER_THREADS - 1) / FILTER_THREADS,
+                    f->pairs * b->count);
     apply_filter_kernel<<<grid, FILTER_THREADS, 0, slot->compute>>>(
         f->spectrum, f->coeffs, f->length);
     RTOMO_CUDA_CHECK_LAUNCH(err, "filter multiplication");
     RTOMO_CUFFT_TRY(err, cufftExecC2C(f->fft, f->spectrum, f->spectrum, CUFFT_INVERSE));
+    bank_indices indices;
+    memcpy(indices.index, b->index, sizeof(int) * (size_t)b->count);
     const dim3 grid_out((plan->geom.det_width + FILTER_THREADS - 1) / FILTER_THREADS,
-                        f->pairs);
+                        f->pairs, b->count);
     unpack_rows_kernel<<<grid_out, FILTER_THREADS, 0, slot->compute>>>(
         f->spectrum, slot->row_count, plan->geom.det_width, f->length,
         (char *)slot->sino, cuda_fbp_row_offset(slot, plan, 1), slot->sino_pitch,
-        index);
+        indices);
     RTOMO_CUDA_CHECK_LAUNCH(err, "filtered row unpacking");
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->done[bank], slot->compute));
     f->pending[bank] = 1;
@@ -262,12 +298,10 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
 }
 
 extern "C" rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
-                                                int index, rtomo_dtype dtype,
                                                 rtomo_error *err)
 {
     for (int i = 0; i < impl->n_slots; i++) {
-        rtomo_status st = enqueue_slot(&impl->slots[i], impl, bank, index,
-                                       dtype, err);
+        rtomo_status st = enqueue_slot(&impl->slots[i], impl, bank, err);
         if (st != RTOMO_OK)
             return st;
     }

@@ -505,13 +505,18 @@ static rtomo_status finish_batch(cuda_fbp_slot *slot,
     float ms = 0.f;
     RTOMO_CUDA_TRY(err, cudaEventElapsedTime(&ms, r->bp_start[buf], r->bp_end[buf]));
     slot->backproject_seconds += 1e-3 * ms;
+    cuda_fbp_copy_segment segs[CUDA_FBP_MAX_GROUPS * 4];
+    int n = 0;
     for (int j = 0; j < images_per_batch; j++) {
         const int idx = b * images_per_batch + j;
         if (idx >= job->n_rows)
             break;
-        memcpy(job->out + (size_t)job->targets[idx] * image,
-               r->host_out[buf] + (size_t)j * image, image * sizeof(float));
+        segs[n].dst = job->out + (size_t)job->targets[idx] * image;
+        segs[n].src = r->host_out[buf] + (size_t)j * image;
+        segs[n].bytes = image * sizeof(float);
+        n++;
     }
+    cuda_fbp_copy(job->impl->copier, segs, n);
     return RTOMO_OK;
 }
 

@@ -156,6 +156,36 @@ START_TEST(every_mode_matches_cpu)
 }
 END_TEST
 
+/* The hybrid kernel's texture path alone (ratio 1): with the default
+ * ratio a small grid may give most blocks to the ALU path. */
+START_TEST(hybrid_texture_path_matches_cpu)
+{
+    rtomo_bp_kernel kernel;
+    int slices;
+    rtomo_precision precision;
+    rtomo_interp interp;
+    test_mode(_i, &kernel, &slices, &precision, &interp);   /* _i < 12 */
+    bp_case c;
+    make_case(&c, 0x4b1d00ULL + (uint64_t)_i, 101, 9, 181, 96, interp);
+    float *ref = run_cpu(&c);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_HYBRID, slices, precision);
+    opt.hybrid_ratio = 1.0;
+    rtomo_fbp *plan = test_create(&c.g, &opt);
+    float *out = run_plan(plan, &c);
+    const double rel = test_rel_l2(out, ref, c.image * (size_t)c.n_rows);
+    const double bound = bound_of(RTOMO_BP_TEXTURE, precision, interp);
+    const char *name = test_mode_name(RTOMO_BP_HYBRID, slices, precision, interp);
+    printf("bp %-26s ratio 1: relative L2 %.3e (bound %.1e)\n", name, rel, bound);
+    ck_assert_msg(rel <= bound, "%s, texture path: relative L2 %g exceeds %g",
+                  name, rel, bound);
+    rtomo_fbp_destroy(plan);
+    free(out);
+    free(ref);
+    free_case(&c);
+}
+END_TEST
+
 /* More projections than the old 16384 limits, in one texture and in
  * chunks of 4096 (RTOMO_CUDA_FBP_TEXTURE_CHUNK). */
 START_TEST(many_projections_match_cpu)
@@ -191,6 +221,7 @@ int main(void)
     TCase *tc = tcase_create("backprojection");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, every_mode_matches_cpu, 0, TEST_MODES);
+    tcase_add_loop_test(tc, hybrid_texture_path_matches_cpu, 0, TEST_MODES / 4);
     tcase_add_loop_test(tc, many_projections_match_cpu, 0, 16);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);

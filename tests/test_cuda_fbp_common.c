@@ -91,6 +91,15 @@ double test_max_abs_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+double test_fraction_over(const float *a, const float *b, size_t n, double limit)
+{
+    size_t over = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]) || !isfinite(b[i]) || fabs((double)a[i] - (double)b[i]) > limit)
+            over++;
+    return n ? (double)over / (double)n : 0.0;
+}
+
 void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
                       int slices, rtomo_precision precision)
 {

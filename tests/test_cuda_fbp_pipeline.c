@@ -224,6 +224,58 @@ START_TEST(unfed_projections_contribute_nothing)
 }
 END_TEST
 
+/* Continuous mode: projections fed again replace what they held, also
+ * when both frames wait in the same staging bank, and a change of sample
+ * type between frames is handled. */
+START_TEST(refed_projections_replace_old_data)
+{
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = 33;
+    g.det_height = 4;
+    g.n_proj = 12;
+    uint64_t seed = 0x4efed;
+    const size_t pixels = (size_t)g.det_width * g.det_height;
+    float *frame = malloc(sizeof(float) * pixels);
+    uint16_t *counts = malloc(sizeof(uint16_t) * pixels);
+    ck_assert(frame && counts);
+    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
+    rtomo_fbp *gpu = test_create(&g, &opt);
+    rtomo_fbp *plans[] = {cpu, gpu};
+    static const int order[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 5, 6, 5, 0};
+    rtomo_error err;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        test_fill_uniform(&seed, frame, pixels, 0.0, 3.0);
+        for (size_t i = 0; i < pixels; i++)
+            counts[i] = (uint16_t)(1000.0 * frame[i]);
+        const int as_counts = k % 3 == 1;
+        for (int b = 0; b < 2; b++)
+            ck_assert_int_eq(rtomo_fbp_add_projection(plans[b], order[k],
+                                                      as_counts ? (const void *)counts : frame,
+                                                      as_counts ? RTOMO_DTYPE_U16 : RTOMO_DTYPE_F32,
+                                                      NAN, NAN, &err), RTOMO_OK);
+    }
+    const size_t n = (size_t)g.n_proj * g.det_width;
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    ck_assert(a && b);
+    for (int r = 0; r < g.det_height; r++) {
+        test_poison(b, n);
+        ck_assert_int_eq(rtomo_fbp_get_filtered(cpu, r, a, &err), RTOMO_OK);
+        ck_assert_int_eq(rtomo_fbp_get_filtered(gpu, r, b, &err), RTOMO_OK);
+        const double rel = test_rel_l2(b, a, n);
+        ck_assert_msg(rel <= 1e-5, "row %d: relative L2 %g", r, rel);
+    }
+    free(a);
+    free(b);
+    free(frame);
+    free(counts);
+    rtomo_fbp_destroy(cpu);
+    rtomo_fbp_destroy(gpu);
+}
+END_TEST
+
 static int count_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -334,6 +386,7 @@ int main(void)
     tcase_add_loop_test(tc, many_batches_match_cpu, 0, 2);
     tcase_add_test(tc, roi_and_interp_changes_apply);
     tcase_add_test(tc, unfed_projections_contribute_nothing);
+    tcase_add_test(tc, refed_projections_replace_old_data);
     tcase_add_test(tc, autotune_chooses_and_caches);
     tcase_add_test(tc, options_are_checked);
     tcase_add_test(tc, oversized_plan_is_refused);
