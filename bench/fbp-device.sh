@@ -8,6 +8,7 @@
 #     BUNDLE  a directory made by gpu-bundle (bin/, lib/)
 #     STEP    tests        the three test_cuda_fbp programs
 #             sanitize     test_cuda_fbp_pipeline under compute-sanitizer
+#                          (at most $SANITIZE_SECONDS, default 60)
 #             sass         the ALU kernel's inner loop, disassembled
 #             bench-quick  bench-fbp at 2048 only (all modes, full path,
 #                          the 2048^3 end-to-end run)
@@ -46,12 +47,15 @@ for step in "$@"; do
         echo "$t: exit $? $(grep -E 'Checks' "$out/$t.log" | tail -1)" >> "$summary"
       done ;;
     sanitize)
-      timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
+      # Bounded in time: errors are printed as they are found.
+      timeout "${SANITIZE_SECONDS:-60}" compute-sanitizer --tool memcheck --print-limit 20 \
         "$bundle/bin/test_cuda_fbp_pipeline" >> "$extra" 2>&1
-      echo "sanitize: exit $? $(grep -E 'ERROR SUMMARY' "$extra" | tail -1)" >> "$summary" ;;
+      echo "sanitize: exit $? $(grep -E 'ERROR SUMMARY' "$extra" | tail -1)," \
+        "$(grep -c -E 'Invalid|out of bounds' "$extra") invalid accesses" >> "$summary" ;;
     sass)
-      cuobjdump -sass -fun '_Z10alu_kernelILi1ELb0ELi64ELb1EEv15cuda_fbp_launch' \
-        "$bundle/bin/bench-fbp" 2>&1 | head -400 >> "$extra" ;;
+      cuobjdump -sass "$bundle/bin/bench-fbp" 2>/dev/null |
+        awk '/Function : _Z10alu_kernelILi1ELb0ELi64ELb1E/ {p = 1} p && /EXIT/ {n++} p {print} n > 1 {exit}' |
+        head -600 >> "$extra" ;;
     bench-quick)
       run_bench --sizes 2048 --repeats 3 --full --e2e 2048 --json "$out/bench.json" ;;
     bench)
