@@ -311,19 +311,20 @@ static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
                                "%s frames must come before the first "
                                "projection", what);
     size_t n = frame_samples(plan);
+    /* Check the whole frame first: a refused frame must not leave part of
+     * itself in the running sum. */
+    for (size_t i = 0; dtype == RTOMO_DTYPE_F32 && i < n; i++)
+        if (!isfinite(((const float *)frame)[i]))
+            return rtomo_set_error(err, RTOMO_E_INVALID,
+                                   "%s frame sample %zu is not finite", what, i);
     if (!*sum && !(*sum = calloc(n, sizeof(double))))
         return rtomo_set_error(err, RTOMO_E_NOMEM,
                                "out of memory for %s frames", what);
     double *s = *sum;
-    for (size_t i = 0; i < n; i++) {
-        double v = dtype == RTOMO_DTYPE_U8 ? ((const uint8_t *)frame)[i]
-                 : dtype == RTOMO_DTYPE_U16 ? ((const uint16_t *)frame)[i]
-                 : ((const float *)frame)[i];
-        if (!isfinite(v))
-            return rtomo_set_error(err, RTOMO_E_INVALID,
-                                   "%s frame sample %zu is not finite", what, i);
-        s[i] += v;
-    }
+    for (size_t i = 0; i < n; i++)
+        s[i] += dtype == RTOMO_DTYPE_U8 ? ((const uint8_t *)frame)[i]
+              : dtype == RTOMO_DTYPE_U16 ? ((const uint16_t *)frame)[i]
+              : ((const float *)frame)[i];
     (*count)++;
     return RTOMO_OK;
 }

@@ -38,8 +38,9 @@ typedef struct rtomo_phantom {
     int det_height;     /* detector rows */
     double axis;        /* rotation axis in bins; NaN = (det_width-1)/2 */
     double mu_scale;    /* attenuation per pixel of phantom value 1.0;
-                           0 = 2/det_width, which keeps the longest line
-                           integral near 2 (transmission ~ 13%) */
+                           0 = 2/det_width: line integrals are then in
+                           phantom units, at most about 0.52 with Toft's
+                           contrasts (transmission >= ~60%) */
 } rtomo_phantom;
 
 /* Defaults for a detector of the given size. */
@@ -57,6 +58,30 @@ void rtomo_phantom_project(const rtomo_phantom *ph, double angle, float *out);
  * centred on the axis (size = the FBP's slice_size). */
 void rtomo_phantom_slice(const rtomo_phantom *ph, int row, int size,
                          float *out);
+
+/* Regions of the phantom, for measuring a reconstruction against the truth
+ * away from the sharp edges (where any band-limited reconstruction differs
+ * from the point-sampled truth). */
+typedef enum rtomo_phantom_region {
+    RTOMO_PHANTOM_HEAD = 0,     /* the outer ellipsoid: the whole support */
+    RTOMO_PHANTOM_BRAIN = 1,    /* inside the skull */
+    RTOMO_PHANTOM_LARGE_ELLIPSE = 4 /* the large ellipse above the ventricles
+                                       (reaches rows with |z + 0.25| < 0.5) */
+} rtomo_phantom_region;
+
+/* mask[size*size] on the grid of rtomo_phantom_slice(): 1 where the pixel and
+ * every pixel within `margin` pixels of it lie inside `region` in slice
+ * `row`, else 0.  Returns the number of pixels set. */
+size_t rtomo_phantom_region_mask(const rtomo_phantom *ph, int row, int size,
+                                 rtomo_phantom_region region, double margin,
+                                 unsigned char *mask);
+
+/* ||image - truth|| / ||truth|| over the pixels where mask is set (L2). */
+double rtomo_masked_relative_error(const float *image, const float *truth,
+                                   const unsigned char *mask, size_t n);
+/* Mean of image over the pixels where mask is set (0 when none is). */
+double rtomo_masked_mean(const float *image, const unsigned char *mask,
+                         size_t n);
 
 /* ------------------------------------------------------------ camera ---- */
 

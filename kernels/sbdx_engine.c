@@ -138,6 +138,8 @@ static rtomo_status copy_geometry(rtomo_sbdx *plan, const rtomo_sbdx_geometry *g
         plan->geom.out_width = g->shift_m * g->holes_x;
     if (!plan->geom.out_height)
         plan->geom.out_height = g->shift_m * g->holes_y;
+    if (!plan->geom.composite_radius)
+        plan->geom.composite_radius = 2;
     return RTOMO_OK;
 }
 

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""push_scan.py -- a complete rtomo client in Python, written from
+protocol/PROTOCOL.md alone.
+
+It simulates a small parallel-beam scan of an analytic phantom (discs, whose
+projections are known exactly), pushes it to rtomod with darks and flats,
+subscribes to the reconstructed slices, and shows one: an ASCII preview, its
+statistics against the phantom's true attenuation, a .npy file, and a PNG
+when matplotlib is installed.
+
+Needs pyzmq and numpy (Debian: python3-zmq python3-numpy).
+
+    python3 push_scan.py                          # daemon on localhost
+    python3 push_scan.py --daemon otherhost --size 256 --angles 360
+"""
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import zmq
+
+PROTOCOL = 1
+
+# Discs of the phantom: centre (x, y) and radius as fractions of the detector
+# width, attenuation per pixel (PROTOCOL.md 3.3: slices are in attenuation
+# per pixel).  Overlapping discs add up.
+DISCS = [
+    (0.00, 0.00, 0.40, 0.010),
+    (-0.15, 0.10, 0.12, 0.010),
+    (0.18, -0.05, 0.08, 0.020),
+    (0.05, 0.22, 0.05, -0.005),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--daemon", default="localhost", help="rtomod host")
+    p.add_argument("--ingest", help="ingest endpoint (tcp://HOST:5555)")
+    p.add_argument("--publish", help="publish endpoint (tcp://HOST:5556)")
+    p.add_argument("--size", type=int, default=128, help="detector width")
+    p.add_argument("--rows", type=int, default=4, help="detector rows")
+    p.add_argument("--angles", type=int, default=180,
+                   help="projections over 180 degrees")
+    p.add_argument("--scan", default="pyscan-%d" % int(time.time()),
+                   help="scan id")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds to wait for the slices")
+    p.add_argument("--output", default="slice.npy",
+                   help="where to save the shown slice (.npy)")
+    args = p.parse_args()
+    args.ingest = args.ingest or "tcp://%s:5555" % args.daemon
+    args.publish = args.publish or "tcp://%s:5556" % args.daemon
+    return args
+
+
+def projection(width, rows, angle_deg):
+    """Line integrals of the phantom at one angle: rows x width float64.
+
+    PROTOCOL.md 3.3: pixel (x, y) of the grid, centred on the axis, projects
+    to bin axis + (x - c) cos(a) - (y - c) sin(a).  A disc of radius r at
+    (x0, y0) therefore projects to a chord 2 mu sqrt(r^2 - (s - s0)^2) around
+    s0 = x0 cos(a) - y0 sin(a).  Every row sees the same slice.
+    """
+    a = np.deg2rad(angle_deg)
+    axis = (width - 1) / 2.0
+    s = np.arange(width) - axis
+    p = np.zeros(width)
+    for fx, fy, fr, mu in DISCS:
+        x0, y0, r = fx * width, fy * width, fr * width
+        s0 = x0 * np.cos(a) - y0 * np.sin(a)
+        p += 2.0 * mu * np.sqrt(np.clip(r * r - (s - s0) ** 2, 0.0, None))
+    return np.tile(p, (rows, 1))
+
+
+def true_slice(size):
+    """The phantom's attenuation per pixel on a size x size grid."""
+    c = (size - 1) / 2.0
+    y, x = np.mgrid[0:size, 0:size] - c
+    img = np.zeros((size, size))
+    for fx, fy, fr, mu in DISCS:
+        inside = (x - fx * size) ** 2 + (y - fy * size) ** 2 < (fr * size) ** 2
+        img[inside] += mu
+    return img
+
+
+def send(sock, header, payload=None):
+    """One ingest message: the JSON header, then the payload if any."""
+    text = json.dumps(header).encode("utf-8")
+    if payload is None:
+        sock.send(text)
+    else:
+        sock.send_multipart([text, payload])
+
+
+def push_scan(args, sock):
+    dark_level, flat_level = 100.0, 20000.0
+    shape = [args.rows, args.size]
+    send(sock, {"protocol": PROTOCOL, "type": "scan_begin", "scan": args.scan,
+                "detector": {"width": args.size, "height": args.rows},
+                "projections": args.angles, "angle_start": 0.0,
+                "angle_step": 180.0 / args.angles, "dtype": "uint16",
+                "darks": 2, "flats": 2,
+                "reconstruction": {"filter": "shepp-logan", "slices": "all"}})
+    frame = {"protocol": PROTOCOL, "scan": args.scan, "dtype": "uint16",
+             "shape": shape}
+    # uint16, little-endian, row-major (PROTOCOL.md 2)
+    counts = lambda v: np.asarray(np.round(v), dtype="<u2").tobytes()
+    for i in range(2):
+        send(sock, dict(frame, type="dark", index=i),
+             counts(np.full(shape, dark_level)))
+    for i in range(2):
+        send(sock, dict(frame, type="flat", index=i),
+             counts(np.full(shape, flat_level)))
+    for i in range(args.angles):
+        angle = i * 180.0 / args.angles
+        raw = dark_level + (flat_level - dark_level) * np.exp(
+            -projection(args.size, args.rows, angle))
+        send(sock, dict(frame, type="projection", index=i, angle=angle),
+             counts(raw))
+    send(sock, {"protocol": PROTOCOL, "type": "scan_end", "scan": args.scan})
+
+
+def receive_slices(args, sub):
+    """Slices of our scan by detector row, until the set is complete, a
+    scan_complete event, or the timeout."""
+    slices, expected = {}, None
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        if not sub.poll(200):
+            continue
+        topic, header, payload = sub.recv_multipart()
+        h = json.loads(header)
+        if h.get("scan") != args.scan:
+            continue
+        if topic == b"event":
+            print("event: %s %s %s" % (h["event"], h.get("reason", ""),
+                                       h.get("message", "")))
+            if h["event"] in ("scan_complete", "scan_aborted"):
+                break
+            continue
+        img = np.frombuffer(payload, dtype=h["dtype"]).reshape(
+            h["height"], h["width"])
+        slices[h["slice"]] = (h, img)
+        expected = h["count"]
+        print("slice %d (%d of %d): %dx%d, min %.4g max %.4g, latency %s ms"
+              % (h["slice"], h["index"] + 1, h["count"], h["width"],
+                 h["height"], h["min"], h["max"], h["latency_ms"]))
+        if len(slices) == expected:
+            break
+    return slices
+
+
+def ascii_preview(img, columns=64):
+    """The image as text, darkest to brightest."""
+    ramp = " .:-=+*#%@"
+    step = max(1, img.shape[1] // columns)
+    small = img[::2 * step, ::step]
+    lo, hi = np.percentile(small, [1, 99])
+    scaled = np.clip((small - lo) / (hi - lo + 1e-30), 0, 1)
+    return "\n".join("".join(ramp[int(v * (len(ramp) - 1))] for v in row)
+                     for row in scaled)
+
+
+def show(args, header, img):
+    print(ascii_preview(img))
+    if list(header["roi"]) == [0, 0, args.size, args.size]:
+        # the whole grid (slice_size = detector width): compare with truth
+        truth = true_slice(args.size)
+        plain = truth == DISCS[0][3]        # the big disc, nothing on top
+        print("big disc: reconstructed %.5f, true %.5f per pixel; "
+              "RMS error %.5f" % (img[plain].mean(), DISCS[0][3],
+                                  np.sqrt(np.mean((img - truth) ** 2))))
+    np.save(args.output, img)
+    print("saved %s (%s, %dx%d)" % (args.output, img.dtype, img.shape[1],
+                                    img.shape[0]))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    png = args.output.rsplit(".", 1)[0] + ".png"
+    plt.imsave(png, img, cmap="gray")
+    print("saved %s" % png)
+
+
+def main():
+    args = parse_args()
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.connect(args.publish)
+    for topic in (b"slice", b"event"):
+        sub.setsockopt(zmq.SUBSCRIBE, topic)
+    # PUB drops what it sends before our subscription arrives
+    # (PROTOCOL.md 5): give it a moment before the scan starts.
+    time.sleep(0.5)
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 10000)
+    push.connect(args.ingest)
+    t0 = time.time()
+    push_scan(args, push)
+    print("pushed %d projections of %dx%d in %.2f s"
+          % (args.angles, args.size, args.rows, time.time() - t0))
+    slices = receive_slices(args, sub)
+    push.close()
+    sub.close(linger=0)
+    ctx.term()
+    if not slices:
+        print("no slice of scan %s arrived within %g s" % (args.scan,
+                                                           args.timeout))
+        return 1
+    row = sorted(slices)[len(slices) // 2]
+    print("showing slice %d" % row)
+    show(args, *slices[row])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,732 @@
+/*
+ * rtomo_client.c — the client library (rtomo_client.h): ZeroMQ sockets to
+ * one rtomod, messages built and checked with the protocol codec.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "rtomo_client.h"
+
+struct rtomo_client {
+    rtomo_client_options opt;
+    void *context;
+    void **push;                /* opt.connections PUSH sockets, or NULL */
+    int next_push;              /* round-robin position of frames */
+    void *sub;
+    void *req;
+    char *ingest, *publish, *control;   /* copies of the endpoints */
+};
+
+void rtomo_client_options_init(rtomo_client_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->connections = 1;
+    opt->control_timeout_ms = 3000;
+    opt->send_timeout_ms = -1;
+    opt->linger_ms = 10000;
+}
+
+static double monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static rtomo_status zmq_failure(rtomo_error *err, const char *what)
+{
+    return rtomo_set_error(err, RTOMO_E_BACKEND, "%s: %s", what,
+                           zmq_strerror(zmq_errno()));
+}
+
+/* ----------------------------------------------------------- sockets ---- */
+
+static int set_int(void *socket, int option, int value)
+{
+    return zmq_setsockopt(socket, option, &value, sizeof value);
+}
+
+/* A socket of `type` connected to `endpoint`, with its linger time and
+ * high-water mark (hwm_option; hwm 0 keeps ZeroMQ's default) set; PUSH
+ * sockets also get the send timeout. */
+static void *connect_socket(rtomo_client *c, int type, const char *endpoint,
+                            int linger_ms, int hwm_option, int hwm,
+                            const char *role, rtomo_error *err)
+{
+    void *s = zmq_socket(c->context, type);
+    if (!s) {
+        zmq_failure(err, "cannot create a ZeroMQ socket");
+        return NULL;
+    }
+    if (set_int(s, ZMQ_LINGER, linger_ms) != 0 ||
+        (hwm > 0 && set_int(s, hwm_option, hwm) != 0) ||
+        (type == ZMQ_PUSH && set_int(s, ZMQ_SNDTIMEO,
+                                     c->opt.send_timeout_ms) != 0)) {
+        zmq_failure(err, "cannot set socket options");
+        zmq_close(s);
+        return NULL;
+    }
+    if (zmq_connect(s, endpoint) != 0) {
+        rtomo_set_error(err, RTOMO_E_INVALID,
+                        "cannot connect the %s socket to \"%s\": %s", role,
+                        endpoint, zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static rtomo_status open_control(rtomo_client *c, rtomo_error *err)
+{
+    c->req = connect_socket(c, ZMQ_REQ, c->control, 0, 0, 0, "control", err);
+    return c->req ? RTOMO_OK : err ? err->code : RTOMO_E_BACKEND;
+}
+
+static char *copy_endpoint(const char *endpoint, int *failed)
+{
+    if (!endpoint)
+        return NULL;
+    char *copy = strdup(endpoint);
+    *failed |= copy == NULL;
+    return copy;
+}
+
+static rtomo_status check_options(const rtomo_client_options *opt,
+                                  rtomo_error *err)
+{
+    if (!opt)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "no client options");
+    if (!opt->ingest && !opt->publish && !opt->control)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "no endpoint given (ingest, publish or "
+                               "control)");
+    if (opt->connections < 1 || opt->connections > 256)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "connections %d is outside [1, 256]",
+                               opt->connections);
+    if (opt->control_timeout_ms < 1)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "control timeout %d ms must be positive",
+                               opt->control_timeout_ms);
+    return RTOMO_OK;
+}
+
+static rtomo_status open_sockets(rtomo_client *c, rtomo_error *err)
+{
+    if (c->ingest) {
+        c->push = calloc((size_t)c->opt.connections, sizeof *c->push);
+        if (!c->push)
+            return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        for (int i = 0; i < c->opt.connections; i++) {
+            c->push[i] = connect_socket(c, ZMQ_PUSH, c->ingest,
+                                        c->opt.linger_ms, ZMQ_SNDHWM,
+                                        c->opt.send_hwm, "ingest", err);
+            if (!c->push[i])
+                return err ? err->code : RTOMO_E_BACKEND;
+        }
+    }
+    if (c->publish) {
+        c->sub = connect_socket(c, ZMQ_SUB, c->publish, 0, ZMQ_RCVHWM,
+                                c->opt.receive_hwm, "subscriber", err);
+        if (!c->sub)
+            return err ? err->code : RTOMO_E_BACKEND;
+    }
+    return c->control ? open_control(c, err) : RTOMO_OK;
+}
+
+rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
+                                rtomo_error *err)
+{
+    if (check_options(opt, err) != RTOMO_OK)
+        return NULL;
+    rtomo_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    c->opt = *opt;
+    int failed = 0;
+    c->ingest = copy_endpoint(opt->ingest, &failed);
+    c->publish = copy_endpoint(opt->publish, &failed);
+    c->control = copy_endpoint(opt->control, &failed);
+    c->opt.ingest = c->ingest;
+    c->opt.publish = c->publish;
+    c->opt.control = c->control;
+    c->context = failed ? NULL : zmq_ctx_new();
+    if (!c->context) {
+        rtomo_set_error(err, RTOMO_E_NOMEM, "cannot create a ZeroMQ context");
+        rtomo_client_close(c);
+        return NULL;
+    }
+    if (open_sockets(c, err) != RTOMO_OK) {
+        rtomo_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+void rtomo_client_close(rtomo_client *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; c->push && i < c->opt.connections; i++)
+        if (c->push[i])
+            zmq_close(c->push[i]);
+    if (c->sub)
+        zmq_close(c->sub);
+    if (c->req)
+        zmq_close(c->req);
+    if (c->context)
+        zmq_ctx_term(c->context);   /* waits up to linger_ms for frames */
+    free(c->push);
+    free(c->ingest);
+    free(c->publish);
+    free(c->control);
+    free(c);
+}
+
+int rtomo_client_connections(const rtomo_client *c)
+{
+    return c->push ? c->opt.connections : 0;
+}
+
+/* ------------------------------------------------------------ ingest ---- */
+
+static rtomo_status send_failure(const rtomo_client *c, rtomo_error *err)
+{
+    if (zmq_errno() == EAGAIN)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "ingest send to %s timed out after %d ms: the "
+                               "daemon is not reading (its queue is full) or "
+                               "not reachable", c->ingest,
+                               c->opt.send_timeout_ms);
+    return zmq_failure(err, "ingest send failed");
+}
+
+static void *ingest_socket(rtomo_client *c, int connection, rtomo_error *err)
+{
+    if (!c->push) {
+        rtomo_set_error(err, RTOMO_E_STATE, "no ingest endpoint configured");
+        return NULL;
+    }
+    if (connection < 0 || connection >= c->opt.connections) {
+        rtomo_set_error(err, RTOMO_E_INVALID,
+                        "connection %d is outside [0, %d)", connection,
+                        c->opt.connections);
+        return NULL;
+    }
+    return c->push[connection];
+}
+
+rtomo_status rtomo_client_send_raw(rtomo_client *c, int connection,
+                                   const void *header, size_t header_size,
+                                   int n_parts, const void *payload,
+                                   size_t payload_size, rtomo_error *err)
+{
+    void *s = ingest_socket(c, connection, err);
+    if (!s)
+        return err ? err->code : RTOMO_E_STATE;
+    if (n_parts != 1 && n_parts != 2)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "a raw message has 1 or 2 parts, not %d",
+                               n_parts);
+    if (zmq_send(s, header, header_size, n_parts == 2 ? ZMQ_SNDMORE : 0) < 0)
+        return send_failure(c, err);
+    /* Further parts of a multipart message never block once the first
+     * part is queued. */
+    if (n_parts == 2 && zmq_send(s, payload, payload_size, 0) < 0)
+        return zmq_failure(err, "ingest send of the payload failed");
+    return RTOMO_OK;
+}
+
+/* Check a message exactly as the daemon will decode it. */
+static rtomo_status check_message(const char *header, int n_parts,
+                                  const void *payload, size_t size,
+                                  rtomo_error *err)
+{
+    if (!header)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "cannot encode the header (out of memory or "
+                               "text that is not UTF-8)");
+    rtomo_ingest_msg msg;
+    rtomo_reject_info why;
+    if (rtomo_proto_decode_ingest(n_parts, header, strlen(header), payload,
+                                  size, &msg, &why) != 0)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "the daemon would reject this message (%s): %s",
+                               rtomo_reject_name(why.reason), why.message);
+    rtomo_ingest_msg_clear(&msg);
+    return RTOMO_OK;
+}
+
+/* Check and send a header-only message on the first connection; consumes
+ * `header`. */
+static rtomo_status send_control_message(rtomo_client *c, char *header,
+                                         rtomo_error *err)
+{
+    rtomo_status st = check_message(header, 1, NULL, 0, err);
+    if (st == RTOMO_OK)
+        st = rtomo_client_send_raw(c, 0, header, strlen(header), 1, NULL, 0,
+                                   err);
+    free(header);
+    return st;
+}
+
+rtomo_status rtomo_client_send_scan_begin(rtomo_client *c,
+                                          const rtomo_scan_spec *spec,
+                                          rtomo_error *err)
+{
+    return send_control_message(c, rtomo_proto_encode_scan_begin(spec), err);
+}
+
+rtomo_status rtomo_client_send_sbdx_begin(rtomo_client *c,
+                                          const rtomo_sbdx_spec *spec,
+                                          rtomo_error *err)
+{
+    return send_control_message(c, rtomo_proto_encode_sbdx_begin(spec), err);
+}
+
+rtomo_status rtomo_client_send_end(rtomo_client *c, rtomo_msg_type type,
+                                   const char *scan, rtomo_error *err)
+{
+    if (type != RTOMO_MSG_SCAN_END && type != RTOMO_MSG_SBDX_END)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "%s is not an end message",
+                               rtomo_msg_type_name(type));
+    return send_control_message(c, rtomo_proto_encode_end(type, scan), err);
+}
+
+static int take_connection(rtomo_client *c)
+{
+    int k = c->next_push;
+    c->next_push = (k + 1) % c->opt.connections;
+    return k;
+}
+
+rtomo_status rtomo_client_send_frame(rtomo_client *c,
+                                     const rtomo_frame_header *frame,
+                                     const void *payload, size_t size,
+                                     rtomo_error *err)
+{
+    if (!c->push)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no ingest endpoint configured");
+    char *header = rtomo_proto_encode_frame(frame);
+    rtomo_status st = check_message(header, 2, payload, size, err);
+    if (st == RTOMO_OK)
+        st = rtomo_client_send_raw(c, take_connection(c), header,
+                                   strlen(header), 2, payload, size, err);
+    free(header);
+    return st;
+}
+
+/* ZeroMQ's free callback takes one hint; ours carries the caller's. */
+typedef struct release_call {
+    rtomo_client_release_fn *release;
+    void *hint;
+} release_call;
+
+static void release_adapter(void *data, void *hint)
+{
+    release_call *call = hint;
+    if (call->release)
+        call->release(data, call->hint);
+    free(call);
+}
+
+rtomo_status rtomo_client_send_frame_zero_copy(
+    rtomo_client *c, const rtomo_frame_header *frame, void *payload,
+    size_t size, rtomo_client_release_fn *release, void *hint,
+    rtomo_error *err)
+{
+    char *header = rtomo_proto_encode_frame(frame);
+    release_call *call = malloc(sizeof *call);
+    rtomo_status st = !c->push ? rtomo_set_error(err, RTOMO_E_STATE,
+                                                 "no ingest endpoint "
+                                                 "configured")
+                    : !call ? rtomo_set_error(err, RTOMO_E_NOMEM,
+                                              "out of memory")
+                    : check_message(header, 2, payload, size, err);
+    if (st != RTOMO_OK) {
+        free(header);
+        free(call);
+        if (release)
+            release(payload, hint);
+        return st;
+    }
+    *call = (release_call){release, hint};
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, payload, size, release_adapter, call) != 0) {
+        free(header);
+        release_adapter(payload, call);
+        return zmq_failure(err, "cannot wrap the frame for sending");
+    }
+    void *s = c->push[take_connection(c)];
+    if (zmq_send(s, header, strlen(header), ZMQ_SNDMORE) < 0) {
+        st = send_failure(c, err);
+        zmq_msg_close(&msg);        /* calls release_adapter */
+    } else if (zmq_msg_send(&msg, s, 0) < 0) {
+        st = zmq_failure(err, "ingest send of the payload failed");
+        zmq_msg_close(&msg);
+    }
+    free(header);
+    return st;
+}
+
+/* ----------------------------------------------------------- publish ---- */
+
+rtomo_status rtomo_client_subscribe(rtomo_client *c, const char *topic,
+                                    rtomo_error *err)
+{
+    if (!c->sub)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no publish endpoint configured");
+    if (!topic)
+        topic = "";
+    if (zmq_setsockopt(c->sub, ZMQ_SUBSCRIBE, topic, strlen(topic)) != 0)
+        return zmq_failure(err, "cannot subscribe");
+    return RTOMO_OK;
+}
+
+/* Owner of a received payload: the ZeroMQ message, or an aligned copy when
+ * ZeroMQ's buffer is not 16-byte aligned. */
+typedef struct payload_holder {
+    zmq_msg_t msg;
+    void *copy;
+} payload_holder;
+
+void rtomo_published_clear(rtomo_published *m)
+{
+    if (!m)
+        return;
+    free(m->header);
+    json_decref(m->json);
+    payload_holder *h = m->priv;
+    if (h) {
+        zmq_msg_close(&h->msg);
+        free(h->copy);
+        free(h);
+    }
+    memset(m, 0, sizeof *m);
+}
+
+enum { READABLE = 1, TIMED_OUT = 0, INTERRUPTED = -1, POLL_FAILED = -2 };
+
+/* Wait up to timeout_ms (-1 = forever) until `socket` is readable. */
+static int wait_readable(void *socket, int timeout_ms)
+{
+    zmq_pollitem_t item = {.socket = socket, .events = ZMQ_POLLIN};
+    int n = zmq_poll(&item, 1, timeout_ms);
+    if (n < 0)
+        return zmq_errno() == EINTR ? INTERRUPTED : POLL_FAILED;
+    return n > 0 ? READABLE : TIMED_OUT;
+}
+
+static rtomo_status wait_failure(int waited, const char *what, int timeout_ms,
+                                 rtomo_error *err)
+{
+    if (waited == INTERRUPTED)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "interrupted while waiting for %s", what);
+    if (waited == TIMED_OUT)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "no %s within %d ms", what, timeout_ms);
+    return zmq_failure(err, "poll failed");
+}
+
+/* Receive all parts of one message: the first `max` into parts[], the rest
+ * dropped.  Returns the number of parts, or -1. */
+static int receive_parts(void *socket, zmq_msg_t *parts, int max)
+{
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, socket, 0) < 0) {
+            zmq_msg_close(&part);
+            for (int i = 0; i < n && i < max; i++)
+                zmq_msg_close(&parts[i]);
+            return -1;
+        }
+        more = zmq_msg_more(&part);
+        if (n < max)
+            parts[n] = part;
+        else
+            zmq_msg_close(&part);
+        n++;
+    }
+    return n;
+}
+
+static rtomo_status keep_payload(rtomo_published *m, zmq_msg_t *part,
+                                 rtomo_error *err)
+{
+    payload_holder *h = calloc(1, sizeof *h);
+    if (!h)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    h->msg = *part;
+    zmq_msg_init(part);
+    m->priv = h;
+    m->payload_size = zmq_msg_size(&h->msg);
+    if (m->payload_size == 0)
+        return RTOMO_OK;
+    const void *data = zmq_msg_data(&h->msg);
+    if ((uintptr_t)data % 16 == 0) {
+        m->payload = data;
+        return RTOMO_OK;
+    }
+    if (posix_memalign(&h->copy, 16, m->payload_size) != 0) {
+        h->copy = NULL;
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    }
+    memcpy(h->copy, data, m->payload_size);
+    m->payload = h->copy;
+    return RTOMO_OK;
+}
+
+static rtomo_status decode_published(rtomo_published *m, rtomo_error *err)
+{
+    rtomo_reject_info why;
+    json_error_t jerr;
+    m->json = json_loadb(m->header, m->header_size, 0, &jerr);
+    if (!json_is_object(m->json))
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "%s header is not a JSON object: %s", m->topic,
+                               m->json ? "other JSON value" : jerr.text);
+    static const char *const images[] = {RTOMO_TOPIC_SLICE, RTOMO_TOPIC_PLANE,
+                                         RTOMO_TOPIC_COMPOSITE,
+                                         RTOMO_TOPIC_DEPTH};
+    m->kind = RTOMO_PUBLISHED_OTHER;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(m->topic, images[i]) == 0)
+            m->kind = RTOMO_PUBLISHED_IMAGE;
+    if (strcmp(m->topic, RTOMO_TOPIC_EVENT) == 0)
+        m->kind = RTOMO_PUBLISHED_EVENT;
+    if (strcmp(m->topic, RTOMO_TOPIC_TELEMETRY) == 0)
+        m->kind = RTOMO_PUBLISHED_TELEMETRY;
+    int r = 0;
+    if (m->kind == RTOMO_PUBLISHED_IMAGE)
+        r = rtomo_proto_decode_image_header(m->header, m->header_size,
+                                            m->payload_size, &m->image, &why);
+    else if (m->kind == RTOMO_PUBLISHED_EVENT)
+        r = rtomo_proto_decode_event(m->header, m->header_size, &m->event,
+                                     &why);
+    if (r != 0)
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "malformed %s message (%s): %s", m->topic,
+                               rtomo_reject_name(why.reason), why.message);
+    return RTOMO_OK;
+}
+
+/* Fill m from the three parts of a published message. */
+static rtomo_status unpack_published(rtomo_published *m, zmq_msg_t *parts,
+                                     rtomo_error *err)
+{
+    size_t topic_size = zmq_msg_size(&parts[0]);
+    if (topic_size >= sizeof m->topic)
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "published topic of %zu bytes is too long",
+                               topic_size);
+    memcpy(m->topic, zmq_msg_data(&parts[0]), topic_size);
+    m->topic[topic_size] = '\0';
+    m->header_size = zmq_msg_size(&parts[1]);
+    m->header = malloc(m->header_size + 1);
+    if (!m->header)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    memcpy(m->header, zmq_msg_data(&parts[1]), m->header_size);
+    m->header[m->header_size] = '\0';
+    rtomo_status st = keep_payload(m, &parts[2], err);
+    return st != RTOMO_OK ? st : decode_published(m, err);
+}
+
+rtomo_status rtomo_client_receive(rtomo_client *c, rtomo_published *m,
+                                  int timeout_ms, rtomo_error *err)
+{
+    rtomo_published_clear(m);
+    if (!c->sub)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no publish endpoint configured");
+    int waited = wait_readable(c->sub, timeout_ms);
+    if (waited != READABLE)
+        return wait_failure(waited, "published message", timeout_ms, err);
+    rtomo_status st;
+    zmq_msg_t parts[3];
+    int n = receive_parts(c->sub, parts, 3);
+    if (n < 0)
+        return zmq_failure(err, "receive failed");
+    if (n != 3) {
+        for (int i = 0; i < n && i < 3; i++)
+            zmq_msg_close(&parts[i]);
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "published message has %d parts; expected 3 "
+                               "(topic, header, payload)", n);
+    }
+    st = unpack_published(m, parts, err);
+    for (int i = 0; i < 3; i++)
+        zmq_msg_close(&parts[i]);
+    if (st != RTOMO_OK) {
+        /* keep the topic and text for the caller's diagnostics */
+        m->payload = NULL;
+    }
+    return st;
+}
+
+/* ----------------------------------------------------------- control ---- */
+
+/* Status of an {"ok": false, "error": code} reply. */
+static rtomo_status status_of_error(const char *code)
+{
+    if (!code)
+        return RTOMO_E_BACKEND;
+    if (strcmp(code, "bad_state") == 0)
+        return RTOMO_E_STATE;
+    if (strcmp(code, "bad_json") == 0 || strcmp(code, "unknown_command") == 0 ||
+        strcmp(code, "bad_argument") == 0)
+        return RTOMO_E_INVALID;
+    return RTOMO_E_BACKEND;
+}
+
+static rtomo_status read_reply(rtomo_client *c, json_t **reply,
+                               rtomo_error *err)
+{
+    zmq_msg_t part;
+    int n = receive_parts(c->req, &part, 1);
+    if (n < 0)
+        return zmq_failure(err, "control receive failed");
+    json_error_t jerr;
+    json_t *j = json_loadb(zmq_msg_data(&part), zmq_msg_size(&part), 0, &jerr);
+    zmq_msg_close(&part);
+    json_t *ok = json_object_get(j, "ok");
+    if (!json_is_object(j) || !json_is_boolean(ok)) {
+        json_decref(j);
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "malformed control reply from %s: %s",
+                               c->control,
+                               j ? "not an object with \"ok\"" : jerr.text);
+    }
+    *reply = j;
+    if (json_is_true(ok))
+        return RTOMO_OK;
+    const char *code = json_string_value(json_object_get(j, "error"));
+    const char *message = json_string_value(json_object_get(j, "message"));
+    return rtomo_set_error(err, status_of_error(code), "rtomod refused: %s: %s",
+                           code ? code : "(no error code)",
+                           message ? message : "(no message)");
+}
+
+/* A REQ socket that missed its reply is stuck; only a new one can send. */
+static void reset_control(rtomo_client *c)
+{
+    zmq_close(c->req);
+    c->req = NULL;
+    open_control(c, NULL);
+}
+
+rtomo_status rtomo_client_request(rtomo_client *c, const json_t *request,
+                                  json_t **reply, rtomo_error *err)
+{
+    *reply = NULL;
+    if (!c->control)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no control endpoint configured");
+    if (!c->req && open_control(c, err) != RTOMO_OK)
+        return err ? err->code : RTOMO_E_BACKEND;
+    char *text = json_dumps(request, JSON_COMPACT);
+    if (!text)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "request cannot be encoded as JSON");
+    int sent = zmq_send(c->req, text, strlen(text), 0);
+    free(text);
+    if (sent < 0) {
+        reset_control(c);
+        return zmq_failure(err, "control send failed");
+    }
+    int waited = wait_readable(c->req, c->opt.control_timeout_ms);
+    if (waited == READABLE)
+        return read_reply(c, reply, err);
+    reset_control(c);
+    if (waited == TIMED_OUT)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "rtomod at %s did not answer within %d ms (is "
+                               "it running, and is this its control "
+                               "endpoint?)", c->control,
+                               c->opt.control_timeout_ms);
+    return wait_failure(waited, "control reply", c->opt.control_timeout_ms,
+                        err);
+}
+
+rtomo_status rtomo_client_command(rtomo_client *c, const char *cmd,
+                                  json_t **reply, rtomo_error *err)
+{
+    json_t *request = json_pack("{s:s}", "cmd", cmd ? cmd : "");
+    if (!request)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    rtomo_status st = rtomo_client_request(c, request, reply, err);
+    json_decref(request);
+    return st;
+}
+
+/* Frames the daemon holds for `scan` according to a status reply, or -1
+ * when `scan` is not its active scan. */
+static double frames_held(const json_t *status, const char *scan)
+{
+    const json_t *active = json_object_get(status, "scan");
+    const char *id = json_string_value(json_object_get(active, "id"));
+    if (!id || strcmp(id, scan) != 0)
+        return -1;
+    static const char *const counts[] = {"received", "darks", "flats"};
+    double n = 0;
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = json_object_get(active, counts[i]);
+        n += json_is_number(v) ? json_number_value(v) : 0;
+    }
+    return n;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+rtomo_status rtomo_client_wait_for_scan(rtomo_client *c, const char *scan,
+                                        long frames, int stall_ms,
+                                        rtomo_error *err)
+{
+    if (!c->control)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no control endpoint configured");
+    double held = -2, t_change = monotonic_ms();
+    for (;;) {
+        json_t *reply = NULL;
+        rtomo_status st = rtomo_client_command(c, "status", &reply, err);
+        double now = held;
+        if (st == RTOMO_OK)
+            now = frames_held(reply, scan);
+        json_decref(reply);
+        if (st != RTOMO_OK)
+            return st;
+        if (now >= (double)frames)
+            return RTOMO_OK;
+        if (now != held) {
+            held = now;
+            t_change = monotonic_ms();
+        } else if (monotonic_ms() - t_change > stall_ms) {
+            if (held < 0)
+                return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                                       "scan %s did not become active within "
+                                       "%d ms", scan, stall_ms);
+            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                                   "scan %s stalled at %.0f of %ld frames for "
+                                   "%d ms", scan, held, frames, stall_ms);
+        }
+        sleep_ms(5);
+    }
+}

@@ -1,0 +1,170 @@
+/*
+ * rtomo_client.h — a small C client of rtomod over ZeroMQ: push scans and
+ * frames to the ingest socket, receive published images, events and
+ * telemetry, and send control requests.  Messages are built and checked
+ * with the protocol codec (rtomo_protocol.h), so what this library sends is
+ * exactly what the daemon accepts.  protocol/PROTOCOL.md describes the wire.
+ *
+ * A client is used by one thread at a time (ZeroMQ sockets are not
+ * thread-safe).  Errors come back as an rtomo_status plus err->message;
+ * nothing here exits or prints.  Status codes used:
+ *   RTOMO_E_UNAVAILABLE  no answer / no message in time, or a send timed out
+ *   RTOMO_E_INVALID      bad argument, or the daemon refused a request
+ *                        (bad_json, unknown_command, bad_argument)
+ *   RTOMO_E_STATE        the daemon replied bad_state; or the socket needed
+ *                        (ingest, publish, control) was not configured
+ *   RTOMO_E_BACKEND      a ZeroMQ failure, a malformed message or reply,
+ *                        or an "internal" error reply
+ *   RTOMO_E_NOMEM        out of memory
+ */
+#ifndef RTOMO_CLIENT_H
+#define RTOMO_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "rtomo_protocol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rtomo_client_options {
+    const char *ingest;         /* e.g. "tcp://host:5555"; NULL = none */
+    const char *publish;        /* e.g. "tcp://host:5556"; NULL = none */
+    const char *control;        /* e.g. "tcp://127.0.0.1:5557"; NULL = none */
+    int connections;            /* ingest PUSH sockets (>= 1, default 1):
+                                   frames go round-robin over them, begin
+                                   and end messages always on the first */
+    int control_timeout_ms;     /* wait for a control reply (default 3000) */
+    int send_timeout_ms;        /* ingest: -1 (default) blocks while the
+                                   daemon's queue is full; >= 0 gives up */
+    int send_hwm;               /* ingest high-water mark in messages per
+                                   connection; 0 = ZeroMQ's default (1000) */
+    int receive_hwm;            /* SUB high-water mark; 0 = default */
+    int linger_ms;              /* on close, how long queued frames may still
+                                   be delivered (default 10000; -1 forever) */
+} rtomo_client_options;
+
+typedef struct rtomo_client rtomo_client;
+
+void rtomo_client_options_init(rtomo_client_options *opt);
+
+/* Create the sockets and connect them (connecting is asynchronous:
+ * success does not mean that a daemon is there).  NULL and *err on
+ * failure. */
+rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
+                                rtomo_error *err);
+/* Close the sockets; frames still queued get linger_ms to leave. */
+void rtomo_client_close(rtomo_client *client);
+
+/* ------------------------------------------------------------ ingest ---- */
+
+rtomo_status rtomo_client_send_scan_begin(rtomo_client *client,
+                                          const rtomo_scan_spec *spec,
+                                          rtomo_error *err);
+rtomo_status rtomo_client_send_sbdx_begin(rtomo_client *client,
+                                          const rtomo_sbdx_spec *spec,
+                                          rtomo_error *err);
+/* "scan_end" or "sbdx_end". */
+rtomo_status rtomo_client_send_end(rtomo_client *client, rtomo_msg_type type,
+                                   const char *scan, rtomo_error *err);
+
+/* A dark, flat, projection or sbdx_frame with its samples (little-endian,
+ * shape x dtype bytes, checked before sending).  The payload is copied:
+ * the buffer may be reused on return. */
+rtomo_status rtomo_client_send_frame(rtomo_client *client,
+                                     const rtomo_frame_header *frame,
+                                     const void *payload, size_t size,
+                                     rtomo_error *err);
+
+/* Zero-copy variant: ZeroMQ sends straight from `payload`, and calls
+ * release(payload, hint) once it is done with it — possibly later, from a
+ * ZeroMQ thread, and also when sending fails.  release is called exactly
+ * once (it may be NULL for static data). */
+typedef void rtomo_client_release_fn(void *payload, void *hint);
+rtomo_status rtomo_client_send_frame_zero_copy(
+    rtomo_client *client, const rtomo_frame_header *frame, void *payload,
+    size_t size, rtomo_client_release_fn *release, void *hint,
+    rtomo_error *err);
+
+/* Send bytes as they are (1 or 2 parts), unchecked, on connection
+ * `connection` (0-based): for tests and for replaying captured headers. */
+rtomo_status rtomo_client_send_raw(rtomo_client *client, int connection,
+                                   const void *header, size_t header_size,
+                                   int n_parts, const void *payload,
+                                   size_t payload_size, rtomo_error *err);
+
+int rtomo_client_connections(const rtomo_client *client);
+
+/* ----------------------------------------------------------- publish ---- */
+
+/* Receive messages whose topic starts with `topic` ("" = all).  May be
+ * called several times.  Messages published before the subscription
+ * reaches the daemon are not received (ZeroMQ PUB/SUB). */
+rtomo_status rtomo_client_subscribe(rtomo_client *client, const char *topic,
+                                    rtomo_error *err);
+
+typedef enum rtomo_published_kind {
+    RTOMO_PUBLISHED_IMAGE = 0,  /* slice, plane, composite, depth */
+    RTOMO_PUBLISHED_EVENT,
+    RTOMO_PUBLISHED_TELEMETRY,
+    RTOMO_PUBLISHED_OTHER       /* a topic this library does not know */
+} rtomo_published_kind;
+
+/* One published message.  Initialise with {0} or rtomo_published_clear;
+ * rtomo_client_receive clears it before filling it. */
+typedef struct rtomo_published {
+    char topic[32];
+    rtomo_published_kind kind;
+    char *header;               /* header JSON text, NUL-terminated */
+    size_t header_size;
+    json_t *json;               /* the parsed header (telemetry figures and
+                                   any field the structs below lack) */
+    const void *payload;        /* NULL when empty; 16-byte aligned */
+    size_t payload_size;
+    rtomo_image_header image;   /* kind IMAGE */
+    rtomo_event event;          /* kind EVENT */
+    void *priv;                 /* owns the payload */
+} rtomo_published;
+
+/* Wait up to timeout_ms (-1 = forever) for the next message.  Returns
+ * RTOMO_E_UNAVAILABLE when none came in time, RTOMO_E_BACKEND (message
+ * consumed, err says why) when it is malformed. */
+rtomo_status rtomo_client_receive(rtomo_client *client, rtomo_published *msg,
+                                  int timeout_ms, rtomo_error *err);
+void rtomo_published_clear(rtomo_published *msg);
+
+/* ----------------------------------------------------------- control ---- */
+
+/* Send a request object and wait control_timeout_ms for the reply.
+ * RTOMO_OK when the reply says "ok": true.  When it says "ok": false the
+ * status follows its "error" code (see above), err->message quotes it, and
+ * *reply is still set.  When the daemon does not answer in time, returns
+ * RTOMO_E_UNAVAILABLE and recreates the control socket so that the next
+ * request can proceed.  *reply (a new reference, or NULL) is the caller's. */
+rtomo_status rtomo_client_request(rtomo_client *client, const json_t *request,
+                                  json_t **reply, rtomo_error *err);
+/* {"cmd": cmd} — "ping", "status", "get_config", "abort". */
+rtomo_status rtomo_client_command(rtomo_client *client, const char *cmd,
+                                  json_t **reply, rtomo_error *err);
+
+/*
+ * Frames sent over several connections may overtake each other (only each
+ * connection keeps its order, PROTOCOL.md 3.2).  Before sending frames on
+ * other connections than the one that carried scan_begin, and before
+ * scan_end, wait with this until the daemon's active scan is `scan` and
+ * holds at least `frames` frames (its status "received" + "darks" +
+ * "flats"; 0 = just active).  Polls "status" on the control socket.
+ * RTOMO_E_UNAVAILABLE when the count has not grown for stall_ms (or the
+ * daemon does not answer), RTOMO_E_STATE without a control endpoint.
+ */
+rtomo_status rtomo_client_wait_for_scan(rtomo_client *client,
+                                        const char *scan, long frames,
+                                        int stall_ms, rtomo_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTOMO_CLIENT_H */

@@ -1,0 +1,45 @@
+/*
+ * tool_common.h — what the command-line tools (rtomo-push, rtomo-sub,
+ * rtomoctl) share: argument parsing with clear messages, the exit codes,
+ * a monotonic clock, and a Ctrl-C flag.
+ *
+ * Exit codes: 0 success, 1 failure at run time (daemon refused, did not
+ * answer, I/O error), 2 bad usage.
+ */
+#ifndef RTOMO_TOOL_COMMON_H
+#define RTOMO_TOOL_COMMON_H
+
+#include <signal.h>
+#include <stdint.h>
+
+enum { TOOL_OK = 0, TOOL_FAILED = 1, TOOL_USAGE = 2 };
+
+/* Print "PROGRAM: message" and "Try 'PROGRAM --help'." to stderr and
+ * return TOOL_USAGE. */
+int tool_usage_error(const char *program, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Parse `text` as an integer / number in [lo, hi] for option `name`.
+ * Returns 0, or -1 after printing a usage error. */
+int tool_parse_int(const char *program, const char *name, const char *text,
+                   long lo, long hi, long *out);
+int tool_parse_double(const char *program, const char *name,
+                      const char *text, double lo, double hi, double *out);
+/* "A,B" (or "AxB") integers, each in [lo, hi]. */
+int tool_parse_pair(const char *program, const char *name, const char *text,
+                    long lo, long hi, long out[2]);
+/* Up to `max` comma-separated integers in [lo, hi]; *n gets the count. */
+int tool_parse_int_list(const char *program, const char *name,
+                        const char *text, long lo, long hi, long *out,
+                        int max, int *n);
+
+/* Monotonic clock, seconds. */
+double tool_now(void);
+/* Sleep until monotonic time `t` (seconds); returns at once if past. */
+void tool_sleep_until(double t);
+
+/* Set on SIGINT/SIGTERM once tool_catch_signals() ran. */
+extern volatile sig_atomic_t tool_interrupted;
+void tool_catch_signals(void);
+
+#endif /* RTOMO_TOOL_COMMON_H */

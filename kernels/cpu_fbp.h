@@ -1,0 +1,89 @@
+/*
+ * cpu_fbp.h — internals shared by the files of the CPU FBP backend:
+ *   cpu_fbp_backend.c      the ops table and the plan state (this header's
+ *                          cpu_fbp_state)
+ *   cpu_fbp_normalise.c    raw frame row -> line integrals
+ *   cpu_fbp_filter.c       FFTW ramp filtering, two rows per transform
+ *   cpu_fbp_backproject.c  the reference back-projector
+ *   cpu_pool.c         the worker threads
+ *
+ * Filtered sinograms are stored [kept_row][projection][bin] with a few zero
+ * guard bins around every projection row, so that the back-projector can
+ * clamp its detector coordinate into the guards instead of testing bounds:
+ * that keeps its inner loop branch-free and lets the compiler vectorise it.
+ */
+#ifndef RTOMO_CPU_FBP_H
+#define RTOMO_CPU_FBP_H
+
+#include <stddef.h>
+
+#include "cpu_pool.h"
+#include "engine_internal.h"
+
+/* Zero bins stored before bin 0 and after bin det_width-1 of every
+ * projection row.  The back-projector relies on exactly these: one before
+ * (bin -1) and two after (bins w and w+1, the right neighbour of w). */
+#define CPU_FBP_GUARD_BEFORE 1
+#define CPU_FBP_GUARD_AFTER 2
+
+typedef struct cpu_fbp_filter cpu_fbp_filter;
+
+typedef struct cpu_fbp_state {
+    cpu_pool *pool;
+    int n_workers;
+    int bin_stride;         /* det_width + guards: floats per projection row */
+    float *sinograms;       /* row_count x n_proj x bin_stride, guards zero */
+    cpu_fbp_filter *filter;
+    float *bp_rows;         /* per worker: accumulator pixel rows */
+    int bp_row_capacity;    /* floats per worker in bp_rows */
+    double *bp_base;        /* per projection: guarded coordinate of ROI
+                               pixel (0, 0) */
+    float *bp_cos;          /* per projection: x step */
+    double *bp_sin;         /* per projection: minus the y step */
+} cpu_fbp_state;
+
+/* Bin 0 of projection `proj` of kept row `kept_row` (guards around it). */
+static inline float *cpu_fbp_projection_row(const cpu_fbp_state *st,
+                                            int n_proj, int kept_row, int proj)
+{
+    return st->sinograms +
+           ((size_t)kept_row * (size_t)n_proj + (size_t)proj) *
+               (size_t)st->bin_stride +
+           CPU_FBP_GUARD_BEFORE;
+}
+
+/* ---------------------------------------------------- normalisation ---- */
+
+/* Line integrals of kept row `kept_row` of a raw frame into out[det_width]:
+ * the samples as floats, or -log((raw - dark) / (flat - dark)) when
+ * plan->normalise, with the ratio clamped to [1e-6, FLT_MAX] (a flat no
+ * brighter than the dark counts as ratio 1e-6) so that every output is
+ * finite. */
+void cpu_fbp_normalise_row(const rtomo_fbp *plan, const void *frame,
+                           rtomo_dtype dtype, int kept_row, float *out);
+
+/* -------------------------------------------------------- filtering ---- */
+
+/* FFTW plans and per-worker buffers for plan->filter_length, into *out.
+ * Fails with RTOMO_E_NOMEM, or RTOMO_E_BACKEND when FFTW cannot plan. */
+rtomo_status cpu_fbp_filter_create(const rtomo_fbp *plan, int n_workers,
+                                   cpu_fbp_filter **out, rtomo_error *err);
+void cpu_fbp_filter_destroy(cpu_fbp_filter *filter);
+
+/* Normalise and filter every kept row of `frame` into projection slot
+ * `index` of the stored sinograms, using the pool. */
+void cpu_fbp_filter_frame(const rtomo_fbp *plan, cpu_fbp_state *st,
+                          int index, const void *frame, rtomo_dtype dtype);
+
+/* --------------------------------------------------- back-projection ---- */
+
+/* Back-project kept rows kept_rows[0..n_rows-1] into out (n_rows images of
+ * roi_height x roi_width), with plan->geom's ROI and interpolation and
+ * plan->angles / plan->axis_shift as they are now. */
+void cpu_fbp_backproject(const rtomo_fbp *plan, cpu_fbp_state *st,
+                         const int *kept_rows, int n_rows, float *out);
+
+/* Floats of accumulator a worker needs for pixel rows up to `width` wide. */
+int cpu_fbp_backproject_row_capacity(int width);
+
+#endif

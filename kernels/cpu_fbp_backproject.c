@@ -1,0 +1,140 @@
+/*
+ * cpu_fbp_backproject.c — the reference back-projector.  Every GPU kernel is
+ * checked against this function, so it computes exactly the documented sum
+ * (rtomo_engine.h): pixel (x, y), c = (slice_size - 1) / 2,
+ *     s_p = axis + axis_shift[p] + (x - c) cos a_p - (y - c) sin a_p
+ *     LINEAR:  i = floor(s_p), f = s_p - i, (1 - f) q_p[i] + f q_p[i + 1]
+ *     NEAREST: q_p[floor(s_p + 0.5)]
+ * with q_p[j] = 0 outside [0, det_width), summed over p in float32.
+ *
+ * How it stays fast without leaving that definition:
+ *   - the detector coordinate is kept shifted by the guard (t = s + 1 >= 0
+ *     after clamping), so (int)t is floor(s) + 1 without calling floorf;
+ *   - t is clamped into [0, det_width + 1]: any s beyond the detector lands
+ *     on a zero guard bin with the same (zero) result, so the inner loop has
+ *     no branches and gcc -O2 vectorises it;
+ *   - the x loop runs over fixed chunks of CHUNK pixels (gcc's -O2 cost
+ *     model vectorises only loops whose trip count is a known multiple of
+ *     the vector width); pixels past the ROI's right edge are computed into
+ *     scratch and dropped;
+ *   - a task is a few pixel rows of one slice, so each projection row is
+ *     read from cache once for those rows.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cpu_fbp.h"
+
+#define CHUNK 16            /* pixels per vectorised inner loop */
+#define ROWS_PER_TASK 4     /* pixel rows sharing one pass over projections */
+
+int cpu_fbp_backproject_row_capacity(int width)
+{
+    return ROWS_PER_TASK * ((width + CHUNK - 1) / CHUNK * CHUNK);
+}
+
+/* acc[x] += linear interpolation of q at t0 + x*step for x < n_chunks*CHUNK.
+ * q is the guarded row (q[0] is the guard before bin 0), hi = det_width + 1
+ * the last guard. */
+static void accumulate_linear(float *restrict acc, const float *restrict q,
+                              float t0, float step, float hi, int n_chunks)
+{
+    for (int x0 = 0; x0 < n_chunks * CHUNK; x0 += CHUNK) {
+        float *a = acc + x0;
+        for (int x = 0; x < CHUNK; x++) {
+            float t = t0 + (float)(x0 + x) * step;
+            t = t < 0.0f ? 0.0f : t;
+            t = t > hi ? hi : t;
+            int i = (int)t;
+            float f = t - (float)i;
+            a[x] += (1.0f - f) * q[i] + f * q[i + 1];
+        }
+    }
+}
+
+static void accumulate_nearest(float *restrict acc, const float *restrict q,
+                               float t0, float step, float hi, int n_chunks)
+{
+    for (int x0 = 0; x0 < n_chunks * CHUNK; x0 += CHUNK) {
+        float *a = acc + x0;
+        for (int x = 0; x < CHUNK; x++) {
+            float t = t0 + (float)(x0 + x) * step;
+            t = t < 0.0f ? 0.0f : t;
+            t = t > hi ? hi : t;
+            a[x] += q[(int)(t + 0.5f)];
+        }
+    }
+}
+
+/* Per projection: the guarded detector coordinate of ROI pixel (0, 0), and
+ * the steps along x (cos) and y (-sin).  Done in double once per call, so
+ * that the float inner loop starts every row from an exact base. */
+static void prepare_projections(const rtomo_fbp *plan, cpu_fbp_state *st)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    const double c = 0.5 * (g->slice_size - 1);
+    for (int p = 0; p < g->n_proj; p++) {
+        double cs = cos(plan->angles[p]), sn = sin(plan->angles[p]);
+        st->bp_base[p] = g->axis + plan->axis_shift[p] + CPU_FBP_GUARD_BEFORE +
+                         (g->roi_x - c) * cs - (g->roi_y - c) * sn;
+        st->bp_cos[p] = (float)cs;
+        st->bp_sin[p] = sn;
+    }
+}
+
+typedef struct bp_job {
+    const rtomo_fbp *plan;
+    cpu_fbp_state *st;
+    const int *kept_rows;
+    int blocks_per_slice;       /* ROWS_PER_TASK pixel rows per block */
+    float *out;
+} bp_job;
+
+static void backproject_block_task(void *ctx, int task, int worker)
+{
+    const bp_job *job = ctx;
+    const rtomo_fbp_geometry *g = &job->plan->geom;
+    const cpu_fbp_state *st = job->st;
+    const int slice = task / job->blocks_per_slice;
+    const int y_first = (task % job->blocks_per_slice) * ROWS_PER_TASK;
+    const int rows = g->roi_height - y_first < ROWS_PER_TASK
+                         ? g->roi_height - y_first : ROWS_PER_TASK;
+    const int n_chunks = (g->roi_width + CHUNK - 1) / CHUNK;
+    const int stride = n_chunks * CHUNK;
+    const float hi = (float)(g->det_width + CPU_FBP_GUARD_BEFORE);
+    float *acc = st->bp_rows + (size_t)worker * (size_t)st->bp_row_capacity;
+
+    memset(acc, 0, sizeof(float) * (size_t)(rows * stride));
+    for (int p = 0; p < g->n_proj; p++) {
+        const float *q = cpu_fbp_projection_row(st, g->n_proj,
+                                                job->kept_rows[slice], p) -
+                         CPU_FBP_GUARD_BEFORE;
+        for (int r = 0; r < rows; r++) {
+            float t0 = (float)(st->bp_base[p] - (y_first + r) * st->bp_sin[p]);
+            if (g->interp == RTOMO_INTERP_NEAREST)
+                accumulate_nearest(acc + r * stride, q, t0, st->bp_cos[p], hi,
+                                   n_chunks);
+            else
+                accumulate_linear(acc + r * stride, q, t0, st->bp_cos[p], hi,
+                                  n_chunks);
+        }
+    }
+    float *out = job->out + ((size_t)slice * (size_t)g->roi_height +
+                             (size_t)y_first) * (size_t)g->roi_width;
+    for (int r = 0; r < rows; r++)
+        memcpy(out + (size_t)r * (size_t)g->roi_width, acc + r * stride,
+               sizeof(float) * (size_t)g->roi_width);
+}
+
+void cpu_fbp_backproject(const rtomo_fbp *plan, cpu_fbp_state *st,
+                         const int *kept_rows, int n_rows, float *out)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    prepare_projections(plan, st);
+    bp_job job = {plan, st, kept_rows,
+                  (g->roi_height + ROWS_PER_TASK - 1) / ROWS_PER_TASK, out};
+    cpu_pool_run(st->pool, n_rows * job.blocks_per_slice,
+                     backproject_block_task, &job);
+}

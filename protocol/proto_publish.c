@@ -1,0 +1,248 @@
+/*
+ * proto_publish.c — headers of published messages: images (slice, plane,
+ * composite, depth) and events.  Image headers always carry every field
+ * (null where a value does not apply) so that subscribers see one schema.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto_internal.h"
+
+static const char *const image_topics[] = {
+    RTOMO_TOPIC_SLICE, RTOMO_TOPIC_PLANE, RTOMO_TOPIC_COMPOSITE,
+    RTOMO_TOPIC_DEPTH, NULL};
+
+void rtomo_image_header_init(rtomo_image_header *h)
+{
+    memset(h, 0, sizeof *h);
+    snprintf(h->topic, sizeof h->topic, "%s", RTOMO_TOPIC_SLICE);
+    h->frame = -1;
+    h->slice = -1;
+    h->plane = -1;
+    h->count = 1;
+    h->ratio = NAN;
+    h->dtype = RTOMO_DTYPE_F32;
+    h->u16_scale = 1.0f;
+    h->min = h->max = h->mean = NAN;
+    h->angle_first = h->angle_last = NAN;
+    h->latency_ms = h->compute_ms = NAN;
+}
+
+/* A number, or null where it does not apply (JSON has no NaN). */
+static json_t *number_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* Unix time in seconds, for "time" fields. */
+static double unix_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
+{
+    json_t *root = json_pack(
+        "{s:i, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:o, s:i, s:i, "
+        "s:[i, i, i, i], s:s, s:f, s:f}",
+        "protocol", RTOMO_PROTOCOL_VERSION, "type", h->topic, "scan", h->scan,
+        "frame", (json_int_t)h->frame, "index", h->index, "count", h->count,
+        "slice", h->slice, "plane", h->plane, "ratio", number_or_null(h->ratio),
+        "width", h->width, "height", h->height, "roi", h->roi[0], h->roi[1],
+        h->roi[2], h->roi[3], "dtype", rtomo_dtype_name(h->dtype), "u16_scale",
+        (double)h->u16_scale, "u16_offset", (double)h->u16_offset);
+    if (!root)
+        return NULL;
+    const struct { const char *key; double value; } numbers[] = {
+        {"min", h->min}, {"max", h->max}, {"mean", h->mean},
+        {"angle_first", h->angle_first}, {"angle_last", h->angle_last},
+        {"latency_ms", h->latency_ms}, {"compute_ms", h->compute_ms}};
+    int e = 0;
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+        e |= json_object_set_new(root, numbers[i].key,
+                                 number_or_null(numbers[i].value));
+    if (e) {
+        json_decref(root);
+        return NULL;
+    }
+    return proto_dump(root);
+}
+
+/* The envelope of a published header: protocol version and type. */
+static int decode_envelope(const json_t *root, const char **type,
+                           rtomo_reject_info *why)
+{
+    int64_t version;
+    if (proto_get_int(root, NULL, "protocol", REQUIRED, INT64_MIN, INT64_MAX,
+                      &version, why) < 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_VERSION,
+                                "field \"protocol\" is missing or not an "
+                                "integer");
+    if (version != RTOMO_PROTOCOL_VERSION)
+        return rtomo_reject_set(why, RTOMO_REJECT_VERSION,
+                                "field \"protocol\" = %lld is not supported "
+                                "(this library speaks protocol %d)",
+                                (long long)version, RTOMO_PROTOCOL_VERSION);
+    return proto_get_string(root, NULL, "type", REQUIRED, type, why) < 0 ? -1
+                                                                        : 0;
+}
+
+/* Copy string field `key` (optional) into out[size], truncating. */
+static int copy_string(const json_t *root, const char *key, char *out,
+                       size_t size, rtomo_reject_info *why)
+{
+    const char *s;
+    int r = proto_get_string(root, NULL, key, OPTIONAL, &s, why);
+    if (r == FIELD_OK) {
+        snprintf(out, size, "%s", s);
+        proto_utf8_sanitize(out);
+    }
+    return r;
+}
+
+static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
+                                rtomo_reject_info *why)
+{
+    double scale = h->u16_scale, offset = h->u16_offset;
+    int64_t roi[4] = {0, 0, h->width, h->height};
+    if (proto_get_int(root, NULL, "frame", OPTIONAL, INT64_MIN, INT64_MAX,
+                      &h->frame, why) < 0 ||
+        proto_get_int32(root, NULL, "slice", OPTIONAL, -1, INT32_MAX, &h->slice,
+                        why) < 0 ||
+        proto_get_int32(root, NULL, "plane", OPTIONAL, -1, INT32_MAX, &h->plane,
+                        why) < 0 ||
+        proto_get_int_tuple(root, NULL, "roi", OPTIONAL, 4, 0, INT32_MAX, roi,
+                            why) < 0 ||
+        proto_get_number(root, NULL, "u16_scale", OPTIONAL, &scale, why) < 0 ||
+        proto_get_number(root, NULL, "u16_offset", OPTIONAL, &offset, why) < 0)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        h->roi[i] = (int)roi[i];
+    h->u16_scale = (float)scale;
+    h->u16_offset = (float)offset;
+    struct { const char *key; double *value; } numbers[] = {
+        {"ratio", &h->ratio}, {"min", &h->min}, {"max", &h->max},
+        {"mean", &h->mean}, {"angle_first", &h->angle_first},
+        {"angle_last", &h->angle_last}, {"latency_ms", &h->latency_ms},
+        {"compute_ms", &h->compute_ms}};
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+        if (proto_get_number(root, NULL, numbers[i].key, OPTIONAL,
+                             numbers[i].value, why) < 0)
+            return -1;
+    return 0;
+}
+
+static int decode_image(const json_t *root, const char *type,
+                        size_t payload_size, rtomo_image_header *h,
+                        rtomo_reject_info *why)
+{
+    int known = 0;
+    for (int i = 0; image_topics[i]; i++)
+        known |= strcmp(type, image_topics[i]) == 0;
+    if (!known)
+        return rtomo_reject_set(why, RTOMO_REJECT_TYPE,
+                                "field \"type\" = \"%.40s\" is not an image "
+                                "topic (slice, plane, composite, depth)", type);
+    snprintf(h->topic, sizeof h->topic, "%s", type);
+    int dtype = (int)h->dtype;
+    if (copy_string(root, "scan", h->scan, sizeof h->scan, why) < 0 ||
+        proto_get_int32(root, NULL, "width", REQUIRED, 1, PROTO_MAX_EDGE,
+                        &h->width, why) < 0 ||
+        proto_get_int32(root, NULL, "height", REQUIRED, 1, PROTO_MAX_EDGE,
+                        &h->height, why) < 0 ||
+        proto_get_enum(root, NULL, "dtype", REQUIRED, proto_parse_dtype,
+                       "\"uint8\", \"uint16\", \"float32\"", &dtype, why) < 0 ||
+        proto_get_int32(root, NULL, "count", REQUIRED, 1, INT32_MAX, &h->count,
+                        why) < 0 ||
+        proto_get_int32(root, NULL, "index", REQUIRED, 0, h->count - 1,
+                        &h->index, why) < 0 ||
+        decode_image_numbers(root, h, why) < 0)
+        return -1;
+    h->dtype = (rtomo_dtype)dtype;
+    size_t expected = (size_t)h->width * (size_t)h->height *
+                      rtomo_dtype_size(h->dtype);
+    if (payload_size != expected)
+        return rtomo_reject_set(why, RTOMO_REJECT_SIZE,
+                                "%s payload of %zu bytes does not match "
+                                "\"width\" %d x \"height\" %d of \"dtype\" %s "
+                                "(%zu bytes)", h->topic, payload_size,
+                                h->width, h->height,
+                                rtomo_dtype_name(h->dtype), expected);
+    return 0;
+}
+
+int rtomo_proto_decode_image_header(const void *json, size_t size,
+                                    size_t payload_size,
+                                    rtomo_image_header *h,
+                                    rtomo_reject_info *why)
+{
+    rtomo_image_header_init(h);
+    json_t *root = proto_parse_object(json, size, why);
+    if (!root)
+        return -1;
+    const char *type;
+    int result = decode_envelope(root, &type, why);
+    if (result == 0)
+        result = decode_image(root, type, payload_size, h, why);
+    json_decref(root);
+    return result;
+}
+
+/* ------------------------------------------------------------ events ---- */
+
+char *rtomo_proto_encode_event(const rtomo_event *ev)
+{
+    /* Fields are copied so that a truncated multi-byte character cannot
+     * make the JSON encoder fail. */
+    rtomo_event e = *ev;
+    e.event[sizeof e.event - 1] = '\0';
+    e.scan[sizeof e.scan - 1] = '\0';
+    e.reason[sizeof e.reason - 1] = '\0';
+    e.message[sizeof e.message - 1] = '\0';
+    proto_utf8_sanitize(e.event);
+    proto_utf8_sanitize(e.scan);
+    proto_utf8_sanitize(e.reason);
+    proto_utf8_sanitize(e.message);
+    return proto_dump(json_pack(
+        "{s:i, s:s, s:f, s:s, s:o, s:I, s:s, s:s}", "protocol",
+        RTOMO_PROTOCOL_VERSION, "type", RTOMO_TOPIC_EVENT, "time",
+        unix_seconds(), "event", e.event, "scan",
+        e.scan[0] ? json_string(e.scan) : json_null(), "index",
+        (json_int_t)e.index, "reason", e.reason, "message", e.message));
+}
+
+int rtomo_proto_decode_event(const void *json, size_t size, rtomo_event *ev,
+                             rtomo_reject_info *why)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->index = -1;
+    json_t *root = proto_parse_object(json, size, why);
+    if (!root)
+        return -1;
+    const char *type, *name;
+    int result = decode_envelope(root, &type, why);
+    if (result == 0 && strcmp(type, RTOMO_TOPIC_EVENT) != 0)
+        result = rtomo_reject_set(why, RTOMO_REJECT_TYPE,
+                                  "field \"type\" = \"%.40s\" is not \"event\"",
+                                  type);
+    if (result == 0 &&
+        (proto_get_string(root, NULL, "event", REQUIRED, &name, why) < 0 ||
+         copy_string(root, "scan", ev->scan, sizeof ev->scan, why) < 0 ||
+         proto_get_int(root, NULL, "index", OPTIONAL, INT64_MIN, INT64_MAX,
+                       &ev->index, why) < 0 ||
+         copy_string(root, "reason", ev->reason, sizeof ev->reason, why) < 0 ||
+         copy_string(root, "message", ev->message, sizeof ev->message, why) < 0))
+        result = -1;
+    if (result == 0) {
+        snprintf(ev->event, sizeof ev->event, "%s", name);
+        proto_utf8_sanitize(ev->event);
+    }
+    json_decref(root);
+    return result;
+}

@@ -1,0 +1,373 @@
+/*
+ * proto_scan.c — the "scan_begin" message of a tomography scan: decoding it
+ * into an rtomo_scan_spec (degrees on the wire, radians in the engine
+ * geometry), validating the geometry through the FBP engine, and encoding a
+ * spec for clients.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto_internal.h"
+
+void rtomo_scan_spec_init(rtomo_scan_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    rtomo_fbp_geometry_init(&spec->geometry);
+    spec->dtype = RTOMO_DTYPE_U16;
+    spec->slices.kind = RTOMO_SLICES_ALL;
+}
+
+void rtomo_scan_spec_clear(rtomo_scan_spec *spec)
+{
+    if (!spec)
+        return;
+    free(spec->angles);
+    free(spec->axis_shift);
+    rtomo_slice_selection_clear(&spec->slices);
+    rtomo_scan_spec_init(spec);
+}
+
+/* ------------------------------------------------------------ decoding ---- */
+
+static int decode_detector(const json_t *root, rtomo_fbp_geometry *g,
+                           rtomo_reject_info *why)
+{
+    const json_t *det;
+    if (proto_get_object(root, NULL, "detector", REQUIRED, &det, why) < 0 ||
+        proto_get_int32(det, "detector", "width", REQUIRED, 2, PROTO_MAX_EDGE,
+                        &g->det_width, why) < 0 ||
+        proto_get_int32(det, "detector", "height", REQUIRED, 1,
+                        PROTO_MAX_EDGE, &g->det_height, why) < 0)
+        return -1;
+    return 0;
+}
+
+/* Angles: a list of n_proj degrees, or a start and a step (default 180/n). */
+static int decode_angles(const json_t *root, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    rtomo_fbp_geometry *g = &spec->geometry;
+    int n;
+    int have_list = proto_get_number_list(root, NULL, "angles", OPTIONAL,
+                                          g->n_proj, &spec->angles, &n, why);
+    if (have_list < 0)
+        return -1;
+    if (have_list) {
+        if (proto_has_field(root, "angle_start") ||
+            proto_has_field(root, "angle_step"))
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "give either \"angles\" or "
+                                    "\"angle_start\"/\"angle_step\", not both");
+        for (int p = 0; p < n; p++)
+            spec->angles[p] = proto_radians(spec->angles[p]);
+        g->angles = spec->angles;
+        return 0;
+    }
+    double start = 0.0, step = 180.0 / g->n_proj;
+    if (proto_get_number(root, NULL, "angle_start", OPTIONAL, &start, why) < 0 ||
+        proto_get_number(root, NULL, "angle_step", OPTIONAL, &step, why) < 0)
+        return -1;
+    g->angle_start = proto_radians(start);
+    g->angle_step = proto_radians(step);
+    return 0;
+}
+
+static int decode_axis(const json_t *root, rtomo_scan_spec *spec,
+                       rtomo_reject_info *why)
+{
+    rtomo_fbp_geometry *g = &spec->geometry;
+    int n;
+    if (proto_get_number(root, NULL, "axis", OPTIONAL, &g->axis, why) < 0)
+        return -1;
+    int r = proto_get_number_list(root, NULL, "axis_shift", OPTIONAL,
+                                  g->n_proj, &spec->axis_shift, &n, why);
+    if (r < 0)
+        return -1;
+    g->axis_shift = spec->axis_shift;
+    return 0;
+}
+
+static int decode_frames(const json_t *root, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    int dtype = (int)spec->dtype;
+    if (proto_get_enum(root, NULL, "dtype", OPTIONAL, proto_parse_dtype,
+                       "\"uint8\", \"uint16\", \"float32\"", &dtype, why) < 0 ||
+        proto_get_int32(root, NULL, "darks", OPTIONAL, 0,
+                        PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_darks, why) < 0 ||
+        proto_get_int32(root, NULL, "flats", OPTIONAL, 0,
+                        PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_flats, why) < 0)
+        return -1;
+    spec->dtype = (rtomo_dtype)dtype;
+    return 0;
+}
+
+/* Set `flag` in spec->given when reader `r` found its field. */
+static int given(rtomo_scan_spec *spec, unsigned flag, int r)
+{
+    if (r == FIELD_OK)
+        spec->given |= flag;
+    return r;
+}
+
+static int decode_filter(const json_t *rec, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    rtomo_fbp_geometry *g = &spec->geometry;
+    int window = (int)g->window, interp = (int)g->interp;
+    const char *path = "reconstruction";
+    if (given(spec, RTOMO_SPEC_HAS_WINDOW,
+              proto_get_enum(rec, path, "filter", OPTIONAL, proto_parse_window,
+                             "\"ram-lak\", \"shepp-logan\", \"cosine\", "
+                             "\"hamming\", \"hann\"", &window, why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_INTERP,
+              proto_get_enum(rec, path, "interpolation", OPTIONAL,
+                             proto_parse_interp, "\"linear\", \"nearest\"",
+                             &interp, why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_CUTOFF,
+              proto_get_number(rec, path, "cutoff", OPTIONAL, &g->cutoff,
+                               why)) < 0)
+        return -1;
+    if ((spec->given & RTOMO_SPEC_HAS_CUTOFF) &&
+        !(g->cutoff > 0.0 && g->cutoff <= 1.0))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"reconstruction.cutoff\" = %g is "
+                                "outside (0, 1] (fraction of Nyquist)",
+                                g->cutoff);
+    g->window = (rtomo_window)window;
+    g->interp = (rtomo_interp)interp;
+    return 0;
+}
+
+static int decode_region(const json_t *rec, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    rtomo_fbp_geometry *g = &spec->geometry;
+    const char *path = "reconstruction";
+    int64_t roi[4];
+    int r = proto_get_int_tuple(rec, path, "roi", OPTIONAL, 4, 0,
+                                PROTO_MAX_EDGE, roi, why);
+    if (r < 0)
+        return -1;
+    if (r == FIELD_OK) {
+        if (roi[2] < 1 || roi[3] < 1)
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"reconstruction.roi\" = [x, y, w, "
+                                    "h] has an empty size %lldx%lld",
+                                    (long long)roi[2], (long long)roi[3]);
+        g->roi_x = (int)roi[0];
+        g->roi_y = (int)roi[1];
+        g->roi_width = (int)roi[2];
+        g->roi_height = (int)roi[3];
+        spec->given |= RTOMO_SPEC_HAS_ROI;
+    }
+    if (given(spec, RTOMO_SPEC_HAS_SLICE_SIZE,
+              proto_get_int32(rec, path, "slice_size", OPTIONAL, 1,
+                              PROTO_MAX_EDGE, &g->slice_size, why)) < 0)
+        return -1;
+    /* The engine checks this too, but cannot name the wire fields. */
+    int grid = g->slice_size ? g->slice_size : g->det_width;
+    if ((spec->given & RTOMO_SPEC_HAS_ROI) &&
+        (g->roi_x + g->roi_width > grid || g->roi_y + g->roi_height > grid))
+        return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
+                                "field \"reconstruction.roi\" = [%d, %d, %d, "
+                                "%d] is not inside the %dx%d slice grid "
+                                "(\"reconstruction.slice_size\", default the "
+                                "detector width)", g->roi_x, g->roi_y,
+                                g->roi_width, g->roi_height, grid, grid);
+    return 0;
+}
+
+static int decode_slices(const json_t *rec, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    if (!proto_has_field(rec, "slices"))
+        return 0;
+    json_t *value = json_object_get(rec, "slices");
+    if (rtomo_slice_selection_from_json(value, "reconstruction.slices",
+                                        &spec->slices, why) < 0)
+        return -1;
+    spec->given |= RTOMO_SPEC_HAS_SLICES;
+    int *rows, n_rows;
+    if (rtomo_slice_selection_expand(&spec->slices, spec->geometry.det_height,
+                                     &rows, &n_rows, why) < 0) {
+        /* expand() speaks of "slices"; name the field as it is on the wire */
+        if (why) {
+            char message[RTOMO_REASON_MAX];
+            memcpy(message, why->message, sizeof message);
+            rtomo_reject_set(why, why->reason, "reconstruction.%s", message);
+        }
+        return -1;
+    }
+    free(rows);
+    return 0;
+}
+
+static int decode_reconstruction(const json_t *root, rtomo_scan_spec *spec,
+                                 rtomo_reject_info *why)
+{
+    const json_t *rec;
+    int r = proto_get_object(root, NULL, "reconstruction", OPTIONAL, &rec,
+                             why);
+    if (r != FIELD_OK)
+        return r;
+    if (decode_filter(rec, spec, why) < 0 || decode_region(rec, spec, why) < 0 ||
+        decode_slices(rec, spec, why) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_mode(const char *name, int *out)
+{
+    if (strcmp(name, "scan") == 0)
+        *out = 0;
+    else if (strcmp(name, "continuous") == 0)
+        *out = 1;
+    else
+        return -1;
+    return 0;
+}
+
+static int decode_mode(const json_t *root, rtomo_scan_spec *spec,
+                       rtomo_reject_info *why)
+{
+    if (proto_get_enum(root, NULL, "mode", OPTIONAL, parse_mode,
+                       "\"scan\", \"continuous\"", &spec->continuous, why) < 0)
+        return -1;
+    if (!spec->continuous) {
+        if (proto_has_field(root, "every"))
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"every\" applies only with "
+                                    "\"mode\": \"continuous\"");
+        return 0;
+    }
+    spec->window_every = spec->geometry.n_proj;
+    return proto_get_int32(root, NULL, "every", OPTIONAL, 1,
+                           PROTO_MAX_PROJECTIONS, &spec->window_every, why) < 0
+               ? -1 : 0;
+}
+
+static int validate_geometry(const rtomo_fbp_geometry *g,
+                             rtomo_reject_info *why)
+{
+    rtomo_error err;
+    if (rtomo_fbp_geometry_validate(g, &err) != RTOMO_OK)
+        return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
+                                "scan_begin geometry refused: %s", err.message);
+    return 0;
+}
+
+int proto_decode_scan_begin(const json_t *root, const char *scan,
+                            rtomo_scan_spec **out, rtomo_reject_info *why)
+{
+    rtomo_scan_spec *spec = malloc(sizeof *spec);
+    if (!spec)
+        return rtomo_reject_set(why, RTOMO_REJECT_OVERSIZE,
+                                "no memory for a scan description");
+    rtomo_scan_spec_init(spec);
+    strcpy(spec->scan, scan);
+    rtomo_fbp_geometry *g = &spec->geometry;
+    if (decode_detector(root, g, why) < 0 ||
+        proto_get_int32(root, NULL, "projections", REQUIRED, 1,
+                        PROTO_MAX_PROJECTIONS, &g->n_proj, why) < 0 ||
+        decode_angles(root, spec, why) < 0 || decode_axis(root, spec, why) < 0 ||
+        decode_frames(root, spec, why) < 0 ||
+        decode_reconstruction(root, spec, why) < 0 ||
+        decode_mode(root, spec, why) < 0 || validate_geometry(g, why) < 0) {
+        rtomo_scan_spec_clear(spec);
+        free(spec);
+        return -1;
+    }
+    *out = spec;
+    return 0;
+}
+
+/* ------------------------------------------------------------ encoding ---- */
+
+/* A JSON array of n doubles times `scale`; NULL on allocation failure. */
+static json_t *number_array(const double *values, int n, double scale)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_real(values[i] * scale)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Add the members of the optional "reconstruction" object. */
+static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
+{
+    const rtomo_fbp_geometry *g = &spec->geometry;
+    if (!spec->given)
+        return 0;
+    json_t *rec = json_object();
+    int e = rec ? 0 : -1;
+    if (spec->given & RTOMO_SPEC_HAS_WINDOW)
+        e |= json_object_set_new(rec, "filter",
+                                 json_string(rtomo_window_name(g->window)));
+    if (spec->given & RTOMO_SPEC_HAS_CUTOFF)
+        e |= json_object_set_new(rec, "cutoff", json_real(g->cutoff));
+    if (spec->given & RTOMO_SPEC_HAS_INTERP)
+        e |= json_object_set_new(rec, "interpolation",
+                                 json_string(rtomo_interp_name(g->interp)));
+    if (spec->given & RTOMO_SPEC_HAS_SLICES)
+        e |= json_object_set_new(rec, "slices",
+                                 rtomo_slice_selection_to_json(&spec->slices));
+    if (spec->given & RTOMO_SPEC_HAS_ROI)
+        e |= json_object_set_new(rec, "roi",
+                                 json_pack("[i, i, i, i]", g->roi_x, g->roi_y,
+                                           g->roi_width, g->roi_height));
+    if (spec->given & RTOMO_SPEC_HAS_SLICE_SIZE)
+        e |= json_object_set_new(rec, "slice_size",
+                                 json_integer(g->slice_size));
+    return e | json_object_set_new(root, "reconstruction", rec);
+}
+
+static int encode_angles(json_t *root, const rtomo_fbp_geometry *g)
+{
+    if (g->angles)
+        return json_object_set_new(root, "angles",
+                                   number_array(g->angles, g->n_proj,
+                                                180.0 / M_PI));
+    int e = json_object_set_new(root, "angle_start",
+                                json_real(proto_degrees(g->angle_start)));
+    if (g->angle_step != 0.0)
+        e |= json_object_set_new(root, "angle_step",
+                                 json_real(proto_degrees(g->angle_step)));
+    return e;
+}
+
+char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec)
+{
+    const rtomo_fbp_geometry *g = &spec->geometry;
+    json_t *root = json_pack(
+        "{s:i, s:s, s:s, s:{s:i, s:i}, s:i, s:s, s:i, s:i}", "protocol",
+        RTOMO_PROTOCOL_VERSION, "type", "scan_begin", "scan", spec->scan,
+        "detector", "width", g->det_width, "height", g->det_height,
+        "projections", g->n_proj, "dtype", rtomo_dtype_name(spec->dtype),
+        "darks", spec->n_darks, "flats", spec->n_flats);
+    if (!root)
+        return NULL;
+    int e = encode_angles(root, g);
+    if (isfinite(g->axis))
+        e |= json_object_set_new(root, "axis", json_real(g->axis));
+    if (g->axis_shift)
+        e |= json_object_set_new(root, "axis_shift",
+                                 number_array(g->axis_shift, g->n_proj, 1.0));
+    e |= encode_reconstruction(root, spec);
+    if (spec->continuous)
+        e |= json_object_set_new(root, "mode", json_string("continuous"));
+    if (spec->continuous && spec->window_every > 0)
+        e |= json_object_set_new(root, "every",
+                                 json_integer(spec->window_every));
+    if (e) {
+        json_decref(root);
+        return NULL;
+    }
+    return proto_dump(root);
+}

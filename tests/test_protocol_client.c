@@ -1,0 +1,580 @@
+/*
+ * test_protocol_client.c — the client library (client/rtomo_client.c)
+ * against plain ZeroMQ peers played by the test itself on loopback TCP:
+ * a PULL socket that decodes what the client pushes, a PUB socket that
+ * publishes images and events, and a REP socket (in a thread) that answers,
+ * refuses, stays silent or babbles.  No daemon is involved.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "rtomo_client.h"
+#include "test_protocol_common.h"
+
+#define RECEIVE_TIMEOUT_MS 5000
+
+/* A socket of `type` bound to a free loopback port; its endpoint in ep. */
+static void *bind_loopback(void *ctx, int type, char *ep, size_t size)
+{
+    void *s = zmq_socket(ctx, type);
+    ck_assert_ptr_nonnull(s);
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    ck_assert_int_eq(zmq_bind(s, "tcp://127.0.0.1:*"), 0);
+    ck_assert_int_eq(zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &size), 0);
+    return s;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Receive one multipart message from a PULL socket and decode it. */
+static int pull_message(void *pull, rtomo_ingest_msg *msg, zmq_msg_t *parts,
+                        int *n_parts, rtomo_reject_info *why)
+{
+    zmq_pollitem_t item = {.socket = pull, .events = ZMQ_POLLIN};
+    ck_assert_msg(zmq_poll(&item, 1, RECEIVE_TIMEOUT_MS) == 1,
+                  "nothing arrived on the PULL socket");
+    int n = 0, more = 1;
+    while (more) {
+        ck_assert_int_lt(n, 2);
+        zmq_msg_init(&parts[n]);
+        ck_assert_int_ge(zmq_msg_recv(&parts[n], pull, 0), 0);
+        more = zmq_msg_more(&parts[n]);
+        n++;
+    }
+    *n_parts = n;
+    return rtomo_proto_decode_ingest(
+        n, zmq_msg_data(&parts[0]), zmq_msg_size(&parts[0]),
+        n > 1 ? zmq_msg_data(&parts[1]) : NULL,
+        n > 1 ? zmq_msg_size(&parts[1]) : 0, msg, why);
+}
+
+static void close_parts(zmq_msg_t *parts, int n)
+{
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+}
+
+static rtomo_client *open_client(const char *ingest, const char *publish,
+                                 const char *control, int connections)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = ingest;
+    opt.publish = publish;
+    opt.control = control;
+    opt.connections = connections;
+    opt.control_timeout_ms = 300;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c != NULL, "open: %s", err.message);
+    return c;
+}
+
+/* ------------------------------------------------------------ ingest ---- */
+
+/* A whole small scan over several connections arrives intact: every
+ * frame decodes, carries its own samples, and none is lost. */
+START_TEST(push_scan)
+{
+    uint64_t s = test_seed(101, 0);
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *pull = bind_loopback(ctx, ZMQ_PULL, ep, sizeof ep);
+    int connections = rand_int(&s, 1, 4);
+    rtomo_client *c = open_client(ep, NULL, NULL, connections);
+    ck_assert_int_eq(rtomo_client_connections(c), connections);
+
+    rtomo_scan_spec spec;
+    rtomo_scan_spec_init(&spec);
+    snprintf(spec.scan, sizeof spec.scan, "loop-%d", rand_int(&s, 0, 999));
+    spec.geometry.det_width = rand_int(&s, 2, 64);
+    spec.geometry.det_height = rand_int(&s, 1, 16);
+    spec.geometry.n_proj = rand_int(&s, 5, 40);
+    spec.n_flats = 1;
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_send_scan_begin(c, &spec, &err), RTOMO_OK);
+
+    int n_frames = spec.geometry.n_proj + 1;     /* one flat + projections */
+    size_t samples = (size_t)spec.geometry.det_width * spec.geometry.det_height;
+    uint16_t *data = malloc(samples * sizeof *data * (size_t)n_frames);
+    for (size_t i = 0; i < samples * (size_t)n_frames; i++)
+        data[i] = (uint16_t)rtomo_random_next(&s);
+    for (int k = 0; k < n_frames; k++) {
+        rtomo_frame_header f = {
+            .type = k == 0 ? RTOMO_MSG_FLAT : RTOMO_MSG_PROJECTION,
+            .index = k == 0 ? 0 : k - 1, .dtype = RTOMO_DTYPE_U16, .ndim = 2,
+            .shape = {spec.geometry.det_height, spec.geometry.det_width},
+            .angle = k * 0.5, .axis_shift = NAN};
+        memcpy(f.scan, spec.scan, sizeof f.scan);
+        ck_assert_int_eq(rtomo_client_send_frame(c, &f, data + k * samples,
+                                                 samples * 2, &err), RTOMO_OK);
+    }
+    ck_assert_int_eq(rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, spec.scan,
+                                           &err), RTOMO_OK);
+
+    /* The begin comes first: it and the first frame share connection 0. */
+    int seen_end = 0, n_seen = 0;
+    unsigned char *seen = calloc((size_t)n_frames, 1);
+    for (int m = 0; m < n_frames + 2; m++) {
+        rtomo_ingest_msg msg;
+        rtomo_reject_info why;
+        zmq_msg_t parts[2];
+        int n;
+        ck_assert_msg(pull_message(pull, &msg, parts, &n, &why) == 0,
+                      "received message rejected: %s", why.message);
+        ck_assert_str_eq(msg.scan, spec.scan);
+        if (m == 0) {
+            ck_assert_int_eq(msg.type, RTOMO_MSG_SCAN_BEGIN);
+            ck_assert_int_eq(msg.scan_spec->geometry.n_proj,
+                             spec.geometry.n_proj);
+        } else if (msg.type == RTOMO_MSG_SCAN_END) {
+            seen_end++;
+        } else {
+            int k = msg.type == RTOMO_MSG_FLAT ? 0 : (int)msg.frame.index + 1;
+            ck_assert(!seen[k]);
+            seen[k] = 1;
+            n_seen++;
+            ck_assert_int_eq(memcmp(msg.payload, data + k * samples,
+                                    samples * 2), 0);
+            if (msg.type == RTOMO_MSG_PROJECTION)
+                ck_assert_double_eq(msg.frame.angle, k * 0.5);
+        }
+        rtomo_ingest_msg_clear(&msg);
+        close_parts(parts, n);
+    }
+    ck_assert_int_eq(seen_end, 1);
+    ck_assert_int_eq(n_seen, n_frames);
+    free(seen);
+    free(data);
+    rtomo_client_close(c);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+static void count_release(void *payload, void *hint)
+{
+    (void)payload;
+    __atomic_add_fetch((int *)hint, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Zero-copy frames arrive byte for byte; the release callback runs once,
+ * also when the frame is refused before sending. */
+START_TEST(push_zero_copy)
+{
+    uint64_t s = test_seed(102, 0);
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *pull = bind_loopback(ctx, ZMQ_PULL, ep, sizeof ep);
+    rtomo_client *c = open_client(ep, NULL, NULL, 1);
+    rtomo_frame_header f = {.type = RTOMO_MSG_SBDX_FRAME, .scan = "zc",
+                            .index = 9, .dtype = RTOMO_DTYPE_U8, .ndim = 4,
+                            .shape = {3, 4, 8, 16}};
+    size_t size = 3 * 4 * 8 * 16;
+    unsigned char *frame = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        frame[i] = (unsigned char)rtomo_random_next(&s);
+    int released = 0;
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_send_frame_zero_copy(c, &f, frame, size,
+                                                       count_release,
+                                                       &released, &err),
+                     RTOMO_OK);
+    rtomo_ingest_msg msg;
+    rtomo_reject_info why;
+    zmq_msg_t parts[2];
+    int n;
+    ck_assert_int_eq(pull_message(pull, &msg, parts, &n, &why), 0);
+    ck_assert_int_eq(msg.type, RTOMO_MSG_SBDX_FRAME);
+    ck_assert(msg.frame.index == 9);
+    ck_assert_int_eq(memcmp(msg.payload, frame, size), 0);
+    rtomo_ingest_msg_clear(&msg);
+    close_parts(parts, n);
+
+    /* One byte short: refused locally, released at once, nothing sent. */
+    ck_assert_int_eq(rtomo_client_send_frame_zero_copy(c, &f, frame, size - 1,
+                                                       count_release,
+                                                       &released, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "size_mismatch"));
+    rtomo_client_close(c);      /* flushes: the first release has run */
+    ck_assert_int_eq(released, 2);
+    zmq_pollitem_t item = {.socket = pull, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&item, 1, 100), 0);
+    free(frame);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* Frames the daemon would reject are refused before sending, with the
+ * reject name; messages without an ingest socket are a state error. */
+START_TEST(push_refuses_bad_frames)
+{
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *pull = bind_loopback(ctx, ZMQ_PULL, ep, sizeof ep);
+    rtomo_client *c = open_client(ep, NULL, NULL, 2);
+    float samples[6] = {1, 2, 3, 4, 5, 6};
+    samples[rand_int(&(uint64_t){test_seed(103, 0)}, 0, 5)] = NAN;
+    rtomo_frame_header f = {.type = RTOMO_MSG_PROJECTION, .scan = "bad",
+                            .index = 0, .dtype = RTOMO_DTYPE_F32, .ndim = 2,
+                            .shape = {2, 3}, .angle = NAN, .axis_shift = NAN};
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_send_frame(c, &f, samples, sizeof samples,
+                                             &err), RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "non_finite"));
+    rtomo_scan_spec spec;
+    rtomo_scan_spec_init(&spec);
+    snprintf(spec.scan, sizeof spec.scan, "no spaces allowed");
+    spec.geometry.det_width = 4;
+    spec.geometry.det_height = 4;
+    spec.geometry.n_proj = 4;
+    ck_assert_int_eq(rtomo_client_send_scan_begin(c, &spec, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "scan"));
+    ck_assert_int_eq(rtomo_client_send_end(c, RTOMO_MSG_DARK, "x", &err),
+                     RTOMO_E_INVALID);
+    ck_assert_int_eq(rtomo_client_send_raw(c, 2, "{}", 2, 1, NULL, 0, &err),
+                     RTOMO_E_INVALID);
+    zmq_pollitem_t item = {.socket = pull, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&item, 1, 100), 0);
+    /* Raw bytes go out unchecked, for testing daemons. */
+    ck_assert_int_eq(rtomo_client_send_raw(c, 1, "{}", 2, 2, "ab", 2, &err),
+                     RTOMO_OK);
+    rtomo_ingest_msg msg;
+    rtomo_reject_info why;
+    zmq_msg_t parts[2];
+    int n;
+    ck_assert_int_eq(pull_message(pull, &msg, parts, &n, &why), -1);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(why.reason, RTOMO_REJECT_VERSION);
+    close_parts(parts, n);
+    rtomo_client_close(c);
+
+    rtomo_client *sub_only = open_client(NULL, ep, NULL, 1);
+    ck_assert_int_eq(rtomo_client_send_frame(sub_only, &f, samples,
+                                             sizeof samples, &err),
+                     RTOMO_E_STATE);
+    rtomo_client_close(sub_only);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* With nobody reading, a bounded send gives up with a clear message. */
+START_TEST(push_times_out)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = "tcp://127.0.0.1:1";   /* nothing listens on port 1 */
+    opt.send_timeout_ms = 50;
+    opt.send_hwm = 1;
+    opt.linger_ms = 0;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_ptr_nonnull(c);
+    uint8_t frame[4] = {0};
+    rtomo_frame_header f = {.type = RTOMO_MSG_DARK, .scan = "t", .index = 0,
+                            .dtype = RTOMO_DTYPE_U8, .ndim = 2,
+                            .shape = {2, 2}};
+    rtomo_status st = RTOMO_OK;
+    for (int k = 0; k < 100 && st == RTOMO_OK; k++)
+        st = rtomo_client_send_frame(c, &f, frame, 4, &err);
+    ck_assert_int_eq(st, RTOMO_E_UNAVAILABLE);
+    ck_assert_ptr_nonnull(strstr(err.message, "timed out after 50 ms"));
+    rtomo_client_close(c);
+
+    opt.ingest = "no-such-transport://x";
+    ck_assert_ptr_null(rtomo_client_open(&opt, &err));
+    ck_assert_int_eq(err.code, RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "no-such-transport://x"));
+}
+END_TEST
+
+/* ----------------------------------------------------------- publish ---- */
+
+static void publish(void *pub, const char *topic, const char *header,
+                    const void *payload, size_t size)
+{
+    ck_assert_int_ge(zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE), 0);
+    ck_assert_int_ge(zmq_send(pub, header, strlen(header), ZMQ_SNDMORE), 0);
+    ck_assert_int_ge(zmq_send(pub, payload, size, 0), 0);
+}
+
+/* Publish events until the subscriber sees one: PUB drops everything sent
+ * before a subscription arrives. */
+static void wait_for_subscription(void *pub, rtomo_client *c)
+{
+    rtomo_event ev = {.event = "hello", .index = -1};
+    char *text = rtomo_proto_encode_event(&ev);
+    rtomo_published m = {0};
+    rtomo_status st = RTOMO_E_UNAVAILABLE;
+    for (int tries = 0; tries < 100 && st != RTOMO_OK; tries++) {
+        publish(pub, "event", text, NULL, 0);
+        st = rtomo_client_receive(c, &m, 50, NULL);
+    }
+    ck_assert_int_eq(st, RTOMO_OK);
+    /* drain the surplus hellos */
+    while (rtomo_client_receive(c, &m, 100, NULL) == RTOMO_OK)
+        ck_assert_str_eq(m.event.event, "hello");
+    rtomo_published_clear(&m);
+    free(text);
+}
+
+START_TEST(subscribe_images_and_events)
+{
+    uint64_t s = test_seed(104, 0);
+    void *ctx = zmq_ctx_new();
+    char ep[256];
+    void *pub = bind_loopback(ctx, ZMQ_PUB, ep, sizeof ep);
+    rtomo_client *c = open_client(NULL, ep, NULL, 1);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_subscribe(c, "slice", &err), RTOMO_OK);
+    ck_assert_int_eq(rtomo_client_subscribe(c, "event", &err), RTOMO_OK);
+    wait_for_subscription(pub, c);
+
+    rtomo_image_header h;
+    rtomo_image_header_init(&h);
+    snprintf(h.scan, sizeof h.scan, "pub");
+    h.width = rand_int(&s, 1, 200);
+    h.height = rand_int(&s, 1, 200);
+    h.slice = rand_int(&s, 0, 100);
+    h.count = 3;
+    h.index = 2;
+    size_t n = (size_t)h.width * h.height;
+    float *image = malloc(n * sizeof *image);
+    for (size_t i = 0; i < n; i++)
+        image[i] = (float)rtomo_random_normal(&s);
+    char *header = rtomo_proto_encode_image_header(&h);
+    publish(pub, "telemetry", "{\"protocol\":1,\"type\":\"telemetry\"}",
+            NULL, 0);                           /* not subscribed */
+    publish(pub, "slice", header, image, n * sizeof *image);
+    rtomo_event ev = {.event = "scan_complete", .scan = "pub", .index = -1};
+    char *event = rtomo_proto_encode_event(&ev);
+    publish(pub, "event", event, NULL, 0);
+    publish(pub, "slice", header, image, n * sizeof *image - 4);
+
+    rtomo_published m = {0};
+    ck_assert_int_eq(rtomo_client_receive(c, &m, RECEIVE_TIMEOUT_MS, &err),
+                     RTOMO_OK);
+    ck_assert_str_eq(m.topic, "slice");
+    ck_assert_int_eq(m.kind, RTOMO_PUBLISHED_IMAGE);
+    ck_assert_int_eq(m.image.width, h.width);
+    ck_assert_int_eq(m.image.height, h.height);
+    ck_assert_int_eq(m.image.slice, h.slice);
+    ck_assert_int_eq(m.image.index, 2);
+    ck_assert_uint_eq(m.payload_size, n * sizeof *image);
+    ck_assert_uint_eq((uintptr_t)m.payload % 16, 0);
+    ck_assert_int_eq(memcmp(m.payload, image, m.payload_size), 0);
+    ck_assert(json_is_object(m.json));
+    ck_assert_int_eq(rtomo_client_receive(c, &m, RECEIVE_TIMEOUT_MS, &err),
+                     RTOMO_OK);
+    ck_assert_int_eq(m.kind, RTOMO_PUBLISHED_EVENT);
+    ck_assert_str_eq(m.event.event, "scan_complete");
+    ck_assert_ptr_null(m.payload);
+    ck_assert_int_eq(rtomo_client_receive(c, &m, RECEIVE_TIMEOUT_MS, &err),
+                     RTOMO_E_BACKEND);
+    ck_assert_ptr_nonnull(strstr(err.message, "size_mismatch"));
+
+    double t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_receive(c, &m, 150, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_double_ge(now_ms() - t0, 140);
+    rtomo_published_clear(&m);
+    free(image);
+    free(header);
+    free(event);
+    rtomo_client_close(c);
+    zmq_close(pub);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* ----------------------------------------------------------- control ---- */
+
+/* A stand-in daemon on a REP socket in its own thread: answers requests
+ * with `script` in order (the last reply repeated); a NULL entry answers
+ * only after 400 ms, when the client has given up. */
+typedef struct responder {
+    void *ctx;
+    const char *const *script;
+    int n;
+    char endpoint[256];
+    int ready;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+} responder;
+
+static void *respond(void *arg)
+{
+    responder *r = arg;
+    void *rep = bind_loopback(r->ctx, ZMQ_REP, r->endpoint, sizeof r->endpoint);
+    pthread_mutex_lock(&r->lock);
+    r->ready = 1;
+    pthread_cond_signal(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    for (int k = 0;; k++) {
+        char buf[512];
+        if (zmq_recv(rep, buf, sizeof buf - 1, 0) < 0)
+            break;              /* the context was shut down */
+        const char *reply = r->script[k < r->n ? k : r->n - 1];
+        if (!reply) {
+            struct timespec pause = {0, 400 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            reply = "{\"ok\":true}";
+        }
+        zmq_send(rep, reply, strlen(reply), 0);
+    }
+    zmq_close(rep);
+    return NULL;
+}
+
+static void start_responder(responder *r, const char *const *script, int n)
+{
+    *r = (responder){.ctx = zmq_ctx_new(), .script = script, .n = n};
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    ck_assert_int_eq(pthread_create(&r->thread, NULL, respond, r), 0);
+    pthread_mutex_lock(&r->lock);
+    while (!r->ready)
+        pthread_cond_wait(&r->cond, &r->lock);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void stop_responder(responder *r)
+{
+    zmq_ctx_shutdown(r->ctx);
+    pthread_join(r->thread, NULL);
+    zmq_ctx_term(r->ctx);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cond);
+}
+
+/* Answers, refusals, silence and babble; the REQ socket survives them. */
+START_TEST(control_requests)
+{
+    static const char *const script[] = {
+        "{\"ok\":true,\"pong\":true,\"version\":\"0.1.0\"}",
+        "{\"ok\":false,\"error\":\"bad_argument\",\"message\":\"no key zz\"}",
+        NULL, "this is not JSON", "{\"ok\":true,\"n\":5}"};
+    responder r;
+    start_responder(&r, script, 5);
+    rtomo_client *c = open_client(NULL, NULL, r.endpoint, 1);
+    json_t *reply;
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_command(c, "ping", &reply, &err), RTOMO_OK);
+    ck_assert(json_is_true(json_object_get(reply, "pong")));
+    json_decref(reply);
+
+    ck_assert_int_eq(rtomo_client_command(c, "set_config", &reply, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(reply);
+    ck_assert_ptr_nonnull(strstr(err.message, "bad_argument: no key zz"));
+    json_decref(reply);
+
+    double t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_command(c, "status", &reply, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_double_ge(now_ms() - t0, 290);
+    ck_assert_ptr_null(reply);
+    ck_assert_ptr_nonnull(strstr(err.message, "did not answer within 300 ms"));
+    ck_assert_ptr_nonnull(strstr(err.message, r.endpoint));
+
+    /* The socket was recreated, so the next requests go through. */
+    ck_assert_int_eq(rtomo_client_command(c, "status", &reply, &err),
+                     RTOMO_E_BACKEND);
+    ck_assert_ptr_null(reply);
+    ck_assert_ptr_nonnull(strstr(err.message, "malformed"));
+    ck_assert_int_eq(rtomo_client_command(c, "status", &reply, &err), RTOMO_OK);
+    ck_assert_int_eq(json_integer_value(json_object_get(reply, "n")), 5);
+    json_decref(reply);
+    rtomo_client_close(c);
+
+    rtomo_client *none = open_client(NULL, r.endpoint, NULL, 1);
+    ck_assert_int_eq(rtomo_client_command(none, "ping", &reply, &err),
+                     RTOMO_E_STATE);
+    ck_assert_int_eq(rtomo_client_wait_for_scan(none, "w", 0, 10, &err),
+                     RTOMO_E_STATE);
+    rtomo_client_close(none);
+    stop_responder(&r);
+}
+END_TEST
+
+/* wait_for_scan follows the daemon's status until the scan is active and
+ * holds enough frames, and gives up on a stalled count. */
+START_TEST(wait_for_scan_progress)
+{
+    static const char *const script[] = {
+        "{\"ok\":true,\"scan\":null}",
+        "{\"ok\":true,\"scan\":{\"id\":\"other\",\"received\":50}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":0,\"darks\":1}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":2,\"darks\":2,"
+        "\"flats\":1}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"w\",\"received\":7,\"darks\":2,"
+        "\"flats\":1}}"};
+    responder r;
+    start_responder(&r, script, 5);
+    rtomo_client *c = open_client(NULL, NULL, r.endpoint, 1);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 0, 1000, &err),
+                     RTOMO_OK);             /* the third status */
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 10, 1000, &err),
+                     RTOMO_OK);             /* the fifth */
+    double t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "w", 11, 100, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_double_ge(now_ms() - t0, 100);
+    ck_assert_ptr_nonnull(strstr(err.message, "stalled at 10 of 11"));
+    ck_assert_int_eq(rtomo_client_wait_for_scan(c, "v", 0, 50, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_ptr_nonnull(strstr(err.message, "did not become active"));
+    rtomo_client_close(c);
+    stop_responder(&r);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+    Suite *suite = suite_create("protocol client");
+    TCase *ingest = tcase_create("ingest");
+    tcase_add_test(ingest, push_scan);
+    tcase_add_test(ingest, push_zero_copy);
+    tcase_add_test(ingest, push_refuses_bad_frames);
+    tcase_add_test(ingest, push_times_out);
+    suite_add_tcase(suite, ingest);
+    TCase *pub = tcase_create("publish");
+    tcase_add_test(pub, subscribe_images_and_events);
+    suite_add_tcase(suite, pub);
+    TCase *control = tcase_create("control");
+    tcase_add_test(control, control_requests);
+    tcase_add_test(control, wait_for_scan_progress);
+    suite_add_tcase(suite, control);
+    return suite;
+}
+
+int main(void)
+{
+    test_base_seed();
+    SRunner *runner = srunner_create(client_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,111 @@
+/*
+ * test_sbdx_support.c — helpers shared by the SBDX tests (see
+ * test_sbdx_support.h).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "rtomo_sim.h"
+#include "test_sbdx_support.h"
+
+const double sbdx_small_ratios[6] = {0.6, 0.85, 1.0, 1.37, 1.8, 2.25};
+const double sbdx_mid_ratios[8] = {0.55, 0.8, 1.0, 1.25, 1.6, 2.0, 2.5, 3.1};
+
+void sbdx_small_geometry(rtomo_sbdx_geometry *g)
+{
+    rtomo_sbdx_geometry_init(g);
+    g->holes_x = 12;
+    g->holes_y = 10;
+    g->det_width = 16;
+    g->det_height = 8;
+    g->shift_m = 4;
+    g->n_planes = 6;
+    g->ratios = sbdx_small_ratios;
+}
+
+void sbdx_mid_geometry(rtomo_sbdx_geometry *g)
+{
+    rtomo_sbdx_geometry_init(g);
+    g->holes_x = 40;
+    g->holes_y = 30;
+    g->det_width = 48;
+    g->det_height = 32;
+    g->shift_m = 6;
+    g->n_planes = 8;
+    g->ratios = sbdx_mid_ratios;
+}
+
+size_t sbdx_frame_samples(const rtomo_sbdx_geometry *g)
+{
+    return (size_t)g->holes_x * g->holes_y * g->det_width * g->det_height;
+}
+
+size_t sbdx_planes_pixels(const rtomo_sbdx_geometry *g)
+{
+    int w = g->out_width ? g->out_width : g->shift_m * g->holes_x;
+    int h = g->out_height ? g->out_height : g->shift_m * g->holes_y;
+    return (size_t)w * h * g->n_planes;
+}
+
+void *sbdx_random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
+                        uint64_t *seed)
+{
+    size_t n = sbdx_frame_samples(g);
+    void *frame = malloc(n * rtomo_dtype_size(dtype));
+    ck_assert_ptr_nonnull(frame);
+    for (size_t i = 0; i < n; i++) {
+        double u = rtomo_random_uniform(seed);
+        switch (dtype) {
+        case RTOMO_DTYPE_U8:
+            ((uint8_t *)frame)[i] = (uint8_t)(u * 256.0);
+            break;
+        case RTOMO_DTYPE_U16:
+            ((uint16_t *)frame)[i] = (uint16_t)(u * 65536.0);
+            break;
+        case RTOMO_DTYPE_F32:
+            ((float *)frame)[i] = (float)(-100.0 + 1100.0 * u);
+            break;
+        }
+    }
+    return frame;
+}
+
+float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
+                        int threads, const void *frame, rtomo_dtype dtype)
+{
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = threads;
+    opt.sbdx_method = method;
+    rtomo_error err;
+    rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);
+    ck_assert_msg(plan != NULL, "create failed: %s", err.message);
+    float *planes = malloc(sizeof(float) * sbdx_planes_pixels(g));
+    ck_assert_ptr_nonnull(planes);
+    rtomo_sbdx_output out = {.planes = planes};
+    rtomo_status st = rtomo_sbdx_reconstruct(plan, frame, dtype, &out, &err);
+    ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
+    rtomo_sbdx_destroy(plan);
+    return planes;
+}
+
+double sbdx_max_relative_error(const float *a, const float *b,
+                               const rtomo_sbdx_geometry *g)
+{
+    size_t plane = sbdx_planes_pixels(g) / (size_t)g->n_planes;
+    double worst = 0.0;
+    for (int k = 0; k < g->n_planes; k++) {
+        double max_diff = 0.0, max_ref = 0.0;
+        for (size_t i = plane * k; i < plane * (k + 1); i++) {
+            max_diff = fmax(max_diff, fabs((double)a[i] - b[i]));
+            max_ref = fmax(max_ref, fabs((double)b[i]));
+        }
+        if (max_diff > 0.0)
+            worst = fmax(worst, max_ref > 0.0 ? max_diff / max_ref : INFINITY);
+    }
+    return worst;
+}
