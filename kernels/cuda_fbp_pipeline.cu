@@ -311,7 +311,16 @@ extern "C" rtomo_status cuda_fbp_recon_init(cuda_fbp_slot *slot,
         RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&r->downloaded[j],
                                                      cudaEventDisableTiming));
     }
-    return RTOMO_OK;
+    /* The output buffers of the largest batch now, not at the first
+     * reconstruction: pinned allocations take tens of milliseconds, which
+     * belong to plan creation rather than to the latency of the first
+     * slices. */
+    const size_t image = (size_t)plan->geom.roi_width * (size_t)plan->geom.roi_height *
+                         sizeof(float);
+    size_t images = MAX_OUTPUT_BYTES / image;
+    if (images > CUDA_FBP_MAX_GROUPS * 4)
+        images = CUDA_FBP_MAX_GROUPS * 4;
+    return ensure_output(slot, (images > 0 ? images : 1) * image, err);
 }
 
 extern "C" void cuda_fbp_recon_free(cuda_fbp_slot *slot)
@@ -492,31 +501,69 @@ extern "C" rtomo_status cuda_fbp_recon_batch(cuda_fbp_slot *slot,
 
 /* ----------------------------------------------------------- pipeline ---- */
 
-/* Wait for batch `b` (buffer b&1) to reach the host, account its time and
- * copy its images to their places in job->out. */
+/* The images of one batch: job rows [first, first + count). */
+typedef struct batch_span {
+    int first, count;
+} batch_span;
+
+/* Wait for the batch in output buffer `buf` to reach the host, account its
+ * time and copy its images to their places in job->out. */
 static rtomo_status finish_batch(cuda_fbp_slot *slot,
-                                 const cuda_fbp_recon_job *job, int b,
-                                 int images_per_batch, size_t image,
-                                 rtomo_error *err)
+                                 const cuda_fbp_recon_job *job, int buf,
+                                 batch_span span, size_t image, rtomo_error *err)
 {
     cuda_fbp_recon_state *r = &slot->recon;
-    const int buf = b & 1;
     RTOMO_CUDA_TRY(err, cudaEventSynchronize(r->downloaded[buf]));
     float ms = 0.f;
     RTOMO_CUDA_TRY(err, cudaEventElapsedTime(&ms, r->bp_start[buf], r->bp_end[buf]));
     slot->backproject_seconds += 1e-3 * ms;
     cuda_fbp_copy_segment segs[CUDA_FBP_MAX_GROUPS * 4];
     int n = 0;
-    for (int j = 0; j < images_per_batch; j++) {
-        const int idx = b * images_per_batch + j;
-        if (idx >= job->n_rows)
-            break;
-        segs[n].dst = job->out + (size_t)job->targets[idx] * image;
+    for (int j = 0; j < span.count && span.first + j < job->n_rows; j++) {
+        segs[n].dst = job->out + (size_t)job->targets[span.first + j] * image;
         segs[n].src = r->host_out[buf] + (size_t)j * image;
         segs[n].bytes = image * sizeof(float);
         n++;
     }
     cuda_fbp_copy(job->impl->copier, segs, n);
+    return RTOMO_OK;
+}
+
+/* Groups in the next launch: k while more than k remain, then smaller
+ * launches, so that the download and copy of the last batch (which nothing
+ * overlaps) stay short. */
+static int next_batch_groups(int remaining, int k)
+{
+    const int tail = (k + 3) / 4;
+    if (remaining > k)
+        return k;
+    return remaining < tail ? remaining : tail;
+}
+
+/* Enqueue pack, back-projection and download of `groups` groups starting
+ * at job row `first` into output buffer `buf`. */
+static rtomo_status enqueue_batch(cuda_fbp_slot *slot, const cuda_fbp_recon_job *job,
+                                  int buf, int first, int groups, const int *roi,
+                                  size_t image, rtomo_error *err)
+{
+    cuda_fbp_recon_state *r = &slot->recon;
+    const int S = job->cfg.format.slices;
+    int rows[CUDA_FBP_MAX_GROUPS * 4];
+    for (int j = 0; j < groups * S; j++)
+        rows[j] = first + j < job->n_rows ? job->rows[first + j] : -1;
+    /* The device buffer is free once its previous download is done. */
+    RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->compute, r->downloaded[buf], 0));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(r->bp_start[buf], slot->compute));
+    rtomo_status st = backproject_groups(slot, job->plan, job->impl, &job->cfg, rows,
+                                         groups, roi, r->dev_out[buf], err);
+    if (st != RTOMO_OK)
+        return st;
+    RTOMO_CUDA_TRY(err, cudaEventRecord(r->bp_end[buf], slot->compute));
+    RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, r->bp_end[buf], 0));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(r->host_out[buf], r->dev_out[buf],
+                                        image * (size_t)(groups * S) * sizeof(float),
+                                        cudaMemcpyDeviceToHost, slot->download));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(r->downloaded[buf], slot->download));
     return RTOMO_OK;
 }
 
@@ -527,44 +574,32 @@ extern "C" rtomo_status cuda_fbp_recon_run(cuda_fbp_slot *slot, void *arg,
     if (job->n_rows == 0)
         return RTOMO_OK;
     const rtomo_fbp *plan = job->plan;
-    const cuda_fbp_config *cfg = &job->cfg;
-    cuda_fbp_recon_state *r = &slot->recon;
     int roi[4];
     plan_roi(plan, roi);
-    const int S = cfg->format.slices;
+    const int S = job->cfg.format.slices;
     const int groups = (job->n_rows + S - 1) / S;
-    const int k = cuda_fbp_batch_groups(slot, plan, cfg, roi[2], roi[3], groups);
-    const int batches = (groups + k - 1) / k;
+    const int k = cuda_fbp_batch_groups(slot, plan, &job->cfg, roi[2], roi[3], groups);
     const size_t image = (size_t)roi[2] * (size_t)roi[3];
-    const int per_batch = k * S;
 
     rtomo_status st = cuda_fbp_upload_constants(slot, plan, err);
     if (st == RTOMO_OK)
-        st = ensure_output(slot, image * per_batch * sizeof(float), err);
+        st = ensure_output(slot, image * (size_t)(k * S) * sizeof(float), err);
     if (st != RTOMO_OK)
         return st;
-    int rows[CUDA_FBP_MAX_GROUPS * 4];
-    for (int b = 0; b < batches; b++) {
+    /* While batch b back-projects, batch b-1 downloads and the host copies
+     * out the batch before it: two output buffers in turn. */
+    batch_span spans[2];
+    int done = 0, b = 0;
+    for (; done < groups; b++) {
         const int buf = b & 1;
-        const int first = b * per_batch;
-        const int n_groups = groups - b * k < k ? groups - b * k : k;
-        for (int j = 0; j < n_groups * S; j++)
-            rows[j] = first + j < job->n_rows ? job->rows[first + j] : -1;
-        /* The device buffer is free once its previous download is done. */
-        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->compute, r->downloaded[buf], 0));
-        RTOMO_CUDA_TRY(err, cudaEventRecord(r->bp_start[buf], slot->compute));
-        st = backproject_groups(slot, plan, job->impl, cfg, rows, n_groups, roi,
-                                r->dev_out[buf], err);
-        if (st != RTOMO_OK)
+        const int n = next_batch_groups(groups - done, k);
+        spans[buf].first = done * S;
+        spans[buf].count = n * S;
+        if ((st = enqueue_batch(slot, job, buf, done * S, n, roi, image, err)))
             return st;
-        RTOMO_CUDA_TRY(err, cudaEventRecord(r->bp_end[buf], slot->compute));
-        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, r->bp_end[buf], 0));
-        RTOMO_CUDA_TRY(err, cudaMemcpyAsync(r->host_out[buf], r->dev_out[buf],
-                                            image * (size_t)(n_groups * S) * sizeof(float),
-                                            cudaMemcpyDeviceToHost, slot->download));
-        RTOMO_CUDA_TRY(err, cudaEventRecord(r->downloaded[buf], slot->download));
-        if (b > 0 && (st = finish_batch(slot, job, b - 1, per_batch, image, err)))
+        if (b > 0 && (st = finish_batch(slot, job, buf ^ 1, spans[buf ^ 1], image, err)))
             return st;
+        done += n;
     }
-    return finish_batch(slot, job, batches - 1, per_batch, image, err);
+    return finish_batch(slot, job, (b - 1) & 1, spans[(b - 1) & 1], image, err);
 }
