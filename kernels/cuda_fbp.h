@@ -155,7 +155,6 @@ typedef struct cuda_fbp_slot {
     int device;                 /* CUDA ordinal */
     int row_begin, row_count;   /* kept rows (offsets in the kept range) */
     int sm_count;
-    size_t texture_alignment;
     cudaStream_t upload, compute, download;
     float *sino;                /* row_count x n_proj x sino_pitch bytes */
     size_t sino_pitch;          /* bytes between projections of a row */
@@ -216,7 +215,6 @@ typedef struct cuda_fbp_impl {
     int current;
     int texture_chunk;          /* projections per texture */
     char device_name[256];      /* of slot 0: the autotune cache key */
-    cuda_fbp_config last_config;/* what the last reconstruct used */
 } cuda_fbp_impl;
 
 /* Byte offset of row `r` (slot-local) in slot->sino. */

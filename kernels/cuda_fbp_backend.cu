@@ -148,7 +148,6 @@ static rtomo_status slot_init(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
     cudaDeviceProp prop;
     RTOMO_CUDA_TRY(err, cudaGetDeviceProperties(&prop, slot->device));
     slot->sm_count = prop.multiProcessorCount;
-    slot->texture_alignment = prop.textureAlignment;
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->upload, cudaStreamNonBlocking));
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->compute, cudaStreamNonBlocking));
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->download, cudaStreamNonBlocking));
@@ -500,7 +499,6 @@ static rtomo_status cuda_reconstruct(rtomo_fbp *plan, const int *kept_rows,
             if (impl->slots[i].backproject_seconds > longest)
                 longest = impl->slots[i].backproject_seconds;
         plan->stats.backproject_seconds += longest;
-        impl->last_config = cfg;
     }
     free(lists);
     free(jobs);

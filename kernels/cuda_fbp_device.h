@@ -213,14 +213,10 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
 
 /* ------------------------------------------------ projection constants ---- */
 
-/* Geometry of one projection as a block uses it: pixel (lx, ly) of the
- * block's tile sees bin  base + lx*c - ly*s. */
-struct proj_consts {
-    float c, s, base, unused;
-};
-
-/* Constants of projection p for the tile whose first pixel is (x0, y0) in
- * slice coordinates (relative to the centre already subtracted). */
+/* Constants of projection p for a tile whose first pixel lies at (fx0, fy0)
+ * from the slice centre: {cos, sin, base + offset, 0}, where pixel (lx, ly)
+ * of the tile sees bin  base + lx*cos - ly*sin.  Tile-relative positions
+ * keep the float sums small, hence exact to a fraction of a bin. */
 __device__ __forceinline__ float4 tile_constants(const float4 *proj, int p,
                                                  float fx0, float fy0,
                                                  float offset)
