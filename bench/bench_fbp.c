@@ -1,0 +1,692 @@
+/*
+ * bench_fbp.c — benchmark of the FBP engine (program bench-fbp).
+ *
+ * Three measurements, each on fresh random data (never zeros), after a
+ * warm-up, as the median of repeats:
+ *   bp    back-projection alone: every kernel x slices per pass x precision
+ *         x interpolation (and AUTO), at each size n (n x n slices, n
+ *         projections, n bins), with GU/s from the engine's own timing
+ *         (stats.backproject_seconds: CUDA events) and from the wall time of
+ *         rtomo_fbp_reconstruct (slices in host memory);
+ *   full  the whole path host to host: uint16 frames with a dark and a
+ *         flat in host memory -> filtered on the GPU as they arrive ->
+ *         slices in host memory, against back-projection alone;
+ *   e2e   one n^3 volume from n projections end to end (default 2048).
+ * Results go to stdout as tables and, with --json PATH, to a JSON file.
+ *
+ *   bench-fbp [--sizes 512,1024,2048,4096] [--slices N] [--repeats R]
+ *             [--kernels auto,standard,texture,alu,hybrid] [--spp 1,2,4]
+ *             [--precisions float,half] [--interps linear,nearest]
+ *             [--devices 0,1] [--backend cuda|cpu] [--no-bp] [--full]
+ *             [--e2e [N]] [--json PATH]
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rtomo_engine.h"
+#include "rtomo_sim.h"
+
+#define MAX_LIST 16
+
+typedef struct int_list {
+    int v[MAX_LIST];
+    int n;
+} int_list;
+
+typedef struct bench_options {
+    int_list sizes, kernels, spp, precisions, interps, devices;
+    int slices;                 /* 0 = per-size default */
+    int repeats;
+    int run_bp, run_full, e2e_size;
+    rtomo_backend backend;
+    const char *json;
+} bench_options;
+
+typedef struct bench_mode {
+    rtomo_bp_kernel kernel;
+    int slices;                 /* 0 with AUTO */
+    rtomo_precision precision;
+    rtomo_interp interp;
+} bench_mode;
+
+static void die(const char *what, const rtomo_error *err)
+{
+    fprintf(stderr, "bench-fbp: %s: %s\n", what, err ? err->message : "failed");
+    exit(1);
+}
+
+/* ------------------------------------------------------------ options ---- */
+
+/* Parse "a,b,c" with `parse` turning each item into an int. */
+static int parse_list(const char *s, int_list *out, int (*parse)(const char *, int *))
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    out->n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        if (out->n >= MAX_LIST || !parse(t, &out->v[out->n]))
+            return 0;
+        out->n++;
+    }
+    return out->n > 0;
+}
+
+static int parse_int(const char *s, int *v)
+{
+    char *end;
+    long x = strtol(s, &end, 10);
+    *v = (int)x;
+    return *end == '\0' && x >= 0 && x <= 1 << 20;
+}
+
+static int parse_kernel(const char *s, int *v)
+{
+    rtomo_bp_kernel k;
+    return rtomo_bp_kernel_parse(s, &k) == RTOMO_OK && (*v = (int)k, 1);
+}
+
+static int parse_interp(const char *s, int *v)
+{
+    rtomo_interp i;
+    return rtomo_interp_parse(s, &i) == RTOMO_OK && (*v = (int)i, 1);
+}
+
+static int parse_precision(const char *s, int *v)
+{
+    if (strcmp(s, "float") == 0)
+        return *v = RTOMO_PRECISION_FLOAT, 1;
+    if (strcmp(s, "half") == 0)
+        return *v = RTOMO_PRECISION_HALF, 1;
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench-fbp [--sizes 512,1024,2048,4096] [--slices N] "
+            "[--repeats R]\n  [--kernels auto,standard,texture,alu,hybrid] "
+            "[--spp 1,2,4] [--precisions float,half]\n  [--interps "
+            "linear,nearest] [--devices 0,1] [--backend cuda|cpu] [--no-bp]\n"
+            "  [--full] [--e2e [N]] [--json PATH]\n");
+    exit(2);
+}
+
+static void default_options(bench_options *o)
+{
+    memset(o, 0, sizeof *o);
+    parse_list("512,1024,2048,4096", &o->sizes, parse_int);
+    parse_list("auto,standard,texture,alu,hybrid", &o->kernels, parse_kernel);
+    parse_list("1,2,4", &o->spp, parse_int);
+    parse_list("float,half", &o->precisions, parse_precision);
+    parse_list("linear,nearest", &o->interps, parse_interp);
+    o->repeats = 5;
+    o->run_bp = 1;
+    o->backend = RTOMO_BACKEND_CUDA;
+}
+
+static void parse_args(int argc, char **argv, bench_options *o)
+{
+    default_options(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (strcmp(a, "--sizes") == 0 && v) ok = parse_list(v, &o->sizes, parse_int), i++;
+        else if (strcmp(a, "--kernels") == 0 && v) ok = parse_list(v, &o->kernels, parse_kernel), i++;
+        else if (strcmp(a, "--spp") == 0 && v) ok = parse_list(v, &o->spp, parse_int), i++;
+        else if (strcmp(a, "--precisions") == 0 && v) ok = parse_list(v, &o->precisions, parse_precision), i++;
+        else if (strcmp(a, "--interps") == 0 && v) ok = parse_list(v, &o->interps, parse_interp), i++;
+        else if (strcmp(a, "--devices") == 0 && v) ok = parse_list(v, &o->devices, parse_int), i++;
+        else if (strcmp(a, "--slices") == 0 && v) ok = parse_int(v, &o->slices), i++;
+        else if (strcmp(a, "--repeats") == 0 && v) ok = parse_int(v, &o->repeats) && o->repeats > 0, i++;
+        else if (strcmp(a, "--json") == 0 && v) o->json = v, i++;
+        else if (strcmp(a, "--backend") == 0 && v) ok = rtomo_backend_parse(v, &o->backend) == RTOMO_OK, i++;
+        else if (strcmp(a, "--no-bp") == 0) o->run_bp = 0;
+        else if (strcmp(a, "--full") == 0) o->run_full = 1;
+        else if (strcmp(a, "--e2e") == 0) {
+            o->e2e_size = 2048;
+            if (v && v[0] != '-' && parse_int(v, &o->e2e_size))
+                i++;
+        } else
+            usage();
+        if (!ok)
+            usage();
+    }
+}
+
+/* Enough slices to fill the GPU for a few hundred milliseconds. */
+static int slices_for(const bench_options *o, int n)
+{
+    if (o->slices)
+        return o->slices;
+    return n <= 512 ? 256 : n <= 1024 ? 128 : n <= 2048 ? 64 : 16;
+}
+
+static void engine_options(const bench_options *o, const bench_mode *m,
+                           rtomo_engine_options *opt)
+{
+    rtomo_engine_options_init(opt);
+    opt->backend = o->backend;
+    opt->bp_kernel = m->kernel;
+    opt->slices_per_pass = m->slices;
+    opt->precision = m->precision;
+    opt->n_devices = o->devices.n;
+    for (int i = 0; i < o->devices.n; i++)
+        opt->device_ids[i] = o->devices.v[i];
+}
+
+static const char *mode_name(const bench_mode *m)
+{
+    static char s[64];
+    snprintf(s, sizeof s, "%-8s %d %-5s %-7s", rtomo_bp_kernel_name(m->kernel),
+             m->slices, m->precision == RTOMO_PRECISION_HALF ? "half" : "float",
+             rtomo_interp_name(m->interp));
+    return s;
+}
+
+/* -------------------------------------------------------------- data ---- */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t fresh_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+}
+
+/* Filtered sinograms: DISTINCT_ROWS different random rows of n x n,
+ * drawn once per size and cycled over the plans' rows (the content does
+ * not change the speed; only zeros would). */
+#define DISTINCT_ROWS 3
+
+static float *random_sinograms(int n, uint64_t *seed)
+{
+    const size_t count = (size_t)n * n * DISTINCT_ROWS;
+    float *rows = malloc(sizeof(float) * count);
+    if (!rows)
+        die("out of memory for sinograms", NULL);
+    for (size_t i = 0; i < count; i++)
+        rows[i] = (float)(2.0 * rtomo_random_uniform(seed) - 1.0) * 1e-3f;
+    return rows;
+}
+
+static void feed_sinograms(rtomo_fbp *plan, const float *rows)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(plan);
+    const size_t n = (size_t)g->n_proj * g->det_width;
+    rtomo_error err;
+    for (int r = 0; r < g->row_count; r++)
+        if (rtomo_fbp_set_filtered(plan, g->row_first + r, 1,
+                                   rows + n * (r % DISTINCT_ROWS), &err))
+            die("set_filtered", &err);
+}
+
+static rtomo_fbp_geometry cube_geometry(int n, int rows, rtomo_interp interp)
+{
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = n;
+    g.det_height = rows;
+    g.n_proj = n;
+    g.interp = interp;
+    return g;
+}
+
+/* The autotuner's choices so far, from its cache file (the bench points
+ * RTOMO_CACHE_DIR at a private directory). */
+static void print_autotune_choices(const char *dir, json_t *js)
+{
+    char path[512], line[1024];
+    snprintf(path, sizeof path, "%s/fbp-autotune-v1.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    printf("\nautotune choices (device, roi w, h, n_proj, width, precision, interp, "
+           "asked kernel, spp, ratio -> kernel, spp, precision, tile, ratio, GU/s):\n");
+    while (fgets(line, sizeof line, f)) {
+        printf("  %s", line);
+        line[strcspn(line, "\n")] = '\0';
+        json_array_append_new(js, json_string(line));
+    }
+    fclose(f);
+}
+
+/* ---------------------------------------------------------- bp bench ---- */
+
+typedef struct bp_result {
+    double gus, gus_wall, seconds;
+} bp_result;
+
+static bp_result bench_bp_mode(const bench_options *o, int n, int rows,
+                               const bench_mode *m, const float *sinograms,
+                               float *out)
+{
+    rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
+    rtomo_engine_options opt;
+    engine_options(o, m, &opt);
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
+    if (!plan)
+        die("plan", &err);
+    feed_sinograms(plan, sinograms);
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    if (rtomo_fbp_reconstruct(plan, list, rows, out, &err))     /* warm-up */
+        die("reconstruct", &err);
+    double bp[64], wall[64];
+    const int reps = o->repeats < 64 ? o->repeats : 64;
+    for (int i = 0; i < reps; i++) {
+        rtomo_fbp_stats a, b;
+        rtomo_fbp_get_stats(plan, &a);
+        if (rtomo_fbp_reconstruct(plan, list, rows, out, &err))
+            die("reconstruct", &err);
+        rtomo_fbp_get_stats(plan, &b);
+        bp[i] = b.backproject_seconds - a.backproject_seconds;
+        wall[i] = b.reconstruct_seconds - a.reconstruct_seconds;
+    }
+    const double updates = (double)rows * n * n * n;
+    bp_result r;
+    r.seconds = median(bp, reps);
+    r.gus = updates / r.seconds * 1e-9;
+    r.gus_wall = updates / median(wall, reps) * 1e-9;
+    free(list);
+    rtomo_fbp_destroy(plan);
+    return r;
+}
+
+static int mode_selected(const int_list *l, int v)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] == v)
+            return 1;
+    return 0;
+}
+
+/* The modes to measure: AUTO per precision and interpolation, then every
+ * explicit kernel x slices x precision x interpolation. */
+static int list_modes(const bench_options *o, bench_mode *modes, int cap)
+{
+    int n = 0;
+    for (int k = RTOMO_BP_AUTO; k <= RTOMO_BP_HYBRID; k++) {
+        if (!mode_selected(&o->kernels, k))
+            continue;
+        for (int si = 0; si < (k == RTOMO_BP_AUTO ? 1 : o->spp.n); si++)
+            for (int p = 0; p < o->precisions.n; p++)
+                for (int i = 0; i < o->interps.n && n < cap; i++) {
+                    bench_mode *m = &modes[n++];
+                    m->kernel = (rtomo_bp_kernel)k;
+                    m->slices = k == RTOMO_BP_AUTO ? 0 : o->spp.v[si];
+                    m->precision = (rtomo_precision)o->precisions.v[p];
+                    m->interp = (rtomo_interp)o->interps.v[i];
+                }
+    }
+    return n;
+}
+
+static void bench_bp(const bench_options *o, uint64_t *seed, json_t *results)
+{
+    bench_mode modes[256];
+    const int n_modes = list_modes(o, modes, 256);
+    for (int s = 0; s < o->sizes.n; s++) {
+        const int n = o->sizes.v[s], rows = slices_for(o, n);
+        float *out = malloc(sizeof(float) * (size_t)rows * n * n);
+        float *sinograms = random_sinograms(n, seed);
+        if (!out)
+            die("out of memory for slices", NULL);
+        printf("\nback-projection, %d^2 slices x %d, %d projections of %d bins\n",
+               n, rows, n, n);
+        printf("  %-31s %10s %12s %10s\n", "kernel   spp prec  interp", "GU/s (BP)",
+               "GU/s (wall)", "BP s");
+        double baseline = 0.0;
+        for (int i = 0; i < n_modes; i++) {
+            bp_result r = bench_bp_mode(o, n, rows, &modes[i], sinograms, out);
+            if (modes[i].kernel == RTOMO_BP_STANDARD && modes[i].slices == 1 &&
+                modes[i].precision == RTOMO_PRECISION_FLOAT &&
+                modes[i].interp == RTOMO_INTERP_LINEAR)
+                baseline = r.gus;
+            printf("  %-31s %10.1f %12.1f %10.4f\n", mode_name(&modes[i]), r.gus,
+                   r.gus_wall, r.seconds);
+            fflush(stdout);
+            json_t *j = json_pack("{s:i,s:i,s:i,s:s,s:i,s:s,s:s,s:f,s:f,s:f}",
+                                  "size", n, "slices", rows, "projections", n,
+                                  "kernel", rtomo_bp_kernel_name(modes[i].kernel),
+                                  "slices_per_pass", modes[i].slices, "precision",
+                                  modes[i].precision == RTOMO_PRECISION_HALF ? "half" : "float",
+                                  "interp", rtomo_interp_name(modes[i].interp),
+                                  "gus_bp", r.gus, "gus_wall", r.gus_wall,
+                                  "bp_seconds", r.seconds);
+            json_array_append_new(results, j);
+        }
+        if (baseline > 0.0)
+            printf("  (standard float linear baseline: %.1f GU/s)\n", baseline);
+        free(sinograms);
+        free(out);
+    }
+}
+
+/* ---------------------------------------------------- full-path bench ---- */
+
+/* uint16 frames of rows x n: a dark, a flat, then `distinct` random
+ * projections cycled over the scan. */
+typedef struct frame_set {
+    uint16_t *frames;
+    int distinct;
+    size_t pixels;
+} frame_set;
+
+static frame_set make_frame_set(int n, int rows, uint64_t *seed)
+{
+    frame_set fs;
+    fs.distinct = 4;
+    fs.pixels = (size_t)rows * n;
+    fs.frames = malloc(sizeof(uint16_t) * fs.pixels * (fs.distinct + 2));
+    if (!fs.frames)
+        die("out of memory for frames", NULL);
+    for (size_t i = 0; i < fs.pixels; i++) {
+        fs.frames[i] = 100;                 /* dark */
+        fs.frames[fs.pixels + i] = 60000;   /* flat */
+    }
+    for (size_t i = 2 * fs.pixels; i < fs.pixels * (fs.distinct + 2); i++)
+        fs.frames[i] = (uint16_t)(1000 + 50000 * rtomo_random_uniform(seed));
+    return fs;
+}
+
+static rtomo_fbp *scan_plan(const bench_options *o, int n, int rows,
+                            const bench_mode *m, const frame_set *fs)
+{
+    rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
+    rtomo_engine_options opt;
+    engine_options(o, m, &opt);
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
+    if (!plan)
+        die("plan", &err);
+    if (rtomo_fbp_add_dark(plan, fs->frames, RTOMO_DTYPE_U16, &err) ||
+        rtomo_fbp_add_flat(plan, fs->frames + fs->pixels, RTOMO_DTYPE_U16, &err))
+        die("dark/flat", &err);
+    return plan;
+}
+
+/* Feed all n projections of a scan; returns the seconds it took. */
+static double ingest(rtomo_fbp *plan, const frame_set *fs, int n)
+{
+    rtomo_error err;
+    const double t0 = now_seconds();
+    for (int p = 0; p < n; p++)
+        if (rtomo_fbp_add_projection(plan, p, fs->frames + fs->pixels * (2 + p % fs->distinct),
+                                     RTOMO_DTYPE_U16, NAN, NAN, &err))
+            die("add_projection", &err);
+    return now_seconds() - t0;
+}
+
+/* Reconstruct rows 0..rows-1, `slab` rows per call into the same buffer
+ * (a service hands slices on as they come). */
+static void reconstruct_rows(rtomo_fbp *plan, int rows, int slab, float *out)
+{
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    if (!list)
+        die("out of memory", NULL);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    rtomo_error err;
+    for (int first = 0; first < rows; first += slab)
+        if (rtomo_fbp_reconstruct(plan, list + first, rows - first < slab ? rows - first : slab,
+                                  out, &err))
+            die("reconstruct", &err);
+    free(list);
+}
+
+typedef struct full_result {
+    double seconds, ingest_seconds, bp_seconds, filter_seconds, gus;
+} full_result;
+
+/* One scan from its first frame to its last slice in host memory. */
+static full_result run_full_path(const bench_options *o, int n, int rows,
+                                 int slab, const bench_mode *m,
+                                 const frame_set *fs, float *out)
+{
+    rtomo_fbp *plan = scan_plan(o, n, rows, m, fs);
+    full_result r;
+    const double t0 = now_seconds();
+    r.ingest_seconds = ingest(plan, fs, n);
+    reconstruct_rows(plan, rows, slab, out);
+    r.seconds = now_seconds() - t0;
+    rtomo_fbp_stats st;
+    rtomo_fbp_get_stats(plan, &st);
+    r.bp_seconds = st.backproject_seconds;
+    r.filter_seconds = st.filter_seconds;
+    r.gus = (double)rows * n * n * n / r.seconds * 1e-9;
+    rtomo_fbp_destroy(plan);
+    return r;
+}
+
+/* Streaming: consecutive scans through two plans, one thread feeding scan
+ * i+1 while another reconstructs scan i, as the daemon overlaps the
+ * acquisition of a scan with the reconstruction of the previous one.  The
+ * period between finished scans is what a beamline sees. */
+typedef struct stream {
+    rtomo_fbp *plans[2];
+    const frame_set *fs;
+    int n, scans;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ingested, reconstructed;
+} stream;
+
+static void *stream_ingest(void *arg)
+{
+    stream *s = arg;
+    for (int i = 0; i < s->scans; i++) {
+        pthread_mutex_lock(&s->lock);
+        while (s->reconstructed < i - 1)    /* plan i%2 busy with scan i-2 */
+            pthread_cond_wait(&s->cond, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+        ingest(s->plans[i % 2], s->fs, s->n);
+        pthread_mutex_lock(&s->lock);
+        s->ingested = i + 1;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return NULL;
+}
+
+#define STREAM_SCANS 6
+
+static full_result run_stream(const bench_options *o, int n, int rows,
+                              const bench_mode *m, const frame_set *fs,
+                              float *out)
+{
+    stream s = {{scan_plan(o, n, rows, m, fs), scan_plan(o, n, rows, m, fs)},
+                fs, n, STREAM_SCANS, PTHREAD_MUTEX_INITIALIZER,
+                PTHREAD_COND_INITIALIZER, 0, 0};
+    pthread_t feeder;
+    if (pthread_create(&feeder, NULL, stream_ingest, &s) != 0)
+        die("cannot start the feeding thread", NULL);
+    double done[STREAM_SCANS], period[STREAM_SCANS], bp[STREAM_SCANS];
+    for (int i = 0; i < STREAM_SCANS; i++) {
+        pthread_mutex_lock(&s.lock);
+        while (s.ingested < i + 1)
+            pthread_cond_wait(&s.cond, &s.lock);
+        pthread_mutex_unlock(&s.lock);
+        rtomo_fbp_stats a, b;
+        rtomo_fbp_get_stats(s.plans[i % 2], &a);
+        reconstruct_rows(s.plans[i % 2], rows, rows, out);
+        rtomo_fbp_get_stats(s.plans[i % 2], &b);
+        done[i] = now_seconds();
+        bp[i] = b.backproject_seconds - a.backproject_seconds;
+        pthread_mutex_lock(&s.lock);
+        s.reconstructed = i + 1;
+        pthread_cond_broadcast(&s.cond);
+        pthread_mutex_unlock(&s.lock);
+    }
+    pthread_join(feeder, NULL);
+    /* Scans 0 and 1 fill the pipeline; the steady period starts after. */
+    int k = 0;
+    for (int i = 2; i < STREAM_SCANS; i++, k++) {
+        period[k] = done[i] - done[i - 1];
+        bp[k] = bp[i];
+    }
+    full_result r;
+    memset(&r, 0, sizeof r);
+    r.seconds = median(period, k);
+    r.bp_seconds = median(bp, k);
+    r.gus = (double)rows * n * n * n / r.seconds * 1e-9;
+    rtomo_fbp_destroy(s.plans[0]);
+    rtomo_fbp_destroy(s.plans[1]);
+    return r;
+}
+
+static json_t *full_json(const char *what, int n, int rows, const bench_mode *m,
+                         const full_result *r)
+{
+    return json_pack("{s:s,s:i,s:i,s:s,s:i,s:s,s:s,s:f,s:f,s:f,s:f,s:f}", "what", what,
+                     "size", n, "slices", rows, "kernel",
+                     rtomo_bp_kernel_name(m->kernel), "slices_per_pass", m->slices,
+                     "precision", m->precision == RTOMO_PRECISION_HALF ? "half" : "float",
+                     "interp", rtomo_interp_name(m->interp), "seconds", r->seconds,
+                     "ingest_seconds", r->ingest_seconds, "bp_seconds", r->bp_seconds,
+                     "filter_seconds", r->filter_seconds, "gus_host_to_host", r->gus);
+}
+
+static void print_full(const char *label, const bench_mode *m, const full_result *r)
+{
+    printf("  %-7s %-31s %8.3f s (ingest %7.3f s)  BP %8.3f s  filter %7.3f s  "
+           "%8.1f GU/s  / BP = %.3f\n", label, mode_name(m), r->seconds,
+           r->ingest_seconds, r->bp_seconds, r->filter_seconds, r->gus,
+           r->seconds / r->bp_seconds);
+}
+
+static void bench_full(const bench_options *o, uint64_t *seed, json_t *results)
+{
+    static const bench_mode modes[] = {
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+        {RTOMO_BP_STANDARD, 1, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+    };
+    for (int s = 0; s < o->sizes.n; s++) {
+        const int n = o->sizes.v[s], rows = slices_for(o, n);
+        float *out = malloc(sizeof(float) * (size_t)rows * n * n);
+        if (!out)
+            die("out of memory for slices", NULL);
+        frame_set fs = make_frame_set(n, rows, seed);
+        printf("\nfull FBP host to host: %d uint16 frames of %d x %d -> %d slices "
+               "of %d^2 (scan: first frame to last slice; stream: period of "
+               "consecutive scans)\n", n, rows, n, rows, n);
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            run_full_path(o, n, rows, rows, &modes[i], &fs, out);  /* warm-up */
+            full_result r = run_full_path(o, n, rows, rows, &modes[i], &fs, out);
+            print_full("scan", &modes[i], &r);
+            json_array_append_new(results, full_json("scan", n, rows, &modes[i], &r));
+            r = run_stream(o, n, rows, &modes[i], &fs, out);
+            print_full("stream", &modes[i], &r);
+            json_array_append_new(results, full_json("stream", n, rows, &modes[i], &r));
+        }
+        free(fs.frames);
+        free(out);
+    }
+}
+
+/* The volume leaves in slabs of E2E_SLAB slices through one host buffer:
+ * the whole volume at once would cost 32 GiB of host pages (and the time to
+ * fault them in) for no difference in the engine's work. */
+#define E2E_SLAB 256
+
+static void bench_e2e(const bench_options *o, uint64_t *seed, json_t *results)
+{
+    const int n = o->e2e_size;
+    static const bench_mode modes[] = {
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
+    };
+    const int slab = n < E2E_SLAB ? n : E2E_SLAB;
+    const size_t voxels = (size_t)n * n * slab;
+    float *out = malloc(sizeof(float) * voxels);
+    if (!out)
+        die("out of memory for the volume", NULL);
+    memset(out, 0, sizeof(float) * voxels);     /* fault the pages in first */
+    frame_set fs = make_frame_set(n, n, seed);
+    printf("\nend to end: %d^3 volume from %d uint16 projections of %d x %d "
+           "(slices leave in slabs of %d)\n", n, n, n, n, slab);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        full_result r = run_full_path(o, n, n, slab, &modes[i], &fs, out);
+        print_full("e2e", &modes[i], &r);
+        json_array_append_new(results, full_json("e2e", n, n, &modes[i], &r));
+    }
+    free(fs.frames);
+    free(out);
+}
+
+/* -------------------------------------------------------------- main ---- */
+
+static void describe_device(const bench_options *o, json_t *root)
+{
+    char name[300] = "cpu";
+    if (o->backend != RTOMO_BACKEND_CPU && rtomo_cuda_device_count() > 0) {
+        rtomo_device_info info;
+        rtomo_error err;
+        const int dev = o->devices.n ? o->devices.v[0] : 0;
+        if (rtomo_cuda_device_info(dev, &info, &err) == RTOMO_OK) {
+            snprintf(name, sizeof name, "%s (%d SMs, %.1f GiB)", info.name,
+                     info.multiprocessors, (double)info.memory_total / (1 << 30));
+            json_object_set_new(root, "multiprocessors", json_integer(info.multiprocessors));
+        }
+        json_object_set_new(root, "devices",
+                            json_integer(o->devices.n ? o->devices.n : rtomo_cuda_device_count()));
+    }
+    printf("device: %s\n", name);
+    json_object_set_new(root, "device", json_string(name));
+}
+
+int main(int argc, char **argv)
+{
+    bench_options o;
+    parse_args(argc, argv, &o);
+    /* A private autotune cache, so that the choices can be reported. */
+    char dir[] = "/tmp/bench-fbp-XXXXXX";
+    if (!getenv("RTOMO_CACHE_DIR") && mkdtemp(dir))
+        setenv("RTOMO_CACHE_DIR", dir, 1);
+    uint64_t seed = fresh_seed();
+    json_t *root = json_object();
+    describe_device(&o, root);
+    json_t *bp = json_array(), *full = json_array(), *tuned = json_array();
+    if (o.run_bp)
+        bench_bp(&o, &seed, bp);
+    if (o.run_full)
+        bench_full(&o, &seed, full);
+    if (o.e2e_size > 0)
+        bench_e2e(&o, &seed, full);
+    print_autotune_choices(getenv("RTOMO_CACHE_DIR"), tuned);
+    json_object_set_new(root, "backprojection", bp);
+    json_object_set_new(root, "full_path", full);
+    json_object_set_new(root, "autotune", tuned);
+    if (o.json && json_dump_file(root, o.json, JSON_INDENT(1)) != 0)
+        fprintf(stderr, "bench-fbp: cannot write %s\n", o.json);
+    json_decref(root);
+    return 0;
+}

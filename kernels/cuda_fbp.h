@@ -1,0 +1,318 @@
+/*
+ * cuda_fbp.h — what the files of the CUDA FBP backend share: the state of a
+ * plan on its devices, the back-projection launch description that every
+ * kernel family takes, and the entry points of the filter, pipeline,
+ * worker-thread and autotune files.  Private to the CUDA backend (only .cu
+ * files include it).
+ *
+ * Shape of a plan
+ *   The kept detector rows are split into contiguous ranges, one per "slot";
+ *   a slot is one CUDA device (more slots per device only under the test hook
+ *   RTOMO_CUDA_FBP_SPLIT, see cuda_fbp_backend.cu).  Every slot holds the
+ *   filtered sinograms of its rows, three streams (upload, compute,
+ *   download) and a host worker thread that runs its share of each
+ *   reconstruction.
+ */
+#ifndef RTOMO_CUDA_FBP_H
+#define RTOMO_CUDA_FBP_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include "cuda_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Texture groups (of 1, 2 or 4 sinograms each) back-projected by one launch. */
+#define CUDA_FBP_MAX_GROUPS 16
+/* Every back-projection kernel runs 256-thread blocks. */
+#define CUDA_FBP_BLOCK_THREADS 256
+/* Default projections per texture (a pitch-linear texture holds at most
+ * maxTexture2DLinear[1] rows, 65000 on current GPUs); longer scans are
+ * back-projected in chunks that add into the output. */
+#define CUDA_FBP_TEXTURE_CHUNK 32768
+
+/* Frames gathered into one staging bank and filtered by one batch of
+ * transforms, at most (small frames: amortise transfers and launches). */
+#define CUDA_FBP_MAX_BANK_FRAMES 64
+/* Pixels of kept rows per bank that make a batch worth its launches. */
+#define CUDA_FBP_BANK_PIXELS ((size_t)1 << 22)
+
+/* ------------------------------------------------------------ formats ---- */
+
+/* How the sinograms of one pass are stored for back-projection: `slices`
+ * sinograms interleaved per texel, as float32 or float16. */
+typedef struct cuda_fbp_format {
+    int slices;                 /* 1, 2 or 4 */
+    rtomo_precision precision;
+} cuda_fbp_format;
+
+/* Bytes of one texel of format f. */
+size_t cuda_fbp_texel_bytes(cuda_fbp_format f);
+
+/* A resolved back-projection configuration (nothing left on AUTO). */
+typedef struct cuda_fbp_config {
+    rtomo_bp_kernel kernel;     /* STANDARD, TEXTURE, ALU or HYBRID */
+    cuda_fbp_format format;
+    int tile;                   /* ALU and hybrid: block tile edge, 32 or 64 */
+    double hybrid_ratio;        /* hybrid: fraction of blocks on the texture
+                                   path, in (0, 1) */
+} cuda_fbp_config;
+
+/* Edge of the square pixel tile one block of `cfg` reconstructs. */
+int cuda_fbp_config_tile(const cuda_fbp_config *cfg);
+
+/* ------------------------------------------------- back-projection ---- */
+
+/*
+ * One back-projection launch: n_groups groups of `cfg.format.slices`
+ * sinograms, each reconstructed into that many consecutive output images of
+ * roi_h x roi_w floats (group g, slice s at out + (g*slices + s)*roi_h*roi_w).
+ * Pixel (x, y) of the slice grid (x = roi_x + column) sees projection p at
+ *     s = proj[p].z + (x - center) proj[p].x - (y - center) proj[p].y
+ * with proj[p] = {cos a_p, sin a_p, axis + axis_shift[p], 0}.
+ */
+typedef struct cuda_fbp_launch {
+    const float4 *proj;         /* device: constants of this launch's
+                                   projections */
+    int n_proj;                 /* projections in this launch */
+    int det_width;
+    float center;               /* (slice_size - 1) / 2 */
+    int roi_x, roi_y, roi_w, roi_h;
+    int accumulate;             /* add into out (later projection chunks) */
+    rtomo_interp interp;
+    cuda_fbp_config cfg;
+    int n_groups;
+    /* Per group: the packed sinograms as a texture (border address mode,
+     * filter mode from interp) and as plain memory for the ALU path, both
+     * starting at this launch's first projection. */
+    cudaTextureObject_t tex[CUDA_FBP_MAX_GROUPS];
+    const void *data[CUDA_FBP_MAX_GROUPS];
+    size_t pitch;               /* bytes between projections in data */
+    const unsigned *absmax;     /* device, per group: bits of the largest
+                                   |value| packed to half (scale source);
+                                   NULL for float formats */
+    float *out;                 /* device */
+    unsigned *sm_counters;      /* hybrid: one counter per SM (device) */
+} cuda_fbp_launch;
+
+/* The four kernel families; each checks its launch and returns errors. */
+rtomo_status cuda_fbp_bp_standard(const cuda_fbp_launch *l, cudaStream_t s,
+                                  rtomo_error *err);
+rtomo_status cuda_fbp_bp_texture(const cuda_fbp_launch *l, cudaStream_t s,
+                                 rtomo_error *err);
+rtomo_status cuda_fbp_bp_alu(const cuda_fbp_launch *l, cudaStream_t s,
+                             rtomo_error *err);
+rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l, cudaStream_t s,
+                                rtomo_error *err);
+
+/* Number of per-SM counters the hybrid kernel may touch (>= SM count). */
+#define CUDA_FBP_MAX_SMS 1024
+
+/* ------------------------------------------------------------- slots ---- */
+
+/* Filtering state of one slot (cuda_fbp_filter.cu). */
+typedef struct cuda_fbp_filter_state {
+    int pairs;                  /* complex rows per frame: two real rows each */
+    int length;                 /* padded row length (plan->filter_length) */
+    cufftHandle fft;            /* bank_frames x pairs transforms */
+    int have_fft;
+    cufftComplex *spectrum;     /* bank_frames x pairs x length */
+    float *coeffs;              /* length filter coefficients */
+    float *dark, *flat;         /* rows x det_width, when normalising */
+    void *raw[2];               /* bank_frames x rows x det_width x 4 bytes */
+    cudaEvent_t uploaded[2], consumed[2], start[2], done[2];
+    int pending[2];             /* start/done of bank j not yet read */
+} cuda_fbp_filter_state;
+
+/* Reconstruction state of one slot (cuda_fbp_pipeline.cu). */
+typedef struct cuda_fbp_recon_state {
+    float4 *proj;               /* n_proj projection constants */
+    unsigned *absmax;           /* CUDA_FBP_MAX_GROUPS */
+    unsigned *sm_counters;      /* CUDA_FBP_MAX_SMS */
+    /* Packed sinograms: `pool_groups` buffers of the current format. */
+    char *pool;
+    size_t pool_bytes, pool_buffer_bytes, pool_pitch;
+    int pool_groups;
+    cuda_fbp_format pool_format;
+    /* Texture objects over the pool: [group][chunk][interp], 0 = none yet. */
+    cudaTextureObject_t *textures;
+    int texture_count;
+    /* Double-buffered output: device and pinned host. */
+    float *dev_out[2];
+    float *host_out[2];
+    size_t out_bytes;
+    cudaEvent_t bp_start[2], bp_end[2], downloaded[2];
+} cuda_fbp_recon_state;
+
+typedef struct cuda_fbp_slot {
+    int index;                  /* slot number */
+    int device;                 /* CUDA ordinal */
+    int row_begin, row_count;   /* kept rows (offsets in the kept range) */
+    int sm_count;
+    cudaStream_t upload, compute, download;
+    float *sino;                /* row_count x n_proj x sino_pitch bytes */
+    size_t sino_pitch;          /* bytes between projections of a row */
+    cuda_fbp_filter_state filter;
+    cuda_fbp_recon_state recon;
+    /* Engine-measured seconds of this slot, added into the plan's stats by
+     * the caller thread. */
+    double filter_seconds, backproject_seconds;
+    /* Worker thread (cuda_fbp_workers.cu). */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, idle;
+    int has_job, quit;
+    rtomo_status (*job)(struct cuda_fbp_slot *slot, void *arg,
+                        rtomo_error *err);
+    void *job_arg;
+    rtomo_status job_status;
+    rtomo_error job_error;
+} cuda_fbp_slot;
+
+/* Parallel host copies (cuda_fbp_copy.cu). */
+typedef struct cuda_fbp_copy_segment {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} cuda_fbp_copy_segment;
+typedef struct cuda_fbp_copier cuda_fbp_copier;
+
+/* A pool of helper threads for large copies (NULL on failure: callers then
+ * copy alone). */
+cuda_fbp_copier *cuda_fbp_copier_create(void);
+void cuda_fbp_copier_destroy(cuda_fbp_copier *c);
+/* Copy every segment; large jobs are split over the helpers.  Thread-safe
+ * (concurrent callers take turns).  c may be NULL. */
+void cuda_fbp_copy(cuda_fbp_copier *c, const cuda_fbp_copy_segment *segs,
+                   int n_segs);
+
+/* Host side of one staging bank: up to bank_frames frames' kept rows, in
+ * pinned memory shared by all slots. */
+typedef struct cuda_fbp_bank {
+    void *staging;
+    int count;                  /* frames waiting in it */
+    rtomo_dtype dtype;          /* of all of them */
+    int index[CUDA_FBP_MAX_BANK_FRAMES];
+} cuda_fbp_bank;
+
+/* The CUDA backend's plan->impl. */
+typedef struct cuda_fbp_impl {
+    rtomo_fbp *plan;
+    int n_slots;
+    cuda_fbp_slot *slots;
+    cuda_fbp_copier *copier;
+    /* Double-buffered staging: frames gather in banks[current] while the
+     * other bank's frames upload and filter. */
+    cuda_fbp_bank banks[2];
+    int bank_frames;
+    int current;
+    int texture_chunk;          /* projections per texture */
+    char device_name[256];      /* of slot 0: the autotune cache key */
+} cuda_fbp_impl;
+
+/* Byte offset of row `r` (slot-local) in slot->sino. */
+static inline size_t cuda_fbp_row_offset(const cuda_fbp_slot *slot,
+                                         const rtomo_fbp *plan, int r)
+{
+    return (size_t)r * (size_t)plan->geom.n_proj * slot->sino_pitch;
+}
+
+/* ---------------------------------------------------- worker threads ---- */
+
+/* Start the worker thread of a slot (it selects the slot's device). */
+rtomo_status cuda_fbp_worker_start(cuda_fbp_slot *slot, rtomo_error *err);
+/* Stop and join it (no-op when it never started). */
+void cuda_fbp_worker_stop(cuda_fbp_slot *slot);
+/* Run fn(slot, args[i]) on the worker of every slot concurrently and wait
+ * for all; arg_stride bytes separate consecutive slots' arguments (0 = the
+ * same argument for all).  Returns the first failure in slot order. */
+rtomo_status cuda_fbp_workers_run(cuda_fbp_impl *impl,
+                                  rtomo_status (*fn)(cuda_fbp_slot *, void *,
+                                                     rtomo_error *),
+                                  void *args, size_t arg_stride,
+                                  rtomo_error *err);
+
+/* --------------------------------------------------------- filtering ---- */
+
+/* Frames per staging bank for this plan's frame size. */
+int cuda_fbp_bank_frames(const rtomo_fbp *plan);
+/* Allocate the filter state of a slot (on its device), for banks of
+ * `frames` frames. */
+rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                  int frames, rtomo_error *err);
+void cuda_fbp_filter_free(cuda_fbp_slot *slot);
+/* Device bytes cuda_fbp_filter_init will allocate for `rows` rows. */
+size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows, int frames);
+/* Upload the averaged dark and flat of the slot's rows. */
+rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
+                                            const rtomo_fbp *plan,
+                                            rtomo_error *err);
+/* Queue upload, normalisation and filtering of the frames in staging bank
+ * `bank` on every slot.  Asynchronous. */
+rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
+                                     rtomo_error *err);
+/* Wait until bank `bank` of every slot is free again, adding the timing of
+ * the work that used it to the slots' filter_seconds. */
+rtomo_status cuda_fbp_filter_wait_bank(cuda_fbp_impl *impl, int bank,
+                                       rtomo_error *err);
+
+/* ---------------------------------------------------------- pipeline ---- */
+
+rtomo_status cuda_fbp_recon_init(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                 rtomo_error *err);
+void cuda_fbp_recon_free(cuda_fbp_slot *slot);
+
+/* The work of one slot in a reconstruct call. */
+typedef struct cuda_fbp_recon_job {
+    const rtomo_fbp *plan;
+    const cuda_fbp_impl *impl;
+    cuda_fbp_config cfg;
+    const int *rows;            /* slot-local rows to reconstruct ... */
+    const int *targets;         /* ... into output images out[targets[i]] */
+    int n_rows;
+    float *out;
+} cuda_fbp_recon_job;
+
+/* Upload the current projection constants (angles, axis, shifts). */
+rtomo_status cuda_fbp_upload_constants(cuda_fbp_slot *slot,
+                                       const rtomo_fbp *plan,
+                                       rtomo_error *err);
+/* Reconstruct a job's rows (runs on the slot's worker thread). */
+rtomo_status cuda_fbp_recon_run(cuda_fbp_slot *slot, void *job,
+                                rtomo_error *err);
+/* Pack `n_rows` slot-local rows (in groups of cfg's slices) and
+ * back-project them once into recon.dev_out[0] on the compute stream,
+ * without downloading; for the autotuner.  *groups_out gets the number of
+ * groups.  The ROI is the plan's unless roi is given ({x, y, w, h}). */
+rtomo_status cuda_fbp_recon_batch(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                  const cuda_fbp_impl *impl,
+                                  const cuda_fbp_config *cfg, const int *rows,
+                                  int n_rows, const int *roi, rtomo_error *err);
+/* Groups per launch for cfg at the plan's ROI (bounded by `groups`). */
+int cuda_fbp_batch_groups(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                          const cuda_fbp_config *cfg, int roi_w, int roi_h,
+                          int groups);
+
+/* ---------------------------------------------------------- autotune ---- */
+
+/*
+ * Resolve what opt leaves on AUTO (kernel, slices per pass, hybrid ratio)
+ * into *cfg: from the in-memory cache, the cache file, or by timing the
+ * candidates on `n_rows` of the slot's rows.  Fixed choices in opt are kept.
+ */
+rtomo_status cuda_fbp_autotune(cuda_fbp_impl *impl, cuda_fbp_slot *slot,
+                               const int *rows, int n_rows,
+                               cuda_fbp_config *cfg, rtomo_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

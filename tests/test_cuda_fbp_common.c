@@ -1,0 +1,158 @@
+/*
+ * test_cuda_fbp_common.c — helpers shared by the CUDA FBP tests (see the
+ * header).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtomo_sim.h"
+#include "test_cuda_fbp_common.h"
+
+int test_run_gpu_suite(Suite *s)
+{
+    if (rtomo_cuda_device_count() < 1) {
+        printf("no CUDA device: GPU tests skipped\n");
+        (void)s;        /* Check has no public way to free an unrun suite */
+        return TEST_SKIP;
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
+void test_fill_uniform(uint64_t *seed, float *a, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)(lo + (hi - lo) * rtomo_random_uniform(seed));
+}
+
+void test_smooth_lines(float *a, size_t lines, int width, int box)
+{
+    float *tmp = malloc(sizeof(float) * (size_t)width);
+    ck_assert_ptr_nonnull(tmp);
+    for (size_t l = 0; l < lines; l++) {
+        float *line = a + l * (size_t)width;
+        for (int i = 0; i < width; i++) {
+            double s = 0.0;
+            for (int j = 0; j < box; j++)
+                s += line[(i + j) % width];
+            tmp[i] = (float)(s / box);
+        }
+        memcpy(line, tmp, sizeof(float) * (size_t)width);
+    }
+    free(tmp);
+}
+
+void test_poison(float *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = NAN;
+}
+
+double test_rel_l2(const float *a, const float *ref, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]))
+            return INFINITY;
+        double d = (double)a[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+double test_max_abs(const float *a, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(a[i]) > m)
+            m = fabs(a[i]);
+    return m;
+}
+
+double test_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i]))
+            return INFINITY;
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m)
+            m = d;
+    }
+    return m;
+}
+
+double test_fraction_over(const float *a, const float *b, size_t n, double limit)
+{
+    size_t over = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]) || !isfinite(b[i]) || fabs((double)a[i] - (double)b[i]) > limit)
+            over++;
+    return n ? (double)over / (double)n : 0.0;
+}
+
+void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
+                      int slices, rtomo_precision precision)
+{
+    rtomo_engine_options_init(opt);
+    opt->backend = RTOMO_BACKEND_CUDA;
+    opt->bp_kernel = kernel;
+    opt->slices_per_pass = slices;
+    opt->precision = precision;
+    /* A fixed ratio keeps the autotuner out of tests that are about
+     * correctness; it is tested on its own. */
+    opt->hybrid_ratio = kernel == RTOMO_BP_HYBRID ? 0.5 : 0.0;
+}
+
+rtomo_fbp *test_create(const rtomo_fbp_geometry *g,
+                       const rtomo_engine_options *opt)
+{
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(g, opt, &err);
+    ck_assert_msg(plan != NULL, "plan creation failed: %s", err.message);
+    return plan;
+}
+
+rtomo_fbp *test_create_cpu(const rtomo_fbp_geometry *g)
+{
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    return test_create(g, &opt);
+}
+
+void test_reconstruct(rtomo_fbp *plan, const int *rows, int n_rows, float *out)
+{
+    rtomo_error err;
+    rtomo_status st = rtomo_fbp_reconstruct(plan, rows, n_rows, out, &err);
+    ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
+}
+
+const char *test_mode_name(rtomo_bp_kernel kernel, int slices,
+                           rtomo_precision precision, rtomo_interp interp)
+{
+    static char name[96];
+    snprintf(name, sizeof name, "%s/%d/%s/%s", rtomo_bp_kernel_name(kernel),
+             slices, precision == RTOMO_PRECISION_HALF ? "half" : "float",
+             rtomo_interp_name(interp));
+    return name;
+}
+
+void test_mode(int i, rtomo_bp_kernel *kernel, int *slices,
+               rtomo_precision *precision, rtomo_interp *interp)
+{
+    static const int slice_choices[] = {1, 2, 4};
+    *interp = (rtomo_interp)(i % 2);
+    *precision = (rtomo_precision)((i / 2) % 2);
+    *slices = slice_choices[(i / 4) % 3];
+    *kernel = (rtomo_bp_kernel)(RTOMO_BP_STANDARD + i / 12);
+}
