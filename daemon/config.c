@@ -257,6 +257,8 @@ static const field fields[] = {
     CUSTOM("reconstruction", "roi", parse_roi, dump_roi, 1),
     INT("reconstruction", "slice_size", reconstruction.slice_size, 0, 65536, 0),
     INT("reconstruction", "batch", reconstruction.batch, 1, 4096, 0),
+    INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,
+        1 << 16, 0),
     INT("queue", "frames", queue.frames, 1, 1 << 20, 0),
     DBL("queue", "mb", queue.mb, 1, 1 << 22, 0),
     INT("telemetry", "interval_ms", telemetry.interval_ms, 10, 3600000, 1),
@@ -294,6 +296,8 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->reconstruction.interpolation = RTOMO_INTERP_LINEAR;
     cfg->reconstruction.slices.kind = RTOMO_SLICES_ALL;
     cfg->reconstruction.batch = 16;
+    /* Two windows in flight keep a GPU busy; more only add latency. */
+    cfg->reconstruction.window_backlog = 2;
     cfg->queue.frames = 64;
     cfg->queue.mb = 2048;
     cfg->telemetry.interval_ms = 1000;

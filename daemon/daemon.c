@@ -47,9 +47,6 @@ static void publish_image(rtomod *d, rtomod_scan *scan, rtomod_result *r)
     r->buffer = NULL;           /* the publisher took the reference */
     free(header);
     scan->images++;
-    /* The last image of a set marks the set's latency. */
-    if (h->index == h->count - 1)
-        rtomod_telemetry_latency(d, h->latency_ms);
 }
 
 static void report_error(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
@@ -99,6 +96,10 @@ static void dispatch(rtomod *d, rtomod_result *r)
     case RTOMOD_RESULT_DONE:
         if (scan)
             rtomod_scan_part_done(d, scan);
+        break;
+    case RTOMOD_RESULT_SET_DONE:
+        if (scan)
+            rtomod_scan_set_done(d, scan, r);
         break;
     }
 }

@@ -180,6 +180,7 @@ static void early_free(rtomod_early *e)
 static void early_deliver(rtomod *d, rtomod_early **link)
 {
     rtomod_early *e = early_pop(d, link);
+    d->t_received = e->t_arrival;
     deliver(d, &e->msg, &e->payload, 0);
     early_free(e);
 }
@@ -251,14 +252,17 @@ void rtomod_ingest_replay_early(rtomod *d, const char *scan)
             link = &(*link)->next;
         }
     }
+    double t_received = d->t_received;
     while (mine) {
         rtomod_early *e = mine;
         mine = e->next;
+        d->t_received = e->t_arrival;
         if (!may_be_early(d, &e->msg) ||
             early_keep(d, &e->msg, &e->payload, e->t_arrival) != 0)
             deliver(d, &e->msg, &e->payload, 0);
         early_free(e);
     }
+    d->t_received = t_received;
 }
 
 void rtomod_ingest_flush_early(rtomod *d)
@@ -277,7 +281,7 @@ static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
                     int may_wait)
 {
     if (may_wait && may_be_early(d, msg) &&
-        early_keep(d, msg, payload, rtomod_now()) == 0)
+        early_keep(d, msg, payload, d->t_received) == 0)
         return;
     size_t payload_size = zmq_msg_size(payload);
     if (dispatch(d, msg, payload) == 0) {
@@ -318,7 +322,7 @@ static void on_readable(rtomod_zwatch *w)
         ingest_parts m;
         int rc = receive(d->ingest, &m);
         if (rc > 0) {
-            d->t_last_ingest = rtomod_now();
+            d->t_last_ingest = d->t_received = rtomod_now();
             handle(d, &m);
         } else if (rc < 0) {
             log_error("ingest: receive failed: %s", zmq_strerror(errno));

@@ -44,6 +44,8 @@ typedef struct rtomod_counters {
     uint64_t bytes;             /* their payload bytes */
     uint64_t slices;            /* slices reconstructed */
     uint64_t sbdx_frames;       /* SBDX frames reconstructed */
+    uint64_t windows;           /* continuous windows published */
+    uint64_t windows_skipped;   /* continuous windows skipped */
 } rtomod_counters;
 
 /* ------------------------------------------------------------- scans ---- */
@@ -142,10 +144,15 @@ void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
     __attribute__((format(printf, 5, 6)));
 
 /* Frame jobs: a job for a frame whose payload message is moved in (the
- * caller's message is left empty and must still be closed). */
-rtomod_job *rtomod_frame_job(rtomod_job_kind kind, const rtomod_scan *scan,
+ * caller's message is left empty and must still be closed).  Its latency
+ * counts from d->t_received, when the frame came in. */
+rtomod_job *rtomod_frame_job(const rtomod *d, rtomod_job_kind kind,
+                             const rtomod_scan *scan,
                              const rtomo_frame_header *frame,
                              zmq_msg_t *payload);
+/* A worker's part of an image set is out (RTOMOD_RESULT_SET_DONE). */
+void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,
+                          const rtomod_result *r);
 
 /* Tomography (scan_tomo.c).  Each takes the decoded message; frames also
  * their payload message (moved into a job when accepted).  Each returns 0
@@ -163,6 +170,11 @@ int rtomod_tomo_complete(const rtomod_scan *scan);
 int rtomod_tomo_awaits_fields(const rtomod_scan *scan);
 void rtomod_tomo_free(rtomod_tomo_scan *tomo);
 void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
+/* A worker finished its part of a reconstruction or window. */
+void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan,
+                          const rtomod_result *r);
+/* Continuous windows queued and not yet published (0 for other scans). */
+int rtomod_tomo_pending_windows(const rtomod_scan *scan);
 
 /* SBDX (scan_sbdx.c). */
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg);
@@ -263,6 +275,7 @@ struct rtomod {
     rtomod_phase phase;
     double t_phase;             /* when the phase began */
     double t_last_ingest;       /* last message read */
+    double t_received;          /* arrival of the message being handled */
     uint64_t messages_at_signal;/* ingest messages read before the signal */
     int exit_code;
 };

@@ -52,6 +52,9 @@ typedef struct rtomod_config {
         int roi[4];             /* x, y, w, h; all 0 = the whole grid */
         int slice_size;         /* 0 = the detector width */
         int batch;              /* slices per back-projection call */
+        int window_backlog;     /* continuous: windows that may wait; a
+                                   window due beyond is skipped (0 = never
+                                   skip) */
     } reconstruction;
     struct {
         int frames;             /* jobs queued per worker at most */

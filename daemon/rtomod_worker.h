@@ -54,6 +54,11 @@ typedef struct rtomod_tomo_reconstruct_job {
     rtomo_interp interp;
     int batch;                  /* slices per engine call */
     int64_t frame;              /* window index (continuous), -1 otherwise */
+    /* Continuous windows: the projections the window holds (indices) and
+     * their angles in degrees, for the slice headers; -1 and NaN for a
+     * plain scan. */
+    int64_t projection_first, projection_last;
+    double angle_first, angle_last;
     int close_plan;             /* 1: the scan is over, free the plan */
 } rtomod_tomo_reconstruct_job;
 
@@ -71,6 +76,8 @@ typedef struct rtomod_job {
     char scan[RTOMO_ID_MAX];
     double t_input;             /* monotonic seconds: when the job's input
                                    (frame, or the scan's last input) arrived */
+    int64_t seq;                /* SBDX frames: position in the stream's
+                                   publication order; -1 otherwise */
     /* frames */
     zmq_msg_t payload;          /* valid when has_payload */
     int has_payload;
@@ -99,8 +106,13 @@ typedef enum rtomod_result_kind {
     RTOMOD_RESULT_STATS,        /* a batch or frame was reconstructed */
     RTOMOD_RESULT_ERROR,        /* the engine failed on this scan */
     RTOMOD_RESULT_DROPPED,      /* accepted frames that were not used */
-    RTOMOD_RESULT_DONE          /* a RECONSTRUCT with close_plan or a CLOSE
+    RTOMOD_RESULT_DONE,         /* a RECONSTRUCT with close_plan or a CLOSE
                                    job finished on this worker */
+    RTOMOD_RESULT_SET_DONE      /* this worker's part of an image set (a
+                                   reconstruction, a window, an SBDX frame)
+                                   is published or failed: posted exactly
+                                   once per RECONSTRUCT and SBDX_FRAME job,
+                                   after the set's images */
 } rtomod_result_kind;
 
 typedef struct rtomod_result {
@@ -108,7 +120,10 @@ typedef struct rtomod_result {
     rtomod_result_kind kind;
     uint64_t serial;
     int worker;
-    double t_input;             /* IMAGE: latency reference (monotonic s) */
+    double t_input;             /* IMAGE, SET_DONE: latency reference
+                                   (monotonic s) */
+    int64_t frame;              /* SET_DONE: window or SBDX frame, or -1 */
+    int64_t seq;                /* the SBDX frame's job seq, or -1 */
     /* IMAGE */
     rtomo_image_header header;  /* all but latency_ms, set when published */
     rtomod_buffer *buffer;      /* reference held by the result */
@@ -141,6 +156,8 @@ typedef struct rtomod_worker {
     pthread_cond_t wake;
     rtomod_job *head, *tail;    /* FIFO */
     int n_jobs;
+    int n_frames;               /* of which frames (projections, darks,
+                                   flats, SBDX frames) */
     size_t bytes;               /* payload bytes queued */
     int running;                /* a job or pipelined frames in progress */
     int stopping;
@@ -197,8 +214,10 @@ long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial);
 /* Take all results queued so far (a list in arrival order, or NULL). */
 rtomod_result *rtomod_pool_take_results(rtomod_pool *pool);
 
-/* Jobs queued on all workers, and results waiting for the loop. */
+/* Jobs queued on all workers, of which frames, and results waiting for
+ * the loop. */
 int rtomod_pool_queued_jobs(rtomod_pool *pool);
+int rtomod_pool_queued_frames(rtomod_pool *pool);
 int rtomod_pool_queued_results(rtomod_pool *pool);
 /* 1 when no job is queued or running and no result waits. */
 int rtomod_pool_idle(rtomod_pool *pool);

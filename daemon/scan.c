@@ -110,7 +110,8 @@ void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
 
 /* ------------------------------------------------------- frame jobs ---- */
 
-rtomod_job *rtomod_frame_job(rtomod_job_kind kind, const rtomod_scan *scan,
+rtomod_job *rtomod_frame_job(const rtomod *d, rtomod_job_kind kind,
+                             const rtomod_scan *scan,
                              const rtomo_frame_header *frame,
                              zmq_msg_t *payload)
 {
@@ -124,7 +125,7 @@ rtomod_job *rtomod_frame_job(rtomod_job_kind kind, const rtomod_scan *scan,
     job->index = frame->index;
     job->angle = isnan(frame->angle) ? NAN : frame->angle * M_PI / 180.0;
     job->axis_shift = frame->axis_shift;
-    job->t_input = rtomod_now();
+    job->t_input = d->t_received;
     return job;
 }
 
@@ -222,6 +223,16 @@ void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents)
     rtomod *d = timer->data;
     if (d->active && d->active->end_pending)
         rtomod_scan_end_now(d);
+}
+
+void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,
+                          const rtomod_result *r)
+{
+    if (scan->kind == RTOMOD_SCAN_TOMO)
+        rtomod_tomo_set_done(d, scan, r);
+    else
+        rtomod_telemetry_latency(d, 1e3 * (rtomod_now() - r->t_input));
+    d->telemetry.pending = 1;
 }
 
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan)

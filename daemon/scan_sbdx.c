@@ -112,7 +112,7 @@ int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
                                 : "is older than the last 4096 frames");
         return -1;
     }
-    rtomod_job *job = rtomod_frame_job(RTOMOD_JOB_SBDX_FRAME, scan,
+    rtomod_job *job = rtomod_frame_job(d, RTOMOD_JOB_SBDX_FRAME, scan,
                                        &msg->frame, payload);
     if (!job) {
         rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan, msg->frame.index,

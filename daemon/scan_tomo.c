@@ -14,6 +14,22 @@
  * configuration's): the plans keep only the rows between the first and the
  * last chosen one.  A later set_config of the slices or ROI applies at the
  * reconstruction, limited to the rows the plans kept.
+ *
+ * Continuous mode ("mode": "continuous", "every": K): projection i goes to
+ * engine slot i mod n_proj, where it replaces the projection of the
+ * previous turn, and is filtered once, on arrival.  Window w is the set of
+ * the n_proj most recent projections when the projection completing it
+ * arrives: the first one with index >= n_proj - 1 + w K.  That arrival
+ * queues a RECONSTRUCT job behind the projection on every worker; as a
+ * worker takes its jobs in order, the window reads exactly the projections
+ * that arrived before it, and later projections wait in the queue instead
+ * of overwriting slots the window is reading.  Windows start once n_proj
+ * projections have arrived.  A window is skipped (and reported with a
+ * "window_skipped" event, never silently) when reconstruction.window_backlog
+ * windows are still waiting, or when the projection completing it never
+ * came (a later window's projection came first).  Projections are never
+ * dropped: when the workers fall behind, back-pressure slows the sender.
+ * scan_end ends the stream without a final window.
  */
 #include "config.h"
 
@@ -27,6 +43,24 @@
 /* Darks and flats: duplicates are recognised among this many indices. */
 #define FIELD_INDEX_WINDOW 4096
 
+/* A window queued on the workers, waiting for their parts. */
+typedef struct pending_window {
+    struct pending_window *next;
+    int64_t window;
+    int parts;                      /* SET_DONE results still expected */
+    double t_input;                 /* arrival of its last projection */
+} pending_window;
+
+/* What a reconstruction publishes beside the slices: the window and its
+ * projections (continuous), or frame -1 for a plain scan. */
+typedef struct set_info {
+    int64_t frame;
+    int64_t projection_first, projection_last;
+    double angle_first, angle_last;     /* degrees */
+    double t_input;                     /* latency reference */
+    int close_plan;
+} set_info;
+
 struct rtomod_tomo_scan {
     rtomo_scan_spec *spec;          /* owned */
     rtomod_seen projections, darks, flats;
@@ -36,6 +70,15 @@ struct rtomod_tomo_scan {
     /* Kept rows of each worker's plan: [kept_first, kept_last], or
      * kept_first = -1 when the worker got no rows. */
     int kept_first[RTOMO_MAX_DEVICES], kept_last[RTOMO_MAX_DEVICES];
+    /* Continuous mode. */
+    int64_t *slot_index;            /* projection in each slot, -1 = none */
+    double *slot_angle;             /* its angle, radians */
+    double angle_start, angle_step; /* radians: the default angles */
+    int windows_started;            /* n_proj projections have arrived */
+    int64_t next_window;            /* the next window to reconstruct */
+    pending_window *pending;        /* queued windows, oldest first */
+    int n_pending;
+    long windows, windows_skipped;  /* published, skipped */
 };
 
 void rtomod_tomo_free(rtomod_tomo_scan *t)
@@ -50,6 +93,13 @@ void rtomod_tomo_free(rtomod_tomo_scan *t)
     rtomod_seen_free(&t->darks);
     rtomod_seen_free(&t->flats);
     free(t->rows);
+    free(t->slot_index);
+    free(t->slot_angle);
+    while (t->pending) {
+        pending_window *next = t->pending->next;
+        free(t->pending);
+        t->pending = next;
+    }
     free(t);
 }
 
@@ -171,15 +221,34 @@ static int create_plans(rtomod *d, rtomod_scan *scan,
     return 0;
 }
 
+/* The slots of a continuous scan, all empty. */
+static int continuous_init(rtomod_tomo_scan *t)
+{
+    const rtomo_fbp_geometry *g = &t->spec->geometry;
+    size_t n = (size_t)g->n_proj;
+    t->slot_index = malloc(n * sizeof *t->slot_index);
+    t->slot_angle = malloc(n * sizeof *t->slot_angle);
+    if (!t->slot_index || !t->slot_angle)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        t->slot_index[i] = -1;
+    t->angle_start = g->angle_start;
+    t->angle_step = g->angle_step != 0 ? g->angle_step : M_PI / g->n_proj;
+    return 0;
+}
+
 static rtomod_tomo_scan *tomo_new(rtomo_scan_spec *spec)
 {
     rtomod_tomo_scan *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->spec = spec;
+    /* Continuous scans remember the last n_proj indices: an older one
+     * would overwrite a newer projection's slot. */
     if (rtomod_seen_init(&t->projections, spec->geometry.n_proj) != 0 ||
         rtomod_seen_init(&t->darks, FIELD_INDEX_WINDOW) != 0 ||
-        rtomod_seen_init(&t->flats, FIELD_INDEX_WINDOW) != 0) {
+        rtomod_seen_init(&t->flats, FIELD_INDEX_WINDOW) != 0 ||
+        (spec->continuous && continuous_init(t) != 0)) {
         t->spec = NULL;
         rtomod_tomo_free(t);
         return NULL;
@@ -192,10 +261,14 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
     rtomo_scan_spec *spec = msg->scan_spec;
     if (!rtomod_scan_may_begin(d, msg))
         return -1;
-    if (spec->continuous) {
+    /* A list gives n_proj angles, but a continuous stream turns on and on:
+     * its angles must follow from the start and step (or come with each
+     * projection). */
+    if (spec->continuous && spec->angles) {
         rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
-                       "mode: \"continuous\" is not supported by this rtomod "
-                       "yet");
+                       "field \"angles\" cannot describe a continuous scan: "
+                       "give \"angle_start\"/\"angle_step\" (or each "
+                       "projection's \"angle\")");
         return -1;
     }
     rtomo_fbp_geometry g;
@@ -232,13 +305,25 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         return -1;
     }
     rtomod_scan_activate(d, scan);
-    log_info("scan %s: %dx%d detector, %d projections, %d slices from row "
-             "%d to %d", scan->id, g.det_width, g.det_height, g.n_proj, n_rows,
+    log_info("scan %s: %dx%d detector, %d projections%s, %d slices from row "
+             "%d to %d", scan->id, g.det_width, g.det_height, g.n_proj,
+             spec->continuous ? " per window (continuous)" : "", n_rows,
              rows[0], rows[n_rows - 1]);
     return 0;
 }
 
 /* ----------------------------------------------------------- frames ---- */
+
+/* Where a projection goes in the engine: its slot (the index itself, or
+ * index mod n_proj in continuous mode) and its angle in radians (NaN: the
+ * geometry's for that slot). */
+typedef struct placement {
+    int64_t slot;
+    double angle;
+} placement;
+
+static void continuous_arrival(rtomod *d, rtomod_scan *scan, int64_t index,
+                               placement at);
 
 /* Mark a frame's index as received; rejects duplicates. */
 static int mark_index(rtomod *d, rtomod_seen *seen, const rtomo_ingest_msg *msg)
@@ -267,10 +352,25 @@ static int check_field_frame(rtomod *d, rtomod_tomo_scan *t,
                       msg);
 }
 
+static placement place_frame(const rtomod_tomo_scan *t,
+                             const rtomo_ingest_msg *msg)
+{
+    placement p = {msg->frame.index, NAN};
+    if (!t->spec->continuous || msg->type != RTOMO_MSG_PROJECTION)
+        return p;
+    int64_t index = msg->frame.index;
+    p.slot = index % t->spec->geometry.n_proj;
+    p.angle = isnan(msg->frame.angle)
+                  ? t->angle_start + (double)index * t->angle_step
+                  : msg->frame.angle * M_PI / 180.0;
+    return p;
+}
+
 /* Queue the frame for every worker holding rows of the scan: the first gets
  * the payload message, the others share its data through copies. */
 static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
-                       const rtomo_ingest_msg *msg, zmq_msg_t *payload)
+                       const rtomo_ingest_msg *msg, zmq_msg_t *payload,
+                       placement at)
 {
     rtomod_tomo_scan *t = scan->tomo;
     rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
@@ -281,7 +381,7 @@ static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
         zmq_msg_t copy;
         zmq_msg_init(&copy);
         zmq_msg_copy(&copy, payload);
-        jobs[n] = rtomod_frame_job(kind, scan, &msg->frame, &copy);
+        jobs[n] = rtomod_frame_job(d, kind, scan, &msg->frame, &copy);
         zmq_msg_close(&copy);
         if (!jobs[n]) {
             for (int i = 0; i < n; i++)
@@ -290,6 +390,9 @@ static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
                            msg->frame.index, "out of memory for a job");
             return -1;
         }
+        jobs[n]->index = at.slot;
+        if (!isnan(at.angle))
+            jobs[n]->angle = at.angle;
         n++;
     }
     n = 0;
@@ -322,10 +425,13 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         kind = msg->type == RTOMO_MSG_DARK ? RTOMOD_JOB_TOMO_DARK
                                            : RTOMOD_JOB_TOMO_FLAT;
     }
-    if (queue_frame(d, scan, kind, msg, payload) != 0)
+    placement at = place_frame(t, msg);
+    if (queue_frame(d, scan, kind, msg, payload, at) != 0)
         return -1;
     scan->frames++;
     scan->t_last_input = rtomod_now();
+    if (t->spec->continuous && kind == RTOMOD_JOB_TOMO_PROJECTION)
+        continuous_arrival(d, scan, msg->frame.index, at);
     /* The last announced dark or flat: projections that overtook it may
      * go now. */
     if (kind != RTOMOD_JOB_TOMO_PROJECTION && !rtomod_tomo_awaits_fields(scan))
@@ -346,10 +452,13 @@ int rtomod_tomo_awaits_fields(const rtomod_scan *scan)
             t->flats.count < t->spec->n_flats);
 }
 
+/* A continuous stream owes nothing at any moment: it may end at once. */
 int rtomod_tomo_complete(const rtomod_scan *scan)
 {
+    const rtomod_tomo_scan *t = scan->tomo;
     return scan->kind == RTOMOD_SCAN_TOMO &&
-           scan->tomo->projections.count == scan->tomo->spec->geometry.n_proj;
+           (t->spec->continuous ||
+            t->projections.count == t->spec->geometry.n_proj);
 }
 
 static void report_missing(rtomod *d, const rtomod_scan *scan)
@@ -421,7 +530,7 @@ static void roi_now(rtomod *d, const rtomod_scan *scan, int roi[4])
 /* A RECONSTRUCT job for worker w with the rows that fall into its plan. */
 static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
                                    const int *rows, int n_rows,
-                                   const int roi[4])
+                                   const int roi[4], const set_info *set)
 {
     const rtomod_tomo_scan *t = scan->tomo;
     rtomod_job *job = rtomod_job_new(RTOMOD_JOB_TOMO_RECONSTRUCT,
@@ -447,9 +556,13 @@ static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
                      ? t->spec->geometry.interp
                      : d->cfg.reconstruction.interpolation;
     rc->batch = d->cfg.reconstruction.batch;
-    rc->frame = -1;
-    rc->close_plan = 1;
-    job->t_input = scan->t_last_input;
+    rc->frame = set->frame;
+    rc->projection_first = set->projection_first;
+    rc->projection_last = set->projection_last;
+    rc->angle_first = set->angle_first;
+    rc->angle_last = set->angle_last;
+    rc->close_plan = set->close_plan;
+    job->t_input = set->t_input;
     return job;
 }
 
@@ -469,21 +582,19 @@ static int keep_covered(const rtomod_tomo_scan *t, int n_workers, int *rows,
     return kept;
 }
 
-void rtomod_tomo_finish(rtomod *d)
+/* Queue the back-projection of the slices selected now (scan settings,
+ * else the configuration) on every worker holding rows.  Returns the
+ * number of jobs queued (each posts one SET_DONE), or -1 when out of
+ * memory for the slice list. */
+static int queue_reconstruction(rtomod *d, rtomod_scan *scan,
+                                const set_info *set)
 {
-    rtomod_scan *scan = d->active;
     rtomod_tomo_scan *t = scan->tomo;
-    if (scan->failed) {
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
-        return;
-    }
-    report_missing(d, scan);
     int *rows, n_rows, roi[4];
     if (rows_now(d, scan, &rows, &n_rows) != 0) {
         rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error", scan->id, -1,
                              "internal", "out of memory for the slice list");
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
-        return;
+        return -1;
     }
     int covered = keep_covered(t, d->pool.n, rows, n_rows);
     if (covered < n_rows)
@@ -498,7 +609,7 @@ void rtomod_tomo_finish(rtomod *d)
     for (int w = 0; w < d->pool.n; w++) {
         if (t->kept_first[w] < 0)
             continue;
-        rtomod_job *job = reconstruct_job(d, scan, w, rows, n_rows, roi);
+        rtomod_job *job = reconstruct_job(d, scan, w, rows, n_rows, roi, set);
         if (!job) {
             rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error", scan->id,
                                  -1, "internal", "out of memory for the "
@@ -509,6 +620,168 @@ void rtomod_tomo_finish(rtomod *d)
         parts++;
     }
     free(rows);
+    return parts;
+}
+
+/* ------------------------------------------------------- continuous ---- */
+
+static void skip_windows(rtomod *d, rtomod_scan *scan, int64_t first,
+                         int64_t count, const char *reason, const char *why)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    t->windows_skipped += count;
+    d->counters.windows_skipped += (uint64_t)count;
+    char which[64];
+    if (count > 1)
+        snprintf(which, sizeof which, "windows %lld to %lld",
+                 (long long)first, (long long)(first + count - 1));
+    else
+        snprintf(which, sizeof which, "window %lld", (long long)first);
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "window_skipped", scan->id,
+                         first, reason, "%s skipped: %s", which, why);
+}
+
+/* The window's oldest and newest projections (by index) and their angles
+ * in degrees, from the slots as they are now. */
+static void window_extent(const rtomod_tomo_scan *t, set_info *set)
+{
+    int n = t->spec->geometry.n_proj;
+    int oldest = -1, newest = -1;
+    for (int k = 0; k < n; k++) {
+        int64_t i = t->slot_index[k];
+        if (i < 0)
+            continue;
+        if (oldest < 0 || i < t->slot_index[oldest])
+            oldest = k;
+        if (newest < 0 || i > t->slot_index[newest])
+            newest = k;
+    }
+    set->projection_first = t->slot_index[oldest];
+    set->projection_last = t->slot_index[newest];
+    set->angle_first = t->slot_angle[oldest] * 180.0 / M_PI;
+    set->angle_last = t->slot_angle[newest] * 180.0 / M_PI;
+}
+
+static void queue_window(rtomod *d, rtomod_scan *scan, int64_t window)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    set_info set = {.frame = window, .t_input = d->t_received};
+    window_extent(t, &set);
+    pending_window *p = calloc(1, sizeof *p);
+    int parts = p ? queue_reconstruction(d, scan, &set) : -1;
+    if (parts <= 0) {
+        free(p);
+        skip_windows(d, scan, window, 1, "internal", parts < 0
+                     ? "out of memory" : "no worker holds a selected slice");
+        return;
+    }
+    p->window = window;
+    p->parts = parts;
+    p->t_input = set.t_input;
+    pending_window **tail = &t->pending;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
+    t->n_pending++;
+}
+
+/* Projection `index` of a continuous scan was queued in slot at.slot:
+ * queue the window it completes, if any. */
+static void continuous_arrival(rtomod *d, rtomod_scan *scan, int64_t index,
+                               placement at)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    int64_t n = t->spec->geometry.n_proj, every = t->spec->window_every;
+    t->slot_index[at.slot] = index;
+    t->slot_angle[at.slot] = at.angle;
+    if (index < n - 1)
+        return;
+    int64_t window = (index - (n - 1)) / every;
+    if (!t->windows_started) {
+        /* Windows begin with the first full one. */
+        if (t->projections.count < n)
+            return;
+        t->windows_started = 1;
+        t->next_window = window;
+    }
+    if (window < t->next_window)
+        return;                 /* a straggler inside a finished window */
+    if (window > t->next_window)
+        skip_windows(d, scan, t->next_window, window - t->next_window,
+                     "missing_projections", "the projection completing it "
+                     "did not arrive before a later one");
+    t->next_window = window + 1;
+    int bound = d->cfg.reconstruction.window_backlog;
+    if (bound > 0 && t->n_pending >= bound) {
+        char why[128];
+        snprintf(why, sizeof why, "%d windows are still being reconstructed "
+                 "(reconstruction.window_backlog); projections are kept",
+                 t->n_pending);
+        skip_windows(d, scan, window, 1, "backlog", why);
+        return;
+    }
+    queue_window(d, scan, window);
+}
+
+int rtomod_tomo_pending_windows(const rtomod_scan *scan)
+{
+    return scan->kind == RTOMOD_SCAN_TOMO ? scan->tomo->n_pending : 0;
+}
+
+/* A worker's part of a window is out; the last part completes it. */
+static void window_part_done(rtomod *d, rtomod_scan *scan,
+                             const rtomod_result *r)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    pending_window **link = &t->pending;
+    while (*link && (*link)->window != r->frame)
+        link = &(*link)->next;
+    pending_window *p = *link;
+    if (!p || --p->parts > 0)
+        return;
+    *link = p->next;
+    t->n_pending--;
+    t->windows++;
+    d->counters.windows++;
+    rtomod_telemetry_latency(d, 1e3 * (rtomod_now() - p->t_input));
+    free(p);
+}
+
+void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
+{
+    if (r->frame >= 0)
+        window_part_done(d, scan, r);
+    else
+        rtomod_telemetry_latency(d, 1e3 * (rtomod_now() - r->t_input));
+}
+
+/* -------------------------------------------------------------- end ---- */
+
+void rtomod_tomo_finish(rtomod *d)
+{
+    rtomod_scan *scan = d->active;
+    if (scan->failed) {
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        return;
+    }
+    if (scan->tomo->spec->continuous) {
+        /* The windows queued so far still come out: CLOSE jobs queue
+         * behind them. */
+        log_info("scan %s: continuous stream ended after %ld frames, %ld "
+                 "windows", scan->id, scan->frames, scan->tomo->windows);
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 0));
+        return;
+    }
+    report_missing(d, scan);
+    set_info set = {.frame = -1, .projection_first = -1,
+                    .projection_last = -1, .angle_first = NAN,
+                    .angle_last = NAN, .t_input = scan->t_last_input,
+                    .close_plan = 1};
+    int parts = queue_reconstruction(d, scan, &set);
+    if (parts < 0) {
+        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        return;
+    }
     log_info("scan %s: ended after %ld frames; reconstructing", scan->id,
              scan->frames);
     rtomod_scan_finish(d, parts);
@@ -526,12 +799,22 @@ int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg)
 void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
 {
     const rtomod_tomo_scan *t = scan->tomo;
+    int continuous = t->spec->continuous;
+    long missing = continuous ? 0 : t->spec->geometry.n_proj -
+                                        (long)t->projections.count;
+    json_object_set_new(out, "mode", json_string(continuous ? "continuous"
+                                                            : "scan"));
     json_object_set_new(out, "received", json_integer(t->projections.count));
     json_object_set_new(out, "expected",
                         json_integer(t->spec->geometry.n_proj));
     json_object_set_new(out, "darks", json_integer(t->darks.count));
     json_object_set_new(out, "flats", json_integer(t->flats.count));
-    json_object_set_new(out, "missing",
-                        json_integer(t->spec->geometry.n_proj -
-                                     t->projections.count));
+    json_object_set_new(out, "missing", json_integer(missing));
+    if (continuous) {
+        json_object_set_new(out, "windows", json_integer(t->windows));
+        json_object_set_new(out, "windows_skipped",
+                            json_integer(t->windows_skipped));
+        json_object_set_new(out, "windows_pending",
+                            json_integer(t->n_pending));
+    }
 }

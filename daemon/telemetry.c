@@ -48,12 +48,21 @@ static json_t *current_scan(rtomod *d)
     return scan ? json_string(scan->id) : json_null();
 }
 
+/* Continuous windows waiting for the workers, over all scans. */
+static int pending_windows(rtomod *d)
+{
+    int n = d->active ? rtomod_tomo_pending_windows(d->active) : 0;
+    for (const rtomod_scan *s = d->finishing; s; s = s->next)
+        n += rtomod_tomo_pending_windows(s);
+    return n;
+}
+
 json_t *rtomod_telemetry_json(rtomod *d)
 {
     const rtomod_telemetry *t = &d->telemetry;
     return json_pack(
-        "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:I, s:I},"
-        " s:{s:i, s:i}, s:o}",
+        "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:I, s:I, s:I, s:I},"
+        " s:{s:i, s:i, s:i, s:i}, s:o}",
         "state", rtomod_state_name(d),
         "ingest", "frames_per_s", t->frames_per_s, "mb_per_s", t->mb_per_s,
         "frames", (json_int_t)d->counters.frames,
@@ -62,7 +71,11 @@ json_t *rtomod_telemetry_json(rtomod *d)
         "last_latency_ms", t->last_latency_ms,
         "slices", (json_int_t)d->counters.slices,
         "frames", (json_int_t)d->counters.sbdx_frames,
+        "windows", (json_int_t)d->counters.windows,
+        "windows_skipped", (json_int_t)d->counters.windows_skipped,
         "queues", "work", rtomod_pool_queued_jobs(&d->pool),
+        "frames", rtomod_pool_queued_frames(&d->pool),
+        "windows", pending_windows(d),
         "publish", rtomod_pool_queued_results(&d->pool),
         "counters", counters_json(d));
 }

@@ -31,6 +31,7 @@ rtomod_job *rtomod_job_new(rtomod_job_kind kind, uint64_t serial,
     job->angle = NAN;
     job->axis_shift = NAN;
     job->index = -1;
+    job->seq = -1;
     return job;
 }
 
@@ -100,6 +101,8 @@ static rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
     r->kind = kind;
     r->serial = serial;
     r->worker = w->index;
+    r->frame = -1;
+    r->seq = -1;
     return r;
 }
 
@@ -132,21 +135,38 @@ static void post_error(rtomod_worker *w, uint64_t serial, int fatal,
     post(w, r);
 }
 
-static void post_dropped(rtomod_worker *w, uint64_t serial, long n)
+static void post_dropped(rtomod_worker *w, uint64_t serial, long n,
+                         int64_t seq)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_DROPPED, serial);
     if (r) {
         r->dropped = n;
+        r->seq = seq;
         post(w, r);
     }
 }
 
-static void post_stats(rtomod_worker *w, uint64_t serial, long slices,
-                       long frames, double updates, double seconds)
+/* This worker's part of a set is out (see RTOMOD_RESULT_SET_DONE). */
+static void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
+                          int64_t seq, double t_input)
+{
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_SET_DONE, serial);
+    if (r) {
+        r->frame = frame;
+        r->seq = seq;
+        r->t_input = t_input;
+        post(w, r);
+    }
+}
+
+static void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
+                       long slices, long frames, double updates,
+                       double seconds)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_STATS, serial);
     if (!r)
         return;
+    r->seq = seq;
     r->slices = slices;
     r->frames = frames;
     r->updates = updates;
@@ -177,10 +197,10 @@ static void image_stats(const void *data, int is_u16, size_t n,
 }
 
 /* Publish `size` bytes at `data` inside `buffer` with header `h` (the
- * image statistics are filled in here). */
-static void post_image(rtomod_worker *w, uint64_t serial, double t_input,
-                       rtomo_image_header *h, rtomod_buffer *buffer,
-                       const void *data, size_t size)
+ * image statistics are filled in here); seq orders SBDX frames (-1). */
+static void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
+                       double t_input, rtomo_image_header *h,
+                       rtomod_buffer *buffer, const void *data, size_t size)
 {
     int is_u16 = h->dtype == RTOMO_DTYPE_U16;
     image_stats(data, is_u16, size / (is_u16 ? 2 : 4), h);
@@ -188,6 +208,7 @@ static void post_image(rtomod_worker *w, uint64_t serial, double t_input,
     if (!r)
         return;
     r->header = *h;
+    r->seq = seq;
     r->t_input = t_input;
     r->buffer = rtomod_buffer_ref(buffer);
     r->data = data;
@@ -201,6 +222,7 @@ static void post_image(rtomod_worker *w, uint64_t serial, double t_input,
 
 typedef struct pending_frame {
     int64_t index;
+    int64_t seq;
     double t_input;
 } pending_frame;
 
@@ -287,7 +309,7 @@ static void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
         char buf[64];
         snprintf(buf, sizeof buf, "%s %lld", what, (long long)job->index);
         engine_failed(w, s, job->serial, buf, &err);
-        post_dropped(w, job->serial, 1);
+        post_dropped(w, job->serial, 1, -1);
     }
 }
 
@@ -311,6 +333,10 @@ static void slice_header(const plan_state *s,
     h->roi[2] = g->roi_width;
     h->roi[3] = g->roi_height;
     h->dtype = RTOMO_DTYPE_F32;
+    h->angle_first = rc->angle_first;
+    h->angle_last = rc->angle_last;
+    h->projection_first = rc->projection_first;
+    h->projection_last = rc->projection_last;
     h->compute_ms = 1e3 * s->set_seconds;
 }
 
@@ -345,15 +371,19 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     for (int i = 0; i < n; i++) {
         rtomo_image_header h;
         slice_header(s, rc, first + i, &h);
-        post_image(w, job->serial, job->t_input, &h, buf,
+        post_image(w, job->serial, -1, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
     rtomod_buffer_unref(buf);
-    post_stats(w, job->serial, n, 0, after.updates - before.updates,
+    post_stats(w, job->serial, -1, n, 0, after.updates - before.updates,
                bp > 0 ? bp : seconds);
     return 0;
 }
 
+/* Back-project the job's rows batch by batch.  In continuous mode the
+ * worker takes projection and window jobs in the order they were queued,
+ * so a window reads exactly the projections that came before it, and no
+ * projection overwrites a slot while a window reads it. */
 static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
@@ -372,6 +402,9 @@ static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         if (tomo_batch(w, s, job, first, n) != 0)
             return;
     }
+    /* A window's compute_ms counts the filtering since the previous
+     * window and its own back-projection. */
+    s->set_seconds = 0;
 }
 
 /* ------------------------------------------------------------ SBDX ---- */
@@ -472,57 +505,66 @@ static void sbdx_publish(rtomod_worker *w, const plan_state *s,
                 h.u16_scale = s->sbdx_out.u16_scale;
                 h.u16_offset = s->sbdx_out.u16_offset;
             }
-            post_image(w, s->serial, f->t_input, &h, b->planes,
+            post_image(w, s->serial, f->seq, f->t_input, &h, b->planes,
                        b->planes->data + bytes * (size_t)k, bytes);
         }
     }
     if (b->composite) {
         sbdx_header(s, RTOMO_TOPIC_COMPOSITE, f->index, &h);
-        post_image(w, s->serial, f->t_input, &h, b->composite,
+        post_image(w, s->serial, f->seq, f->t_input, &h, b->composite,
                    b->composite->data, pixels * sizeof(float));
         sbdx_header(s, RTOMO_TOPIC_DEPTH, f->index, &h);
         h.dtype = RTOMO_DTYPE_U16;
-        post_image(w, s->serial, f->t_input, &h, b->depth, b->depth->data,
-                   pixels * sizeof(uint16_t));
+        post_image(w, s->serial, f->seq, f->t_input, &h, b->depth,
+                   b->depth->data, pixels * sizeof(uint16_t));
     }
 }
 
-/* Collect the oldest pipelined frame and publish it (discard: only free). */
+/* Collect the oldest pipelined frame into new buffers and publish it
+ * (discard: collect into nothing).  Returns 0, or -1 when the frame was
+ * dropped. */
+static int sbdx_collect_into(rtomod_worker *w, plan_state *s,
+                             const pending_frame *f, int discard)
+{
+    sbdx_buffers b;
+    rtomo_sbdx_output out;
+    rtomo_error err;
+    uint64_t tag;
+    if (discard || sbdx_buffers_new(s, &b, &out) != 0) {
+        if (!discard)
+            post_error(w, s->serial, 0, "out-of-memory",
+                       "out of memory for an SBDX frame's results");
+        memset(&out, 0, sizeof out);
+        rtomo_sbdx_collect(s->sbdx, &out, &tag, &err);
+        return -1;
+    }
+    rtomo_sbdx_stats before, after;
+    rtomo_sbdx_get_stats(s->sbdx, &before);
+    if (rtomo_sbdx_collect(s->sbdx, &out, &tag, &err) != RTOMO_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "SBDX frame %lld", (long long)f->index);
+        engine_failed(w, s, s->serial, what, &err);
+        sbdx_buffers_free(&b);
+        return -1;
+    }
+    rtomo_sbdx_get_stats(s->sbdx, &after);
+    double seconds = after.compute_seconds - before.compute_seconds;
+    s->set_seconds = seconds;
+    sbdx_publish(w, s, f, &b);
+    sbdx_buffers_free(&b);
+    post_stats(w, s->serial, f->seq, 0, 1, after.updates - before.updates,
+               seconds);
+    return 0;
+}
+
 static void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard)
 {
     pending_frame f = s->pending[s->first_pending];
     s->first_pending = (s->first_pending + 1) % MAX_PIPELINE;
     s->n_pending--;
-    sbdx_buffers b;
-    rtomo_sbdx_output out;
-    rtomo_error err;
-    if (discard || sbdx_buffers_new(s, &b, &out) != 0) {
-        if (!discard)
-            post_error(w, s->serial, 0, "out-of-memory",
-                       "out of memory for an SBDX frame's results");
-        uint64_t tag;
-        memset(&out, 0, sizeof out);
-        rtomo_sbdx_collect(s->sbdx, &out, &tag, &err);
-        post_dropped(w, s->serial, 1);
-        return;
-    }
-    rtomo_sbdx_stats before, after;
-    rtomo_sbdx_get_stats(s->sbdx, &before);
-    uint64_t tag;
-    if (rtomo_sbdx_collect(s->sbdx, &out, &tag, &err) != RTOMO_OK) {
-        char what[64];
-        snprintf(what, sizeof what, "SBDX frame %lld", (long long)f.index);
-        engine_failed(w, s, s->serial, what, &err);
-        post_dropped(w, s->serial, 1);
-        sbdx_buffers_free(&b);
-        return;
-    }
-    rtomo_sbdx_get_stats(s->sbdx, &after);
-    double seconds = after.compute_seconds - before.compute_seconds;
-    s->set_seconds = seconds;
-    sbdx_publish(w, s, &f, &b);
-    sbdx_buffers_free(&b);
-    post_stats(w, s->serial, 0, 1, after.updates - before.updates, seconds);
+    if (sbdx_collect_into(w, s, &f, discard) != 0)
+        post_dropped(w, s->serial, 1, f.seq);
+    post_set_done(w, s->serial, f.index, f.seq, f.t_input);
 }
 
 static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
@@ -537,11 +579,13 @@ static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
         char what[64];
         snprintf(what, sizeof what, "SBDX frame %lld", (long long)job->index);
         engine_failed(w, s, job->serial, what, &err);
-        post_dropped(w, job->serial, 1);
+        post_dropped(w, job->serial, 1, job->seq);
+        post_set_done(w, job->serial, job->index, job->seq, job->t_input);
         return;
     }
     int slot = (s->first_pending + s->n_pending) % MAX_PIPELINE;
     s->pending[slot].index = job->index;
+    s->pending[slot].seq = job->seq;
     s->pending[slot].t_input = job->t_input;
     s->n_pending++;
 }
@@ -574,6 +618,7 @@ static void handle_job(rtomod_worker *w, plan_state *s, rtomod_job *job)
     case RTOMOD_JOB_TOMO_RECONSTRUCT:
         if (job_matches_plan(s, job) && s->fbp)
             tomo_reconstruct(w, s, job);
+        post_set_done(w, job->serial, job->u.recon.frame, -1, job->t_input);
         if (job->u.recon.close_plan) {
             if (s->serial == job->serial)
                 plan_close(s);
@@ -588,9 +633,12 @@ static void handle_job(rtomod_worker *w, plan_state *s, rtomod_job *job)
                  (job->kind == RTOMOD_JOB_SBDX_FRAME ? s->sbdx != NULL
                                                      : s->fbp != NULL) &&
                  atomic_load(&w->abort_serial) != job->serial;
-    if (!usable)
-        post_dropped(w, job->serial, 1);
-    else if (job->kind == RTOMOD_JOB_SBDX_FRAME)
+    if (!usable) {
+        post_dropped(w, job->serial, 1, job->seq);
+        if (job->kind == RTOMOD_JOB_SBDX_FRAME)
+            post_set_done(w, job->serial, job->index, job->seq,
+                          job->t_input);
+    } else if (job->kind == RTOMOD_JOB_SBDX_FRAME)
         sbdx_frame(w, s, job);
     else
         tomo_frame(w, s, job);
@@ -621,6 +669,7 @@ static rtomod_job *next_job(rtomod_worker *w, int have_pending, int *stop)
         if (!w->head)
             w->tail = NULL;
         w->n_jobs--;
+        w->n_frames -= job_is_frame(job);
         w->bytes -= job_bytes(job);
         w->running = 1;
     }
@@ -715,6 +764,7 @@ static long purge_worker(rtomod_worker *w, uint64_t serial)
         if (serial == 0 || job->serial == serial) {
             *link = job->next;
             w->n_jobs--;
+            w->n_frames -= job_is_frame(job);
             w->bytes -= job_bytes(job);
             frames += job_is_frame(job);
             rtomod_job_free(job);
@@ -734,7 +784,7 @@ void rtomod_pool_stop(rtomod_pool *pool, int discard)
         if (discard) {
             long dropped = purge_worker(w, 0);
             if (dropped)
-                post_dropped(w, 0, dropped);
+                post_dropped(w, 0, dropped, -1);
         }
         w->stopping = 1;
         pthread_cond_signal(&w->wake);
@@ -790,6 +840,7 @@ void rtomod_pool_push(rtomod_pool *pool, int index, rtomod_job *job)
         w->head = job;
     w->tail = job;
     w->n_jobs++;
+    w->n_frames += job_is_frame(job);
     w->bytes += job_bytes(job);
     w->running = 1;
     pthread_cond_signal(&w->wake);
@@ -826,6 +877,18 @@ int rtomod_pool_queued_jobs(rtomod_pool *pool)
         rtomod_worker *w = &pool->workers[i];
         pthread_mutex_lock(&w->lock);
         n += w->n_jobs;
+        pthread_mutex_unlock(&w->lock);
+    }
+    return n;
+}
+
+int rtomod_pool_queued_frames(rtomod_pool *pool)
+{
+    int n = 0;
+    for (int i = 0; i < pool->n; i++) {
+        rtomod_worker *w = &pool->workers[i];
+        pthread_mutex_lock(&w->lock);
+        n += w->n_frames;
         pthread_mutex_unlock(&w->lock);
     }
     return n;

@@ -232,9 +232,17 @@ int rtomo_proto_decode_ingest(int n_parts, const void *header,
         memcpy(msg->frame.scan, msg->scan, sizeof msg->scan);
         result = decode_body(root, n_parts, payload, payload_size, msg, why);
     }
-    json_decref(root);
-    if (result < 0)
+    if (result < 0) {
+        /* A reject names the scan whenever the header has a valid id,
+         * whatever else is wrong with it. */
+        char scan[RTOMO_ID_MAX] = "";
+        const char *id = json_string_value(json_object_get(root, "scan"));
+        if (id && proto_scan_id_valid(id))
+            snprintf(scan, sizeof scan, "%s", id);
         rtomo_ingest_msg_clear(msg);
+        memcpy(msg->scan, scan, sizeof scan);
+    }
+    json_decref(root);
     return result;
 }
 

@@ -29,6 +29,7 @@ void rtomo_image_header_init(rtomo_image_header *h)
     h->u16_scale = 1.0f;
     h->min = h->max = h->mean = NAN;
     h->angle_first = h->angle_last = NAN;
+    h->projection_first = h->projection_last = -1;
     h->latency_ms = h->compute_ms = NAN;
 }
 
@@ -36,6 +37,12 @@ void rtomo_image_header_init(rtomo_image_header *h)
 static json_t *number_or_null(double x)
 {
     return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* A non-negative integer, or null where it does not apply (-1). */
+static json_t *index_or_null(int64_t i)
+{
+    return i >= 0 ? json_integer((json_int_t)i) : json_null();
 }
 
 /* Unix time in seconds, for "time" fields. */
@@ -67,6 +74,11 @@ char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         e |= json_object_set_new(root, numbers[i].key,
                                  number_or_null(numbers[i].value));
+    e |= json_object_set_new(root, "projection_first",
+                             index_or_null(h->projection_first));
+    e |= json_object_set_new(root, "projection_last",
+                             index_or_null(h->projection_last));
+    e |= json_object_set_new(root, "seq", json_integer((json_int_t)h->seq));
     if (e) {
         json_decref(root);
         return NULL;
@@ -111,8 +123,15 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
 {
     double scale = h->u16_scale, offset = h->u16_offset;
     int64_t roi[4] = {0, 0, h->width, h->height};
+    int64_t seq = 0;
     if (proto_get_int(root, NULL, "frame", OPTIONAL, INT64_MIN, INT64_MAX,
                       &h->frame, why) < 0 ||
+        proto_get_int(root, NULL, "projection_first", OPTIONAL, 0, INT64_MAX,
+                      &h->projection_first, why) < 0 ||
+        proto_get_int(root, NULL, "projection_last", OPTIONAL, 0, INT64_MAX,
+                      &h->projection_last, why) < 0 ||
+        proto_get_int(root, NULL, "seq", OPTIONAL, 0, INT64_MAX, &seq,
+                      why) < 0 ||
         proto_get_int32(root, NULL, "slice", OPTIONAL, -1, INT32_MAX, &h->slice,
                         why) < 0 ||
         proto_get_int32(root, NULL, "plane", OPTIONAL, -1, INT32_MAX, &h->plane,
@@ -124,6 +143,7 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
         return -1;
     for (int i = 0; i < 4; i++)
         h->roi[i] = (int)roi[i];
+    h->seq = (uint64_t)seq;
     h->u16_scale = (float)scale;
     h->u16_offset = (float)offset;
     struct { const char *key; double *value; } numbers[] = {
@@ -210,11 +230,12 @@ char *rtomo_proto_encode_event(const rtomo_event *ev)
     proto_utf8_sanitize(e.reason);
     proto_utf8_sanitize(e.message);
     return proto_dump(json_pack(
-        "{s:i, s:s, s:f, s:s, s:o, s:I, s:s, s:s}", "protocol",
+        "{s:i, s:s, s:f, s:s, s:o, s:I, s:s, s:s, s:I}", "protocol",
         RTOMO_PROTOCOL_VERSION, "type", RTOMO_TOPIC_EVENT, "time",
         unix_seconds(), "event", e.event, "scan",
         e.scan[0] ? json_string(e.scan) : json_null(), "index",
-        (json_int_t)e.index, "reason", e.reason, "message", e.message));
+        (json_int_t)e.index, "reason", e.reason, "message", e.message,
+        "seq", (json_int_t)e.seq));
 }
 
 int rtomo_proto_decode_event(const void *json, size_t size, rtomo_event *ev,
@@ -226,6 +247,7 @@ int rtomo_proto_decode_event(const void *json, size_t size, rtomo_event *ev,
     if (!root)
         return -1;
     const char *type, *name;
+    int64_t seq = 0;
     int result = decode_envelope(root, &type, why);
     if (result == 0 && strcmp(type, RTOMO_TOPIC_EVENT) != 0)
         result = rtomo_reject_set(why, RTOMO_REJECT_TYPE,
@@ -237,9 +259,12 @@ int rtomo_proto_decode_event(const void *json, size_t size, rtomo_event *ev,
          proto_get_int(root, NULL, "index", OPTIONAL, INT64_MIN, INT64_MAX,
                        &ev->index, why) < 0 ||
          copy_string(root, "reason", ev->reason, sizeof ev->reason, why) < 0 ||
-         copy_string(root, "message", ev->message, sizeof ev->message, why) < 0))
+         copy_string(root, "message", ev->message, sizeof ev->message, why) < 0 ||
+         proto_get_int(root, NULL, "seq", OPTIONAL, 0, INT64_MAX, &seq,
+                       why) < 0))
         result = -1;
     if (result == 0) {
+        ev->seq = (uint64_t)seq;
         snprintf(ev->event, sizeof ev->event, "%s", name);
         proto_utf8_sanitize(ev->event);
     }

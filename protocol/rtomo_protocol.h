@@ -211,7 +211,9 @@ typedef struct rtomo_ingest_msg {
  * for frames that the payload size equals shape x dtype size and that float
  * samples are finite.  Does not know the active scan: see
  * rtomo_proto_check_*_frame.  Returns 0, or -1 with *why filled.  On
- * success release the message with rtomo_ingest_msg_clear.
+ * success release the message with rtomo_ingest_msg_clear.  On failure
+ * the message holds nothing but msg->scan: the header's scan id when it
+ * has a valid one (so that rejects can name the scan), else "". 
  */
 int rtomo_proto_decode_ingest(int n_parts, const void *header,
                               size_t header_size, const void *payload,
@@ -267,8 +269,12 @@ typedef struct rtomo_image_header {
     float u16_scale, u16_offset;    /* uint16 planes: value = v/scale+offset */
     double min, max, mean;  /* of the image, for control loops */
     double angle_first, angle_last; /* continuous windows: degrees; NaN */
+    int64_t projection_first, projection_last;  /* continuous windows: the
+                               projection indices the window holds; -1 */
     double latency_ms;      /* last input of the set to this publication */
     double compute_ms;      /* engine time for the set */
+    uint64_t seq;           /* per-topic sequence number of the publisher
+                               (PROTOCOL.md 6): a gap = messages lost */
 } rtomo_image_header;
 
 void rtomo_image_header_init(rtomo_image_header *h);
@@ -289,6 +295,7 @@ typedef struct rtomo_event {
     int64_t index;          /* frame index concerned, -1 if none */
     char reason[32];        /* reject name or other code, "" if none */
     char message[RTOMO_REASON_MAX];
+    uint64_t seq;           /* per-topic sequence number (as images) */
 } rtomo_event;
 
 char *rtomo_proto_encode_event(const rtomo_event *ev);

@@ -195,11 +195,16 @@ int daemon_inbox_pump(daemon_inbox *in, int timeout_ms)
     case RTOMO_PUBLISHED_EVENT:
         keep_event(in, &m.event);
         break;
-    case RTOMO_PUBLISHED_TELEMETRY:
+    case RTOMO_PUBLISHED_TELEMETRY: {
+        json_t *windows = json_object_get(json_object_get(m.json, "queues"),
+                                          "windows");
+        if (json_integer_value(windows) > in->peak_windows)
+            in->peak_windows = (long)json_integer_value(windows);
         in->telemetry++;
         json_decref(in->last_telemetry);
         in->last_telemetry = json_incref(m.json);
         break;
+    }
     default:
         ck_abort_msg("unexpected topic %s", m.topic);
     }
@@ -317,26 +322,19 @@ int daemon_run_tests(const char *name, const TTest *const *tests,
 
 /* ----------------------------------------------------- phantom scans ---- */
 
-void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
-                      int n_proj, int n_darks, int n_flats, uint64_t seed)
+/* The scan's frames: darks, flats, and n_made projections at
+ * angle_start + p * angle_step. */
+static void make_frames(daemon_scan *s, int n_made, uint64_t seed)
 {
-    memset(s, 0, sizeof *s);
-    rtomo_scan_spec_init(&s->spec);
-    snprintf(s->spec.scan, sizeof s->spec.scan, "%s", id);
-    rtomo_fbp_geometry *g = &s->spec.geometry;
-    g->det_width = width;
-    g->det_height = height;
-    g->n_proj = n_proj;
-    g->angle_step = M_PI / n_proj;
-    g->angle_start = rtomo_random_uniform(&seed) * g->angle_step;
-    s->spec.dtype = RTOMO_DTYPE_U16;
-    s->spec.n_darks = n_darks;
-    s->spec.n_flats = n_flats;
+    const rtomo_fbp_geometry *g = &s->spec.geometry;
+    int width = g->det_width, height = g->det_height;
+    int n_darks = s->spec.n_darks, n_flats = s->spec.n_flats;
+    s->n_projections = n_made;
     s->frame_samples = (size_t)width * (size_t)height;
     size_t n = s->frame_samples;
     s->darks = malloc(sizeof(uint16_t) * n * (size_t)(n_darks + 1));
     s->flats = malloc(sizeof(uint16_t) * n * (size_t)(n_flats + 1));
-    s->projections = malloc(sizeof(uint16_t) * n * (size_t)n_proj);
+    s->projections = malloc(sizeof(uint16_t) * n * (size_t)n_made);
     float *line = malloc(sizeof(float) * n);
     ck_assert(s->darks && s->flats && s->projections && line);
     rtomo_camera cam;
@@ -349,11 +347,47 @@ void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
         rtomo_camera_flat(&cam, n, s->flats + n * (size_t)i);
     rtomo_phantom ph;
     rtomo_phantom_init(&ph, width, height);
-    for (int p = 0; p < n_proj; p++) {
+    for (int p = 0; p < n_made; p++) {
         rtomo_phantom_project(&ph, g->angle_start + p * g->angle_step, line);
         rtomo_camera_expose(&cam, line, n, s->projections + n * (size_t)p);
     }
     free(line);
+}
+
+/* The spec of a scan of the phantom: n_proj projections over 180 degrees
+ * from a random start angle. */
+static void scan_spec(daemon_scan *s, const char *id, int width, int height,
+                      int n_proj, int n_darks, int n_flats, uint64_t *seed)
+{
+    memset(s, 0, sizeof *s);
+    rtomo_scan_spec_init(&s->spec);
+    snprintf(s->spec.scan, sizeof s->spec.scan, "%s", id);
+    rtomo_fbp_geometry *g = &s->spec.geometry;
+    g->det_width = width;
+    g->det_height = height;
+    g->n_proj = n_proj;
+    g->angle_step = M_PI / n_proj;
+    g->angle_start = rtomo_random_uniform(seed) * g->angle_step;
+    s->spec.dtype = RTOMO_DTYPE_U16;
+    s->spec.n_darks = n_darks;
+    s->spec.n_flats = n_flats;
+}
+
+void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
+                      int n_proj, int n_darks, int n_flats, uint64_t seed)
+{
+    scan_spec(s, id, width, height, n_proj, n_darks, n_flats, &seed);
+    make_frames(s, n_proj, seed);
+}
+
+void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
+                                 int height, int n_proj, int every, int total,
+                                 int n_flats, uint64_t seed)
+{
+    scan_spec(s, id, width, height, n_proj, 0, n_flats, &seed);
+    s->spec.continuous = 1;
+    s->spec.window_every = every;
+    make_frames(s, total, seed);
 }
 
 void daemon_scan_free(daemon_scan *s)
@@ -447,9 +481,12 @@ void daemon_send_scan(rtomo_client *c, const daemon_scan *s)
     daemon_send_end(c, s);
 }
 
-float *daemon_reference_slices(const daemon_scan *s, const int *rows,
-                               int n_rows, const unsigned char *received,
-                               const int *roi)
+/* The CPU engine's slices of `rows` from projections first..last that
+ * have received[p] set (all when received is NULL), projection p in slot
+ * p mod n_proj at its own angle. */
+static float *reference(const daemon_scan *s, const int *rows, int n_rows,
+                        int first, int last, const unsigned char *received,
+                        const int *roi)
 {
     rtomo_fbp_geometry g = s->spec.geometry;
     rtomo_engine_options opt;
@@ -466,12 +503,12 @@ float *daemon_reference_slices(const daemon_scan *s, const int *rows,
     for (int i = 0; i < s->spec.n_flats; i++)
         ck_assert(rtomo_fbp_add_flat(plan, s->flats + n * (size_t)i,
                                      RTOMO_DTYPE_U16, &err) == RTOMO_OK);
-    for (int p = 0; p < g.n_proj; p++)
+    for (int p = first; p <= last; p++)
         if (!received || received[p])
-            ck_assert(rtomo_fbp_add_projection(plan, p,
-                                               s->projections + n * (size_t)p,
-                                               RTOMO_DTYPE_U16, NAN, NAN,
-                                               &err) == RTOMO_OK);
+            ck_assert(rtomo_fbp_add_projection(
+                          plan, p % g.n_proj, s->projections + n * (size_t)p,
+                          RTOMO_DTYPE_U16, g.angle_start + p * g.angle_step,
+                          NAN, &err) == RTOMO_OK);
     if (roi)
         ck_assert(rtomo_fbp_set_roi(plan, roi[0], roi[1], roi[2], roi[3],
                                     &err) == RTOMO_OK);
@@ -483,6 +520,22 @@ float *daemon_reference_slices(const daemon_scan *s, const int *rows,
                   RTOMO_OK, "reference reconstruction: %s", err.message);
     rtomo_fbp_destroy(plan);
     return out;
+}
+
+float *daemon_reference_slices(const daemon_scan *s, const int *rows,
+                               int n_rows, const unsigned char *received,
+                               const int *roi)
+{
+    return reference(s, rows, n_rows, 0, s->spec.geometry.n_proj - 1,
+                     received, roi);
+}
+
+float *daemon_reference_window(const daemon_scan *s, const int *rows,
+                               int n_rows, int last, const int *roi)
+{
+    ck_assert_int_lt(last, s->n_projections);
+    return reference(s, rows, n_rows, last - s->spec.geometry.n_proj + 1,
+                     last, NULL, roi);
 }
 
 double daemon_max_abs_diff(const float *a, const float *b, size_t n)

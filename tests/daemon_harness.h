@@ -76,6 +76,7 @@ typedef struct daemon_inbox {
     int n_events, cap_events;
     long telemetry;             /* telemetry messages received */
     json_t *last_telemetry;
+    long peak_windows;          /* highest queues.windows seen */
 } daemon_inbox;
 
 void daemon_inbox_init(daemon_inbox *in, rtomo_client *client);
@@ -129,6 +130,7 @@ int daemon_run_tests(const char *name, const TTest *const *tests,
 typedef struct daemon_scan {
     rtomo_scan_spec spec;       /* what scan_begin announces */
     uint16_t *darks, *flats, *projections;  /* frames, one after another */
+    int n_projections;          /* frames made (> n_proj when continuous) */
     size_t frame_samples;
 } daemon_scan;
 
@@ -136,6 +138,13 @@ typedef struct daemon_scan {
  * start angle. */
 void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
                       int n_proj, int n_darks, int n_flats, uint64_t seed);
+/* A continuous scan: windows of n_proj projections over 180 degrees, one
+ * every `every` projections; `total` projections made, projection i at
+ * angle_start + i * 180 / n_proj degrees (so the rotation goes on past
+ * 180). */
+void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
+                                 int height, int n_proj, int every, int total,
+                                 int n_flats, uint64_t seed);
 void daemon_scan_free(daemon_scan *s);
 void daemon_send_begin(rtomo_client *c, const daemon_scan *s);
 /* Send the darks and flats. */
@@ -155,6 +164,10 @@ void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
 float *daemon_reference_slices(const daemon_scan *s, const int *rows,
                                int n_rows, const unsigned char *received,
                                const int *roi);
+/* The CPU engine's slices of a continuous window: projections
+ * last - n_proj + 1 .. last, each in slot index mod n_proj at its angle. */
+float *daemon_reference_window(const daemon_scan *s, const int *rows,
+                               int n_rows, int last, const int *roi);
 
 /* max |a - b| over n samples, and max |b|. */
 double daemon_max_abs_diff(const float *a, const float *b, size_t n);
