@@ -29,11 +29,10 @@
 
 #include <jansson.h>
 
-#include "../tests/daemon_process.h"
-#include "rtomo_client.h"
+#include "bench_daemon.h"
 #include "tool_common.h"
 
-#define TIMEOUT_MS 120000
+#define TIMEOUT_MS BENCH_TIMEOUT_MS
 #define MAX_RUNS 16
 #define MAX_ARGS 32
 
@@ -131,34 +130,6 @@ static int parse_options(int argc, char **argv, options *o)
 
 /* ------------------------------------------------------------- a run ---- */
 
-static long counter(rtomo_client *c, const char *name)
-{
-    json_t *reply = NULL;
-    rtomo_error err;
-    long n = -1;
-    if (rtomo_client_command(c, "status", &reply, &err) == RTOMO_OK)
-        n = (long)json_integer_value(json_object_get(
-            json_object_get(reply, "counters"), name));
-    json_decref(reply);
-    return n;
-}
-
-/* Wait for a telemetry message: the subscription is live from then on. */
-static int wait_subscribed(rtomo_client *c)
-{
-    double deadline = tool_now() + TIMEOUT_MS / 1000.0;
-    while (tool_now() < deadline) {
-        rtomo_published m = {0};
-        rtomo_error err;
-        int live = rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
-                   m.kind == RTOMO_PUBLISHED_TELEMETRY;
-        rtomo_published_clear(&m);
-        if (live)
-            return 0;
-    }
-    return -1;
-}
-
 static void scan_spec(const options *o, const char *id, rtomo_scan_spec *spec)
 {
     rtomo_scan_spec_init(spec);
@@ -207,7 +178,7 @@ static int push_scan(const options *o, rtomo_client *c, const uint16_t *frame,
     *t_end_sent = tool_now();
     long want = o->frames + 2;
     double deadline = tool_now() + TIMEOUT_MS / 1000.0;
-    while ((r->accepted = counter(c, "accepted")) < want && tool_now() < deadline)
+    while ((r->accepted = bench_counter(c, "accepted")) < want && tool_now() < deadline)
         nanosleep(&(struct timespec){0, 2000000}, NULL);
     r->seconds = tool_now() - t0;
     r->gb_per_s = (double)bytes * o->frames / r->seconds / 1e9;
@@ -251,36 +222,22 @@ static int run_once(const options *o, int connections, const uint16_t *frame,
     for (int i = 0; i < o->n_args; i++)
         args[n++] = o->args[i];
     args[n] = NULL;
-    daemon_process d;
-    char error[512];
-    if (daemon_process_start(&d, o->rtomod, args, TIMEOUT_MS, error,
-                             sizeof error) != 0) {
-        fprintf(stderr, "bench_ingest: %s\n", error);
+    bench_daemon b;
+    bench_daemon_options bo = {.rtomod = o->rtomod, .args = args,
+                               .connections = connections};
+    if (bench_daemon_open(&b, &bo) != 0)
         return -1;
-    }
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.ingest = d.ingest;
-    opt.publish = d.publish;
-    opt.control = d.control;
-    opt.connections = connections;
-    opt.control_timeout_ms = 10000;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
+    rtomo_client *c = b.client;
     int rc = -1;
     double t_end_sent = 0;
-    if (c && rtomo_client_subscribe(c, "", &err) == RTOMO_OK &&
-        wait_subscribed(c) == 0 &&
-        push_scan(o, c, frame, r, &t_end_sent) == 0) {
+    if (push_scan(o, c, frame, r, &t_end_sent) == 0) {
         collect_slices(o, c, r, t_end_sent);
-        r->rejected = counter(c, "rejected");
-        r->dropped = counter(c, "dropped");
-        r->pub_dropped = counter(c, "pub_dropped");
+        r->rejected = bench_counter(c, "rejected");
+        r->dropped = bench_counter(c, "dropped");
+        r->pub_dropped = bench_counter(c, "pub_dropped");
         rc = r->slices == o->slices ? 0 : -1;
     }
-    if (c)
-        rtomo_client_close(c);
-    r->exit_status = daemon_process_stop(&d, SIGTERM, TIMEOUT_MS);
+    r->exit_status = bench_daemon_close(&b);
     return rc;
 }
 

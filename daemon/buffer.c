@@ -1,20 +1,38 @@
 /*
- * buffer.c — reference-counted image buffers (see rtomod_buffer.h).
+ * buffer.c — reference-counted image buffers and their pools (see
+ * rtomod_buffer.h).
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "rtomod_buffer.h"
 
-rtomod_buffer *rtomod_buffer_new(size_t size)
+struct rtomod_buffer_pool {
+    pthread_mutex_t lock;
+    size_t size;
+    int keep;                   /* free buffers kept at most */
+    rtomod_buffer **free;       /* keep slots */
+    int n_free;
+    long alive;                 /* buffers of the pool not freed */
+    int closed;
+};
+
+static rtomod_buffer *allocate(size_t size, rtomod_buffer_pool *pool)
 {
     rtomod_buffer *b = aligned_alloc(64, (sizeof *b + size + 63) / 64 * 64);
     if (!b)
         return NULL;
     atomic_init(&b->refs, 1);
     b->size = size;
+    b->pool = pool;
     return b;
+}
+
+rtomod_buffer *rtomod_buffer_new(size_t size)
+{
+    return allocate(size, NULL);
 }
 
 rtomod_buffer *rtomod_buffer_ref(rtomod_buffer *b)
@@ -23,8 +41,90 @@ rtomod_buffer *rtomod_buffer_ref(rtomod_buffer *b)
     return b;
 }
 
+static void pool_free(rtomod_buffer_pool *pool)
+{
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->free);
+    free(pool);
+}
+
+/* A buffer's last reference is gone: keep it for reuse or free it. */
+static void pool_return(rtomod_buffer_pool *pool, rtomod_buffer *b)
+{
+    pthread_mutex_lock(&pool->lock);
+    int kept = !pool->closed && pool->n_free < pool->keep;
+    if (kept)
+        pool->free[pool->n_free++] = b;
+    else
+        pool->alive--;
+    int last = pool->closed && pool->alive == 0;
+    pthread_mutex_unlock(&pool->lock);
+    if (!kept)
+        free(b);
+    if (last)
+        pool_free(pool);
+}
+
 void rtomod_buffer_unref(rtomod_buffer *b)
 {
-    if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+    if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (b->pool)
+        pool_return(b->pool, b);
+    else
         free(b);
+}
+
+rtomod_buffer_pool *rtomod_buffer_pool_new(size_t size, int keep)
+{
+    rtomod_buffer_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pool->size = size;
+    pool->keep = keep > 0 ? keep : 1;
+    pool->free = calloc((size_t)pool->keep, sizeof *pool->free);
+    if (!pool->free) {
+        free(pool);
+        return NULL;
+    }
+    pthread_mutex_init(&pool->lock, NULL);
+    return pool;
+}
+
+size_t rtomod_buffer_pool_size(const rtomod_buffer_pool *pool)
+{
+    return pool->size;
+}
+
+rtomod_buffer *rtomod_buffer_pool_get(rtomod_buffer_pool *pool)
+{
+    pthread_mutex_lock(&pool->lock);
+    rtomod_buffer *b = pool->n_free > 0 ? pool->free[--pool->n_free] : NULL;
+    pthread_mutex_unlock(&pool->lock);
+    if (b) {
+        atomic_store(&b->refs, 1);
+        return b;
+    }
+    if (!(b = allocate(pool->size, pool)))
+        return NULL;
+    pthread_mutex_lock(&pool->lock);
+    pool->alive++;
+    pthread_mutex_unlock(&pool->lock);
+    return b;
+}
+
+void rtomod_buffer_pool_close(rtomod_buffer_pool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    pool->closed = 1;
+    for (int i = 0; i < pool->n_free; i++)
+        free(pool->free[i]);
+    pool->alive -= pool->n_free;
+    pool->n_free = 0;
+    int last = pool->alive == 0;
+    pthread_mutex_unlock(&pool->lock);
+    if (last)
+        pool_free(pool);
 }

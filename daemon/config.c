@@ -244,6 +244,7 @@ static const field fields[] = {
     ENUM("engine", "backend", engine.backend, enum_backend, 0),
     CUSTOM("engine", "devices", parse_devices, dump_devices, 0),
     INT("engine", "cpu_threads", engine.cpu_threads, 0, 4096, 0),
+    INT("engine", "workers", workers, 0, RTOMO_MAX_DEVICES, 0),
     ENUM("engine", "bp_kernel", engine.bp_kernel, enum_bp_kernel, 0),
     INT("engine", "slices_per_pass", engine.slices_per_pass, 0, 4, 0),
     ENUM("engine", "precision", engine.precision, enum_precision, 0),

@@ -58,6 +58,20 @@ static json_t *gpus_json(rtomod *d)
     return list;
 }
 
+/* Every worker, GPU or CPU, with its busy fraction. */
+static json_t *workers_json(rtomod *d)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < d->pool.n; i++)
+        json_array_append_new(list, json_pack(
+            "{s:i, s:i, s:i, s:f}", "index", i,
+            "device", d->pool.workers[i].device,
+            "cpu_threads", d->pool.workers[i].device < 0
+                               ? d->pool.workers[i].options.cpu_threads : 0,
+            "load", d->telemetry.load[i]));
+    return list;
+}
+
 static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
 {
     (void)request; (void)error;
@@ -70,6 +84,7 @@ static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
     json_object_set_new(reply, "backend",
                         json_string(rtomo_backend_name(d->backend)));
     json_object_set_new(reply, "gpus", gpus_json(d));
+    json_object_set_new(reply, "workers", workers_json(d));
     json_object_set_new(reply, "scan", rtomod_scan_status(d));
     json_object_set(reply, "counters", json_object_get(telemetry, "counters"));
     json_object_del(telemetry, "counters");

@@ -74,11 +74,8 @@ static void report_dropped(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
     scan->dropped += r->dropped;
 }
 
-static void dispatch(rtomod *d, rtomod_result *r)
+static void dispatch(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 {
-    /* Results of a scan that was aborted find no record: images are
-     * discarded, counts still count. */
-    rtomod_scan *scan = rtomod_scan_find(d, r->serial);
     switch (r->kind) {
     case RTOMOD_RESULT_IMAGE:
         if (scan)
@@ -104,15 +101,38 @@ static void dispatch(rtomod *d, rtomod_result *r)
     }
 }
 
-static void dispatch_results(rtomod *d)
+/* Dispatch a list of results in order and free them.  Results of a scan
+ * that was aborted find no record: images are discarded, counts still
+ * count.  SBDX results wait for earlier frames (rtomod_sbdx_hold); a
+ * frame's end releases the next frame's results, dispatched next. */
+static void dispatch_list(rtomod *d, rtomod_result *r)
 {
-    rtomod_result *r = rtomod_pool_take_results(&d->pool);
     while (r) {
         rtomod_result *next = r->next;
-        dispatch(d, r);
+        rtomod_scan *scan = rtomod_scan_find(d, r->serial);
+        int ordered = scan && scan->kind == RTOMOD_SCAN_SBDX && r->seq >= 0;
+        if (ordered && rtomod_sbdx_hold(scan, r)) {
+            r = next;
+            continue;
+        }
+        rtomod_result *released = ordered ? rtomod_sbdx_release(scan, r)
+                                          : NULL;
+        dispatch(d, scan, r);
         rtomod_result_free(r);
+        if (released) {
+            rtomod_result *tail = released;
+            while (tail->next)
+                tail = tail->next;
+            tail->next = next;
+            next = released;
+        }
         r = next;
     }
+}
+
+static void dispatch_results(rtomod *d)
+{
+    dispatch_list(d, rtomod_pool_take_results(&d->pool));
     rtomod_telemetry_maybe_publish(d);
 }
 
@@ -216,6 +236,9 @@ static int choose_devices(rtomod *d, int *devices, int *n_devices, char *error,
     *n_devices = 0;
     if (d->backend == RTOMO_BACKEND_CPU)
         return 0;
+    if (d->cfg.workers > 0)
+        log_warn("engine.workers applies to the CPU backend; with CUDA "
+                 "there is one worker per GPU (engine.devices)");
     if (visible < 1) {
         snprintf(error, error_size, "engine.backend: cuda, but no GPU is "
                  "visible");
@@ -250,8 +273,8 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
         return -1;
     size_t max_bytes = (size_t)(d->cfg.queue.mb * 1024.0 * 1024.0);
     if (rtomod_pool_start(&d->pool, &d->cfg.engine, devices, n_devices,
-                          d->cfg.queue.frames, max_bytes, d->loop, &d->wake,
-                          error, error_size) != 0)
+                          d->cfg.workers, d->cfg.queue.frames, max_bytes,
+                          d->loop, &d->wake, error, error_size) != 0)
         return -1;
     log_info("engine: %s backend, %d worker%s", rtomo_backend_name(d->backend),
              d->pool.n, d->pool.n == 1 ? "" : "s");

@@ -184,6 +184,14 @@ int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg);
 void rtomod_sbdx_finish(rtomod *d);
 void rtomod_sbdx_free(rtomod_sbdx_scan *sbdx);
 void rtomod_sbdx_status(const rtomod_scan *scan, json_t *out);
+/* Results of a stream's frames are published in frame order: a result
+ * (r->seq >= 0) of a frame after the one due is kept by the stream
+ * (returns 1; the stream owns it now). */
+int rtomod_sbdx_hold(rtomod_scan *scan, rtomod_result *r);
+/* After result r of the frame due was dispatched: when it was the frame's
+ * SET_DONE, the next frame is due, and its results kept so far are
+ * returned (a list in arrival order, the caller's) to be dispatched. */
+rtomod_result *rtomod_sbdx_release(rtomod_scan *scan, const rtomod_result *r);
 
 /* --------------------------------------------------------- telemetry ---- */
 

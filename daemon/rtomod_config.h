@@ -44,6 +44,7 @@ typedef struct rtomod_config {
         char endpoint[RTOMOD_ENDPOINT_MAX];
     } control;
     rtomo_engine_options engine;    /* backend, devices, kernels */
+    int workers;                /* engine.workers: CPU workers (0 = 1) */
     struct {
         rtomo_window filter;
         double cutoff;

@@ -186,13 +186,16 @@ struct rtomod_pool {
 
 /*
  * Start `n_devices` CUDA workers (device ordinals in `devices`) or, with
- * n_devices == 0, one CPU worker.  `options` is the configured engine
- * options (backend, kernels); each worker gets a copy bound to its device.
- * Returns 0, or -1 with `error` filled.
+ * n_devices == 0, `cpu_workers` CPU workers (at least 1) that share the
+ * configured CPU threads.  `options` is the configured engine options
+ * (backend, kernels); each worker gets a copy bound to its device.  The
+ * loop splits work among CPU workers exactly as among GPUs, so that this
+ * split and merge is tested without a GPU.  Returns 0, or -1 with `error`
+ * filled.
  */
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
-                      const int *devices, int n_devices, int max_jobs,
-                      size_t max_bytes, struct ev_loop *loop,
+                      const int *devices, int n_devices, int cpu_workers,
+                      int max_jobs, size_t max_bytes, struct ev_loop *loop,
                       ev_async *wake_loop, char *error, size_t error_size);
 
 /* Stop after the queued jobs are done (or, with discard, drop them and

@@ -5,6 +5,11 @@
  * reconstructed frame is published as its planes, composite and depth map.
  * sbdx_end lets the workers finish the frames they hold, then the stream is
  * complete.
+ *
+ * Frames come out in the order they were accepted, whichever worker is
+ * done first: each frame job gets a sequence number, and the results of a
+ * frame wait here until every earlier frame is out (its SET_DONE passed).
+ * Only results wait, never images' pixels: they stay in their buffers.
  */
 #include "config.h"
 
@@ -21,7 +26,20 @@ struct rtomod_sbdx_scan {
     rtomo_sbdx_spec *spec;      /* owned */
     rtomod_seen frames;
     int next_worker;            /* round robin */
+    int64_t next_seq;           /* of the next frame accepted */
+    int64_t due_seq;            /* the frame whose results go out now */
+    rtomod_result *held;        /* results of later frames, in arrival
+                                   order */
 };
+
+static void free_results(rtomod_result *r)
+{
+    while (r) {
+        rtomod_result *next = r->next;
+        rtomod_result_free(r);
+        r = next;
+    }
+}
 
 void rtomod_sbdx_free(rtomod_sbdx_scan *s)
 {
@@ -32,7 +50,42 @@ void rtomod_sbdx_free(rtomod_sbdx_scan *s)
         free(s->spec);
     }
     rtomod_seen_free(&s->frames);
+    free_results(s->held);
     free(s);
+}
+
+int rtomod_sbdx_hold(rtomod_scan *scan, rtomod_result *r)
+{
+    rtomod_sbdx_scan *s = scan->sbdx;
+    if (r->seq <= s->due_seq)
+        return 0;
+    rtomod_result **tail = &s->held;
+    while (*tail)
+        tail = &(*tail)->next;
+    r->next = NULL;
+    *tail = r;
+    return 1;
+}
+
+rtomod_result *rtomod_sbdx_release(rtomod_scan *scan, const rtomod_result *r)
+{
+    rtomod_sbdx_scan *s = scan->sbdx;
+    if (r->kind != RTOMOD_RESULT_SET_DONE || r->seq != s->due_seq)
+        return NULL;
+    s->due_seq++;
+    rtomod_result *due = NULL, **due_tail = &due, **link = &s->held;
+    while (*link) {
+        rtomod_result *h = *link;
+        if (h->seq == s->due_seq) {
+            *link = h->next;
+            h->next = NULL;
+            *due_tail = h;
+            due_tail = &h->next;
+        } else {
+            link = &h->next;
+        }
+    }
+    return due;
 }
 
 static rtomod_job *begin_job(const rtomod_scan *scan,
@@ -119,6 +172,7 @@ int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
                        "out of memory for a job");
         return -1;
     }
+    job->seq = s->next_seq++;
     rtomod_scan_push(d, scan, s->next_worker, job);
     s->next_worker = (s->next_worker + 1) % d->pool.n;
     scan->frames++;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rtomod_log.h"
 #include "rtomod_worker.h"
@@ -226,6 +227,10 @@ typedef struct pending_frame {
     double t_input;
 } pending_frame;
 
+/* Output buffers returned by ZeroMQ kept for reuse, per pool: enough for
+ * the frames in the engine pipeline and those still being sent. */
+#define BUFFERS_KEPT 4
+
 /* The plan a worker runs now (at most one scan at a time). */
 typedef struct plan_state {
     uint64_t serial;            /* 0 = none */
@@ -237,13 +242,33 @@ typedef struct plan_state {
     pending_frame pending[MAX_PIPELINE];
     int n_pending, first_pending;
     double set_seconds;         /* engine time of the current set */
+    rtomo_sbdx_stats sbdx_seen; /* SBDX statistics already reported */
+    /* Output buffers: slice batches; SBDX planes, composite, depth. */
+    rtomod_buffer_pool *slices, *planes, *composite, *depth;
 } plan_state;
 
 static void plan_close(plan_state *s)
 {
     rtomo_fbp_destroy(s->fbp);
     rtomo_sbdx_destroy(s->sbdx);
+    rtomod_buffer_pool_close(s->slices);
+    rtomod_buffer_pool_close(s->planes);
+    rtomod_buffer_pool_close(s->composite);
+    rtomod_buffer_pool_close(s->depth);
     memset(s, 0, sizeof *s);
+}
+
+/* A buffer of `size` bytes from *pool, which is (re)made for that size
+ * when needed.  NULL when out of memory. */
+static rtomod_buffer *pooled_buffer(rtomod_buffer_pool **pool, size_t size)
+{
+    if (*pool && rtomod_buffer_pool_size(*pool) != size) {
+        rtomod_buffer_pool_close(*pool);
+        *pool = NULL;
+    }
+    if (!*pool && !(*pool = rtomod_buffer_pool_new(size, BUFFERS_KEPT)))
+        return NULL;
+    return rtomod_buffer_pool_get(*pool);
 }
 
 static int job_matches_plan(const plan_state *s, const rtomod_job *job)
@@ -348,7 +373,10 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
     size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
-    rtomod_buffer *buf = rtomod_buffer_new(pixels * sizeof(float) * (size_t)n);
+    /* Every batch of the job fits a buffer of a full batch. */
+    int batch = rc->batch < rc->n_rows ? rc->batch : rc->n_rows;
+    rtomod_buffer *buf = pooled_buffer(&s->slices, pixels * sizeof(float) *
+                                                       (size_t)batch);
     rtomo_error err;
     if (!buf) {
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for %d slices", n);
@@ -421,7 +449,9 @@ static void sbdx_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
     if (!s->sbdx) {
         s->failed = 1;
         engine_failed(w, s, job->serial, "cannot create the SBDX plan", &err);
+        return;
     }
+    rtomo_sbdx_get_stats(s->sbdx, &s->sbdx_seen);
 }
 
 /* Buffers for one frame's results; NULL members are outputs not wanted. */
@@ -436,7 +466,7 @@ static void sbdx_buffers_free(sbdx_buffers *b)
     rtomod_buffer_unref(b->depth);
 }
 
-static int sbdx_buffers_new(const plan_state *s, sbdx_buffers *b,
+static int sbdx_buffers_new(plan_state *s, sbdx_buffers *b,
                             rtomo_sbdx_output *out)
 {
     const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
@@ -446,8 +476,8 @@ static int sbdx_buffers_new(const plan_state *s, sbdx_buffers *b,
     int ok = 1;
     if (s->sbdx_out.planes != RTOMO_PLANES_NONE) {
         size_t sample = s->sbdx_out.planes == RTOMO_PLANES_UINT16 ? 2 : 4;
-        ok &= (b->planes = rtomod_buffer_new(pixels * sample *
-                                             (size_t)g->n_planes)) != NULL;
+        ok &= (b->planes = pooled_buffer(&s->planes, pixels * sample *
+                                         (size_t)g->n_planes)) != NULL;
         if (b->planes && sample == 2) {
             out->planes_u16 = (uint16_t *)b->planes->data;
             out->u16_scale = s->sbdx_out.u16_scale;
@@ -457,8 +487,8 @@ static int sbdx_buffers_new(const plan_state *s, sbdx_buffers *b,
         }
     }
     if (s->sbdx_out.composite) {
-        b->composite = rtomod_buffer_new(pixels * sizeof(float));
-        b->depth = rtomod_buffer_new(pixels * sizeof(uint16_t));
+        b->composite = pooled_buffer(&s->composite, pixels * sizeof(float));
+        b->depth = pooled_buffer(&s->depth, pixels * sizeof(uint16_t));
         ok &= b->composite && b->depth;
         if (ok) {
             out->composite = (float *)b->composite->data;
@@ -538,8 +568,6 @@ static int sbdx_collect_into(rtomod_worker *w, plan_state *s,
         rtomo_sbdx_collect(s->sbdx, &out, &tag, &err);
         return -1;
     }
-    rtomo_sbdx_stats before, after;
-    rtomo_sbdx_get_stats(s->sbdx, &before);
     if (rtomo_sbdx_collect(s->sbdx, &out, &tag, &err) != RTOMO_OK) {
         char what[64];
         snprintf(what, sizeof what, "SBDX frame %lld", (long long)f->index);
@@ -547,13 +575,17 @@ static int sbdx_collect_into(rtomod_worker *w, plan_state *s,
         sbdx_buffers_free(&b);
         return -1;
     }
-    rtomo_sbdx_get_stats(s->sbdx, &after);
-    double seconds = after.compute_seconds - before.compute_seconds;
+    /* A backend may work at submit (the CPU) or at collect: what the engine
+     * did since the last frame collected is this frame's share. */
+    rtomo_sbdx_stats now;
+    rtomo_sbdx_get_stats(s->sbdx, &now);
+    double seconds = now.compute_seconds - s->sbdx_seen.compute_seconds;
+    double updates = now.updates - s->sbdx_seen.updates;
+    s->sbdx_seen = now;
     s->set_seconds = seconds;
     sbdx_publish(w, s, f, &b);
     sbdx_buffers_free(&b);
-    post_stats(w, s->serial, f->seq, 0, 1, after.updates - before.updates,
-               seconds);
+    post_stats(w, s->serial, f->seq, 0, 1, updates, seconds);
     return 0;
 }
 
@@ -709,13 +741,23 @@ static void *worker_main(void *arg)
 
 /* ------------------------------------------------------------- pool ---- */
 
+/* CPU threads of each of n CPU workers: an equal share of the configured
+ * threads (or of the online cores), at least one. */
+static int cpu_share(const rtomo_engine_options *options, int n)
+{
+    long total = options->cpu_threads > 0 ? options->cpu_threads
+                                          : sysconf(_SC_NPROCESSORS_ONLN);
+    long share = total / n;
+    return share > 0 ? (int)share : 1;
+}
+
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
-                      const int *devices, int n_devices, int max_jobs,
-                      size_t max_bytes, struct ev_loop *loop,
+                      const int *devices, int n_devices, int cpu_workers,
+                      int max_jobs, size_t max_bytes, struct ev_loop *loop,
                       ev_async *wake_loop, char *error, size_t error_size)
 {
     memset(pool, 0, sizeof *pool);
-    pool->n = n_devices > 0 ? n_devices : 1;
+    pool->n = n_devices > 0 ? n_devices : cpu_workers > 0 ? cpu_workers : 1;
     pool->max_jobs = max_jobs;
     pool->max_bytes = max_bytes;
     pool->loop = loop;
@@ -739,6 +781,7 @@ int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
         } else {
             w->device = -1;
             w->options.backend = RTOMO_BACKEND_CPU;
+            w->options.cpu_threads = cpu_share(options, pool->n);
         }
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->wake, NULL);

@@ -2,7 +2,9 @@
  * test_daemon_sbdx.c — SBDX streams through the real rtomod: simulated
  * frames of point and wire objects are reconstructed and published as
  * planes, composite and depth map, each equal to what the CPU engine makes
- * of the same frame; uint16 planes without composite; frame rejects.
+ * of the same frame; uint16 planes without composite; frame rejects;
+ * several workers reconstructing frames side by side still publish them
+ * in order, with per-frame latency and GU/s in telemetry.
  */
 #include "config.h"
 
@@ -42,13 +44,15 @@ static size_t frame_samples(const rtomo_sbdx_geometry *g)
     return (size_t)g->holes_x * g->holes_y * g->det_width * g->det_height;
 }
 
-/* Frames of a few objects at random places and depths (seeded). */
-static uint8_t *simulate_frames(const rtomo_sbdx_geometry *g, uint64_t seed)
+/* n_frames frames of a few objects at random places and depths
+ * (seeded). */
+static uint8_t *simulate_n_frames(const rtomo_sbdx_geometry *g, int n_frames,
+                                  uint64_t seed)
 {
     size_t n = frame_samples(g);
-    uint8_t *frames = malloc(n * N_FRAMES);
+    uint8_t *frames = malloc(n * (size_t)n_frames);
     ck_assert(frames);
-    for (int f = 0; f < N_FRAMES; f++) {
+    for (int f = 0; f < n_frames; f++) {
         rtomo_sbdx_object obj[3];
         for (int k = 0; k < 3; k++) {
             obj[k].kind = k == 2 ? RTOMO_SBDX_WIRE : RTOMO_SBDX_POINT;
@@ -66,6 +70,11 @@ static uint8_t *simulate_frames(const rtomo_sbdx_geometry *g, uint64_t seed)
                       "simulate: %s", err.message);
     }
     return frames;
+}
+
+static uint8_t *simulate_frames(const rtomo_sbdx_geometry *g, uint64_t seed)
+{
+    return simulate_n_frames(g, N_FRAMES, seed);
 }
 
 static void send_frame(rtomo_client *c, const rtomo_sbdx_spec *spec,
@@ -266,11 +275,78 @@ START_TEST(uint16_planes_without_composite_and_frame_rejects)
 }
 END_TEST
 
+/* Three workers take frames in turn and finish them in any order; the
+ * subscriber still sees frame after frame, each whole (planes, composite,
+ * depth) before the next, each equal to the engine's. */
+START_TEST(several_workers_keep_frame_order)
+{
+    enum { FRAMES = 15 };
+    daemon_session t;
+    const char *args[] = {"--set", "engine.workers=3", "--cpu-threads", "3",
+                          NULL};
+    daemon_session_open(&t, args, 1);
+    rtomo_sbdx_spec spec;
+    stream_spec(&spec, "ordered");
+    uint8_t *frames = simulate_n_frames(&spec.geometry, FRAMES, 0xdae0403);
+    rtomo_error err;
+    ck_assert(rtomo_client_send_sbdx_begin(t.c, &spec, &err) == RTOMO_OK);
+    size_t n = frame_samples(&spec.geometry);
+    for (int f = 0; f < FRAMES; f++)
+        send_frame(t.c, &spec, f, frames + n * (size_t)f);
+    ck_assert(rtomo_client_send_end(t.c, RTOMO_MSG_SBDX_END, "ordered", &err)
+              == RTOMO_OK);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "ordered", 0);
+    ck_assert_int_eq(t.in.n_images, FRAMES * (N_PLANES + 2));
+
+    /* Published order: frame by frame, planes 0..P-1, composite, depth. */
+    const char *const topics[] = {RTOMO_TOPIC_COMPOSITE, RTOMO_TOPIC_DEPTH};
+    for (int i = 0; i < t.in.n_images; i++) {
+        const rtomo_image_header *h = &t.in.images[i].h;
+        int f = i / (N_PLANES + 2), k = i % (N_PLANES + 2);
+        ck_assert_msg(h->frame == f, "image %d is of frame %lld, expected %d",
+                      i, (long long)h->frame, f);
+        if (k < N_PLANES) {
+            ck_assert_str_eq(h->topic, RTOMO_TOPIC_PLANE);
+            ck_assert_int_eq(h->plane, k);
+        } else {
+            ck_assert_str_eq(h->topic, topics[k - N_PLANES]);
+        }
+    }
+    const size_t pixels = 40 * 32;
+    for (int f = 0; f < FRAMES; f++) {
+        engine_result want = engine_frame(&spec, frames + n * (size_t)f);
+        const daemon_image *comp = daemon_find_image(
+            &t.in, RTOMO_TOPIC_COMPOSITE, "ordered", f, 0);
+        assert_close(comp->data, want.composite, pixels, "composite", f);
+        const daemon_image *plane = daemon_find_image(
+            &t.in, RTOMO_TOPIC_PLANE, "ordered", f, N_PLANES - 1);
+        assert_close(plane->data, want.planes + pixels * (N_PLANES - 1),
+                     pixels, "last plane", f);
+        ck_assert(comp->h.latency_ms >= 0);
+        engine_result_free(&want);
+    }
+
+    json_t *st = daemon_status(t.c);
+    ck_assert_int_eq(json_array_size(json_object_get(st, "workers")), 3);
+    json_t *rec = json_object_get(json_object_get(st, "telemetry"),
+                                  "reconstruction");
+    ck_assert_int_eq(json_integer_value(json_object_get(rec, "frames")),
+                     FRAMES);
+    ck_assert(json_real_value(json_object_get(rec, "gu_per_s")) > 0);
+    ck_assert(json_real_value(json_object_get(rec, "last_latency_ms")) > 0);
+    json_decref(st);
+    free(frames);
+    rtomo_sbdx_spec_clear(&spec);
+    daemon_session_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         stream_of_frames_end_to_end,
         uint16_planes_without_composite_and_frame_rejects,
+        several_workers_keep_frame_order,
     };
     return daemon_run_tests("daemon_sbdx", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
