@@ -180,21 +180,64 @@ static void post_done(rtomod_worker *w, uint64_t serial)
     post(w, result_new(w, RTOMOD_RESULT_DONE, serial));
 }
 
-/* min, max and mean of n samples (float or uint16). */
+/* min, max and mean of n samples (float or uint16), read in blocks with
+ * LANES independent minima, maxima and float sums so that the compiler
+ * vectorises the loop: an SBDX frame has 32 M plane samples, and a
+ * sample-by-sample double loop costs 3-4 times the memory time. */
+#define STATS_LANES 16
+#define STATS_BLOCK 4096        /* samples per float partial sum */
+
+typedef struct sample_stats {
+    float lo[STATS_LANES], hi[STATS_LANES];
+    double sum;
+} sample_stats;
+
+#define STATS_BLOCK_LOOP(type)                                              \
+    static void stats_block_##type(const type *x, size_t n, sample_stats *st) \
+    {                                                                       \
+        float part[STATS_LANES] = {0};                                      \
+        for (size_t j = 0; j + STATS_LANES <= n; j += STATS_LANES)          \
+            for (int k = 0; k < STATS_LANES; k++) {                         \
+                float v = (float)x[j + k];                                  \
+                st->lo[k] = v < st->lo[k] ? v : st->lo[k];                  \
+                st->hi[k] = v > st->hi[k] ? v : st->hi[k];                  \
+                part[k] += v;                                               \
+            }                                                               \
+        for (size_t j = n - n % STATS_LANES; j < n; j++) {                  \
+            float v = (float)x[j];                                          \
+            st->lo[0] = v < st->lo[0] ? v : st->lo[0];                      \
+            st->hi[0] = v > st->hi[0] ? v : st->hi[0];                      \
+            part[0] += v;                                                   \
+        }                                                                   \
+        for (int k = 0; k < STATS_LANES; k++)                               \
+            st->sum += part[k];                                             \
+    }
+STATS_BLOCK_LOOP(float)
+STATS_BLOCK_LOOP(uint16_t)
+
 static void image_stats(const void *data, int is_u16, size_t n,
                         rtomo_image_header *h)
 {
-    double lo = INFINITY, hi = -INFINITY, sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double v = is_u16 ? ((const uint16_t *)data)[i]
-                          : ((const float *)data)[i];
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
-        sum += v;
+    sample_stats st = {.sum = 0.0};
+    for (int k = 0; k < STATS_LANES; k++) {
+        st.lo[k] = INFINITY;
+        st.hi[k] = -INFINITY;
+    }
+    for (size_t i = 0; i < n; i += STATS_BLOCK) {
+        size_t m = n - i < STATS_BLOCK ? n - i : STATS_BLOCK;
+        if (is_u16)
+            stats_block_uint16_t((const uint16_t *)data + i, m, &st);
+        else
+            stats_block_float((const float *)data + i, m, &st);
+    }
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < STATS_LANES; k++) {
+        lo = st.lo[k] < lo ? st.lo[k] : lo;
+        hi = st.hi[k] > hi ? st.hi[k] : hi;
     }
     h->min = n ? lo : 0.0;
     h->max = n ? hi : 0.0;
-    h->mean = n ? sum / (double)n : 0.0;
+    h->mean = n ? st.sum / (double)n : 0.0;
 }
 
 /* Publish `size` bytes at `data` inside `buffer` with header `h` (the
