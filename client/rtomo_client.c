@@ -1,6 +1,7 @@
 /*
  * rtomo_client.c — the client library (rtomo_client.h): ZeroMQ sockets to
- * one rtomod, messages built and checked with the protocol codec.
+ * one rtomod (or, fanned out, several), messages built and checked with the
+ * protocol codec.
  */
 #include "config.h"
 
@@ -14,14 +15,35 @@
 
 #include "rtomo_client.h"
 
+/* Sequence numbers seen from one publisher, per topic. */
+#define SEQ_TOPICS 16
+
+typedef struct seq_track {
+    char topic[SEQ_TOPICS][32];
+    uint64_t next[SEQ_TOPICS];  /* the seq expected next */
+    int n;
+} seq_track;
+
+/* A comma-separated endpoint list, split. */
+typedef struct endpoint_list {
+    char *text;                 /* the copy the pointers point into */
+    char **at;
+    int n;
+} endpoint_list;
+
 struct rtomo_client {
     rtomo_client_options opt;
     void *context;
-    void **push;                /* opt.connections PUSH sockets, or NULL */
+    endpoint_list ingests, publishes;
+    void **push;                /* ingests.n x opt.connections PUSH
+                                   sockets (daemon-major), or NULL */
     int next_push;              /* round-robin position of frames */
-    void *sub;
+    void **sub;                 /* publishes.n SUB sockets, or NULL */
+    seq_track *seqs;            /* per SUB socket */
+    int next_sub;               /* where the next receive looks first */
+    uint64_t missed;
     void *req;
-    char *ingest, *publish, *control;   /* copies of the endpoints */
+    char *control;              /* copy of the endpoint */
 };
 
 void rtomo_client_options_init(rtomo_client_options *opt)
@@ -55,7 +77,8 @@ static int set_int(void *socket, int option, int value)
 
 /* A socket of `type` connected to `endpoint`, with its linger time and
  * high-water mark (hwm_option; hwm 0 keeps ZeroMQ's default) set; PUSH
- * sockets also get the send timeout. */
+ * sockets also get the send timeout, SUB sockets the receive buffer (all
+ * before connecting: ZeroMQ applies them to connections it makes). */
 static void *connect_socket(rtomo_client *c, int type, const char *endpoint,
                             int linger_ms, int hwm_option, int hwm,
                             const char *role, rtomo_error *err)
@@ -68,7 +91,9 @@ static void *connect_socket(rtomo_client *c, int type, const char *endpoint,
     if (set_int(s, ZMQ_LINGER, linger_ms) != 0 ||
         (hwm > 0 && set_int(s, hwm_option, hwm) != 0) ||
         (type == ZMQ_PUSH && set_int(s, ZMQ_SNDTIMEO,
-                                     c->opt.send_timeout_ms) != 0)) {
+                                     c->opt.send_timeout_ms) != 0) ||
+        (type == ZMQ_SUB && c->opt.receive_buffer > 0 &&
+         set_int(s, ZMQ_RCVBUF, c->opt.receive_buffer) != 0)) {
         zmq_failure(err, "cannot set socket options");
         zmq_close(s);
         return NULL;
@@ -98,6 +123,38 @@ static char *copy_endpoint(const char *endpoint, int *failed)
     return copy;
 }
 
+/* Split "a,b,c" (NULL: an empty list).  Returns 0, or -1 when out of
+ * memory or an endpoint is empty (with err set). */
+static rtomo_status split_endpoints(const char *text, const char *role,
+                                    endpoint_list *list, rtomo_error *err)
+{
+    memset(list, 0, sizeof *list);
+    if (!text)
+        return RTOMO_OK;
+    list->text = strdup(text);
+    int n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    list->at = calloc((size_t)n, sizeof *list->at);
+    if (!list->text || !list->at)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    char *save = NULL;
+    for (char *e = strtok_r(list->text, ",", &save); e;
+         e = strtok_r(NULL, ",", &save))
+        list->at[list->n++] = e;
+    if (list->n != n)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "%s endpoint list "
+                               "\"%s\" has an empty entry", role, text);
+    return RTOMO_OK;
+}
+
+static void free_endpoints(endpoint_list *list)
+{
+    free(list->text);
+    free(list->at);
+    memset(list, 0, sizeof *list);
+}
+
 static rtomo_status check_options(const rtomo_client_options *opt,
                                   rtomo_error *err)
 {
@@ -120,23 +177,32 @@ static rtomo_status check_options(const rtomo_client_options *opt,
 
 static rtomo_status open_sockets(rtomo_client *c, rtomo_error *err)
 {
-    if (c->ingest) {
-        c->push = calloc((size_t)c->opt.connections, sizeof *c->push);
+    int n_push = c->ingests.n * c->opt.connections;
+    if (n_push > 0) {
+        c->push = calloc((size_t)n_push, sizeof *c->push);
         if (!c->push)
             return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
-        for (int i = 0; i < c->opt.connections; i++) {
-            c->push[i] = connect_socket(c, ZMQ_PUSH, c->ingest,
+        for (int i = 0; i < n_push; i++) {
+            c->push[i] = connect_socket(c, ZMQ_PUSH,
+                                        c->ingests.at[i / c->opt.connections],
                                         c->opt.linger_ms, ZMQ_SNDHWM,
                                         c->opt.send_hwm, "ingest", err);
             if (!c->push[i])
                 return err ? err->code : RTOMO_E_BACKEND;
         }
     }
-    if (c->publish) {
-        c->sub = connect_socket(c, ZMQ_SUB, c->publish, 0, ZMQ_RCVHWM,
-                                c->opt.receive_hwm, "subscriber", err);
-        if (!c->sub)
-            return err ? err->code : RTOMO_E_BACKEND;
+    if (c->publishes.n > 0) {
+        c->sub = calloc((size_t)c->publishes.n, sizeof *c->sub);
+        c->seqs = calloc((size_t)c->publishes.n, sizeof *c->seqs);
+        if (!c->sub || !c->seqs)
+            return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        for (int i = 0; i < c->publishes.n; i++) {
+            c->sub[i] = connect_socket(c, ZMQ_SUB, c->publishes.at[i], 0,
+                                       ZMQ_RCVHWM, c->opt.receive_hwm,
+                                       "subscriber", err);
+            if (!c->sub[i])
+                return err ? err->code : RTOMO_E_BACKEND;
+        }
     }
     return c->control ? open_control(c, err) : RTOMO_OK;
 }
@@ -153,13 +219,22 @@ rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
     }
     c->opt = *opt;
     int failed = 0;
-    c->ingest = copy_endpoint(opt->ingest, &failed);
-    c->publish = copy_endpoint(opt->publish, &failed);
     c->control = copy_endpoint(opt->control, &failed);
-    c->opt.ingest = c->ingest;
-    c->opt.publish = c->publish;
+    c->opt.ingest = c->opt.publish = NULL;
     c->opt.control = c->control;
-    c->context = failed ? NULL : zmq_ctx_new();
+    if (failed) {
+        rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        rtomo_client_close(c);
+        return NULL;
+    }
+    if (split_endpoints(opt->ingest, "ingest", &c->ingests, err) !=
+            RTOMO_OK ||
+        split_endpoints(opt->publish, "publish", &c->publishes, err) !=
+            RTOMO_OK) {
+        rtomo_client_close(c);
+        return NULL;
+    }
+    c->context = zmq_ctx_new();
     if (!c->context) {
         rtomo_set_error(err, RTOMO_E_NOMEM, "cannot create a ZeroMQ context");
         rtomo_client_close(c);
@@ -176,18 +251,21 @@ void rtomo_client_close(rtomo_client *c)
 {
     if (!c)
         return;
-    for (int i = 0; c->push && i < c->opt.connections; i++)
+    for (int i = 0; c->push && i < c->ingests.n * c->opt.connections; i++)
         if (c->push[i])
             zmq_close(c->push[i]);
-    if (c->sub)
-        zmq_close(c->sub);
+    for (int i = 0; c->sub && i < c->publishes.n; i++)
+        if (c->sub[i])
+            zmq_close(c->sub[i]);
     if (c->req)
         zmq_close(c->req);
     if (c->context)
         zmq_ctx_term(c->context);   /* waits up to linger_ms for frames */
     free(c->push);
-    free(c->ingest);
-    free(c->publish);
+    free(c->sub);
+    free(c->seqs);
+    free_endpoints(&c->ingests);
+    free_endpoints(&c->publishes);
     free(c->control);
     free(c);
 }
@@ -197,32 +275,52 @@ int rtomo_client_connections(const rtomo_client *c)
     return c->push ? c->opt.connections : 0;
 }
 
+int rtomo_client_daemons(const rtomo_client *c)
+{
+    return c->push ? c->ingests.n : 0;
+}
+
+int rtomo_client_publishers(const rtomo_client *c)
+{
+    return c->publishes.n;
+}
+
+uint64_t rtomo_client_missed(const rtomo_client *c)
+{
+    return c->missed;
+}
+
 /* ------------------------------------------------------------ ingest ---- */
 
-static rtomo_status send_failure(const rtomo_client *c, rtomo_error *err)
+static rtomo_status send_failure(const rtomo_client *c, int daemon,
+                                 rtomo_error *err)
 {
     if (zmq_errno() == EAGAIN)
         return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
                                "ingest send to %s timed out after %d ms: the "
                                "daemon is not reading (its queue is full) or "
-                               "not reachable", c->ingest,
+                               "not reachable", c->ingests.at[daemon],
                                c->opt.send_timeout_ms);
     return zmq_failure(err, "ingest send failed");
 }
 
-static void *ingest_socket(rtomo_client *c, int connection, rtomo_error *err)
+static rtomo_status check_connection(const rtomo_client *c, int connection,
+                                     rtomo_error *err)
 {
-    if (!c->push) {
-        rtomo_set_error(err, RTOMO_E_STATE, "no ingest endpoint configured");
-        return NULL;
-    }
-    if (connection < 0 || connection >= c->opt.connections) {
-        rtomo_set_error(err, RTOMO_E_INVALID,
-                        "connection %d is outside [0, %d)", connection,
-                        c->opt.connections);
-        return NULL;
-    }
-    return c->push[connection];
+    if (!c->push)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no ingest endpoint configured");
+    if (connection < 0 || connection >= c->opt.connections)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "connection %d is outside [0, %d)", connection,
+                               c->opt.connections);
+    return RTOMO_OK;
+}
+
+/* The PUSH socket of daemon d's connection k. */
+static void *push_socket(const rtomo_client *c, int d, int k)
+{
+    return c->push[d * c->opt.connections + k];
 }
 
 rtomo_status rtomo_client_send_raw(rtomo_client *c, int connection,
@@ -230,19 +328,23 @@ rtomo_status rtomo_client_send_raw(rtomo_client *c, int connection,
                                    int n_parts, const void *payload,
                                    size_t payload_size, rtomo_error *err)
 {
-    void *s = ingest_socket(c, connection, err);
-    if (!s)
-        return err ? err->code : RTOMO_E_STATE;
+    rtomo_status st = check_connection(c, connection, err);
+    if (st != RTOMO_OK)
+        return st;
     if (n_parts != 1 && n_parts != 2)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "a raw message has 1 or 2 parts, not %d",
                                n_parts);
-    if (zmq_send(s, header, header_size, n_parts == 2 ? ZMQ_SNDMORE : 0) < 0)
-        return send_failure(c, err);
-    /* Further parts of a multipart message never block once the first
-     * part is queued. */
-    if (n_parts == 2 && zmq_send(s, payload, payload_size, 0) < 0)
-        return zmq_failure(err, "ingest send of the payload failed");
+    for (int d = 0; d < c->ingests.n; d++) {
+        void *s = push_socket(c, d, connection);
+        if (zmq_send(s, header, header_size,
+                     n_parts == 2 ? ZMQ_SNDMORE : 0) < 0)
+            return send_failure(c, d, err);
+        /* Further parts of a multipart message never block once the first
+         * part is queued. */
+        if (n_parts == 2 && zmq_send(s, payload, payload_size, 0) < 0)
+            return zmq_failure(err, "ingest send of the payload failed");
+    }
     return RTOMO_OK;
 }
 
@@ -327,6 +429,31 @@ rtomo_status rtomo_client_send_frame(rtomo_client *c,
     return st;
 }
 
+/* Send [header, payload] on connection k of every daemon: the payload
+ * message is shared by all (ZeroMQ counts references; its free function
+ * runs once, when the last daemon's copy is sent).  Consumes `payload`. */
+static rtomo_status send_shared(rtomo_client *c, int k, const char *header,
+                                zmq_msg_t *payload, rtomo_error *err)
+{
+    rtomo_status st = RTOMO_OK;
+    for (int d = 0; d < c->ingests.n && st == RTOMO_OK; d++) {
+        void *s = push_socket(c, d, k);
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (d == c->ingests.n - 1)
+            zmq_msg_move(&part, payload);
+        else
+            zmq_msg_copy(&part, payload);
+        if (zmq_send(s, header, strlen(header), ZMQ_SNDMORE) < 0)
+            st = send_failure(c, d, err);
+        else if (zmq_msg_send(&part, s, 0) < 0)
+            st = zmq_failure(err, "ingest send of the payload failed");
+        zmq_msg_close(&part);   /* a no-op once sent */
+    }
+    zmq_msg_close(payload);
+    return st;
+}
+
 /* ZeroMQ's free callback takes one hint; ours carries the caller's. */
 typedef struct release_call {
     rtomo_client_release_fn *release;
@@ -368,14 +495,8 @@ rtomo_status rtomo_client_send_frame_zero_copy(
         release_adapter(payload, call);
         return zmq_failure(err, "cannot wrap the frame for sending");
     }
-    void *s = c->push[take_connection(c)];
-    if (zmq_send(s, header, strlen(header), ZMQ_SNDMORE) < 0) {
-        st = send_failure(c, err);
-        zmq_msg_close(&msg);        /* calls release_adapter */
-    } else if (zmq_msg_send(&msg, s, 0) < 0) {
-        st = zmq_failure(err, "ingest send of the payload failed");
-        zmq_msg_close(&msg);
-    }
+    /* Closing the last reference (sent or not) calls release_adapter. */
+    st = send_shared(c, take_connection(c), header, &msg, err);
     free(header);
     return st;
 }
@@ -390,8 +511,10 @@ rtomo_status rtomo_client_subscribe(rtomo_client *c, const char *topic,
                                "no publish endpoint configured");
     if (!topic)
         topic = "";
-    if (zmq_setsockopt(c->sub, ZMQ_SUBSCRIBE, topic, strlen(topic)) != 0)
-        return zmq_failure(err, "cannot subscribe");
+    for (int i = 0; i < c->publishes.n; i++)
+        if (zmq_setsockopt(c->sub[i], ZMQ_SUBSCRIBE, topic, strlen(topic)) !=
+            0)
+            return zmq_failure(err, "cannot subscribe");
     return RTOMO_OK;
 }
 
@@ -427,6 +550,32 @@ static int wait_readable(void *socket, int timeout_ms)
     if (n < 0)
         return zmq_errno() == EINTR ? INTERRUPTED : POLL_FAILED;
     return n > 0 ? READABLE : TIMED_OUT;
+}
+
+/* Wait up to timeout_ms (-1 = forever) until one of the SUB sockets is
+ * readable; *which is that socket, the first readable one from
+ * c->next_sub on (so that a busy publisher cannot starve the others). */
+static int wait_any_sub(rtomo_client *c, int timeout_ms, int *which)
+{
+    enum { MAX_POLLED = 64 };
+    zmq_pollitem_t items[MAX_POLLED];
+    int n = c->publishes.n < MAX_POLLED ? c->publishes.n : MAX_POLLED;
+    for (int i = 0; i < n; i++)
+        items[i] = (zmq_pollitem_t){.socket = c->sub[i], .events = ZMQ_POLLIN};
+    int ready = zmq_poll(items, n, timeout_ms);
+    if (ready < 0)
+        return zmq_errno() == EINTR ? INTERRUPTED : POLL_FAILED;
+    if (ready == 0)
+        return TIMED_OUT;
+    for (int k = 0; k < n; k++) {
+        int i = (c->next_sub + k) % n;
+        if (items[i].revents & ZMQ_POLLIN) {
+            *which = i;
+            c->next_sub = (i + 1) % n;
+            return READABLE;
+        }
+    }
+    return TIMED_OUT;
 }
 
 static rtomo_status wait_failure(int waited, const char *what, int timeout_ms,
@@ -546,6 +695,32 @@ static rtomo_status unpack_published(rtomo_published *m, zmq_msg_t *parts,
     return st != RTOMO_OK ? st : decode_published(m, err);
 }
 
+/* Follow the message's per-topic sequence number from its publisher:
+ * a jump forward is that many messages lost.  (A jump back is a daemon
+ * that restarted: counting starts again.) */
+static void track_seq(rtomo_client *c, rtomo_published *m)
+{
+    const json_t *seq = json_object_get(m->json, "seq");
+    if (!json_is_integer(seq) || json_integer_value(seq) < 0)
+        return;
+    m->has_seq = 1;
+    m->seq = (uint64_t)json_integer_value(seq);
+    seq_track *t = &c->seqs[m->source];
+    int k = 0;
+    while (k < t->n && strcmp(t->topic[k], m->topic) != 0)
+        k++;
+    if (k == t->n) {
+        if (t->n == SEQ_TOPICS)
+            return;             /* more topics than anyone publishes */
+        snprintf(t->topic[k], sizeof t->topic[k], "%s", m->topic);
+        t->n++;
+    } else if (m->seq > t->next[k]) {
+        m->missed = m->seq - t->next[k];
+        c->missed += m->missed;
+    }
+    t->next[k] = m->seq + 1;
+}
+
 rtomo_status rtomo_client_receive(rtomo_client *c, rtomo_published *m,
                                   int timeout_ms, rtomo_error *err)
 {
@@ -553,12 +728,14 @@ rtomo_status rtomo_client_receive(rtomo_client *c, rtomo_published *m,
     if (!c->sub)
         return rtomo_set_error(err, RTOMO_E_STATE,
                                "no publish endpoint configured");
-    int waited = wait_readable(c->sub, timeout_ms);
+    int source = 0;
+    int waited = wait_any_sub(c, timeout_ms, &source);
     if (waited != READABLE)
         return wait_failure(waited, "published message", timeout_ms, err);
     rtomo_status st;
     zmq_msg_t parts[3];
-    int n = receive_parts(c->sub, parts, 3);
+    m->source = source;
+    int n = receive_parts(c->sub[source], parts, 3);
     if (n < 0)
         return zmq_failure(err, "receive failed");
     if (n != 3) {
@@ -574,6 +751,8 @@ rtomo_status rtomo_client_receive(rtomo_client *c, rtomo_published *m,
     if (st != RTOMO_OK) {
         /* keep the topic and text for the caller's diagnostics */
         m->payload = NULL;
+    } else {
+        track_seq(c, m);
     }
     return st;
 }

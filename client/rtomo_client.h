@@ -16,6 +16,18 @@
  *   RTOMO_E_BACKEND      a ZeroMQ failure, a malformed message or reply,
  *                        or an "internal" error reply
  *   RTOMO_E_NOMEM        out of memory
+ *
+ * Several daemons (docs/rtomod.md, "Several daemons"): `ingest` may list
+ * several endpoints separated by commas; every ingest message then goes to
+ * each of them (fan-out: one set of PUSH sockets per daemon, the payload
+ * shared, not copied), so that each daemon reconstructs its slice range of
+ * the same stream.  `publish` may list several endpoints likewise; the
+ * client subscribes to all and merges what they publish.
+ *
+ * Losses: every published header carries a per-topic sequence number
+ * ("seq"); the client tracks it per publisher and topic and reports in
+ * rtomo_published.missed how many messages of that topic were lost just
+ * before this one (PUB drops silently when a subscriber falls behind).
  */
 #ifndef RTOMO_CLIENT_H
 #define RTOMO_CLIENT_H
@@ -30,8 +42,12 @@ extern "C" {
 #endif
 
 typedef struct rtomo_client_options {
-    const char *ingest;         /* e.g. "tcp://host:5555"; NULL = none */
-    const char *publish;        /* e.g. "tcp://host:5556"; NULL = none */
+    const char *ingest;         /* e.g. "tcp://host:5555"; several
+                                   separated by commas = fan-out; NULL =
+                                   none */
+    const char *publish;        /* e.g. "tcp://host:5556"; several
+                                   separated by commas = merged; NULL =
+                                   none */
     const char *control;        /* e.g. "tcp://127.0.0.1:5557"; NULL = none */
     int connections;            /* ingest PUSH sockets (>= 1, default 1):
                                    frames go round-robin over them, begin
@@ -42,6 +58,8 @@ typedef struct rtomo_client_options {
     int send_hwm;               /* ingest high-water mark in messages per
                                    connection; 0 = ZeroMQ's default (1000) */
     int receive_hwm;            /* SUB high-water mark; 0 = default */
+    int receive_buffer;         /* SUB kernel receive buffer in bytes
+                                   (ZMQ_RCVBUF); 0 = the system's */
     int linger_ms;              /* on close, how long queued frames may still
                                    be delivered (default 10000; -1 forever) */
 } rtomo_client_options;
@@ -125,6 +143,11 @@ typedef struct rtomo_published {
     size_t payload_size;
     rtomo_image_header image;   /* kind IMAGE */
     rtomo_event event;          /* kind EVENT */
+    int source;                 /* which publish endpoint (0-based) */
+    int has_seq;                /* the header carried "seq" */
+    uint64_t seq;               /* its per-topic sequence number */
+    uint64_t missed;            /* messages of this topic from this source
+                                   lost just before this one (a seq gap) */
     void *priv;                 /* owns the payload */
 } rtomo_published;
 
@@ -134,6 +157,12 @@ typedef struct rtomo_published {
 rtomo_status rtomo_client_receive(rtomo_client *client, rtomo_published *msg,
                                   int timeout_ms, rtomo_error *err);
 void rtomo_published_clear(rtomo_published *msg);
+
+/* Messages lost so far (sum of every rtomo_published.missed). */
+uint64_t rtomo_client_missed(const rtomo_client *client);
+/* Number of daemons fed by ingest, and of publish endpoints merged. */
+int rtomo_client_daemons(const rtomo_client *client);
+int rtomo_client_publishers(const rtomo_client *client);
 
 /* ----------------------------------------------------------- control ---- */
 

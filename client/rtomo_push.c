@@ -4,7 +4,8 @@
  * (point and wire scenes) to rtomod's ingest socket, or replays frames from
  * a raw file.  Paces frames at a given rate or sends as fast as the daemon
  * takes them, optionally over several connections (for ingest benchmarks),
- * and prints frames/s and MB/s at the end.
+ * and prints frames/s and MB/s at the end.  With --fanout every message goes
+ * to several daemons, each reconstructing its own slice range.
  *
  * Frames are generated before sending starts (so that generation never
  * limits the rate) into a bounded cache; when a scan needs more distinct
@@ -73,6 +74,9 @@ static void usage(FILE *out)
 "\n"
 "Connection:\n"
 "  -i, --ingest ENDPOINT    ingest socket (default tcp://localhost:5555)\n"
+"      --fanout EP1,EP2,..  send every message to each of these ingest\n"
+"                           sockets (several daemons, each configured with\n"
+"                           its slice range: docs/rtomod.md)\n"
 "  -c, --control ENDPOINT   control socket, used with --connections > 1 to\n"
 "                           wait for the scan to start and all frames to\n"
 "                           arrive before scan_end (default\n"
@@ -127,7 +131,7 @@ enum {
     OPT_SIZE = 256, OPT_HEIGHT, OPT_RANGE, OPT_DARKS, OPT_FLATS, OPT_NOISE,
     OPT_SLICES, OPT_FILTER, OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
     OPT_RATIOS, OPT_FRAMES, OPT_PLANES, OPT_RAW, OPT_SHAPE, OPT_DTYPE,
-    OPT_CACHE, OPT_NO_SYNC
+    OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT
 };
 
 static int parse_ratios(const char *text, push_options *o)
@@ -159,6 +163,12 @@ static int apply_option(int c, const char *arg, push_options *o)
     const long EDGE = 65536;
     switch (c) {
     case 'i': o->client.ingest = arg; return 0;
+    case OPT_FANOUT:
+        if (!strchr(arg, ','))
+            return usage_failed(program, "--fanout: '%s' is not a list "
+                                "EP1,EP2,...", arg);
+        o->client.ingest = arg;
+        return 0;
     case 'c': o->client.control = arg; return 0;
     case OPT_NO_SYNC: o->sync = 0; return 0;
     case 'k': {
@@ -270,6 +280,7 @@ static int parse_args(int argc, char **argv, push_options *o)
 {
     static const struct option options[] = {
         {"ingest", required_argument, NULL, 'i'},
+        {"fanout", required_argument, NULL, OPT_FANOUT},
         {"control", required_argument, NULL, 'c'},
         {"no-sync", no_argument, NULL, OPT_NO_SYNC},
         {"connections", required_argument, NULL, 'k'},
@@ -680,12 +691,14 @@ int main(int argc, char **argv)
     }
     tool_catch_signals();
     push_stats stats = {0};
-    st = run(c, &o, &stats);
+    int daemons = rtomo_client_daemons(c);
+    st = run(c, &o, &stats);      /* closes the client */
     double seconds = tool_now() - stats.t0;
     printf("%s: %ld frames, %.1f MB in %.3f s: %.1f frames/s, %.1f MB/s "
-           "(%d connection%s)\n", program, stats.frames, stats.bytes / 1e6,
+           "(%d connection%s%s)\n", program, stats.frames, stats.bytes / 1e6,
            seconds, seconds > 0 ? stats.frames / seconds : 0.0,
            seconds > 0 ? stats.bytes / 1e6 / seconds : 0.0,
-           o.client.connections, o.client.connections > 1 ? "s" : "");
+           o.client.connections, o.client.connections > 1 ? "s" : "",
+           daemons > 1 ? ", to each of several daemons" : "");
     return st;
 }

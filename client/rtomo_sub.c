@@ -1,7 +1,10 @@
 /*
- * rtomo_sub.c — the subscriber tool: receives what rtomod publishes,
- * prints one line per message (images, telemetry, events) and optionally
- * saves every image as its raw payload, its JSON header and a PNG preview.
+ * rtomo_sub.c — the subscriber tool: receives what rtomod publishes (from
+ * one daemon, or merged from several that share a stream), prints one line
+ * per message (images, telemetry, events) and optionally saves every image
+ * as its raw payload, its JSON header and a PNG preview.  Messages lost on
+ * the way (gaps in a publisher's per-topic sequence numbers) are reported
+ * as they are noticed and counted in the summary.
  */
 #include "config.h"
 
@@ -18,11 +21,14 @@
 #include "tool_common.h"
 
 #define MAX_TOPICS 16
+#define MAX_PUBLISHERS 32
 
 static const char *program = "rtomo-sub";
 
 typedef struct sub_options {
     rtomo_client_options client;
+    char publish[MAX_PUBLISHERS * 128];     /* the endpoints, comma-joined */
+    int n_publish;
     const char *topics[MAX_TOPICS];
     int n_topics;
     const char *output;         /* directory, or NULL: print only */
@@ -39,7 +45,9 @@ static void usage(FILE *out)
 "Subscribe to rtomod's published messages: print one line per image,\n"
 "telemetry and event message, and save images when asked.\n"
 "\n"
-"  -p, --publish ENDPOINT  publish socket (default tcp://localhost:5556)\n"
+"  -p, --publish ENDPOINT  publish socket (default tcp://localhost:5556);\n"
+"                          repeat it (or give EP1,EP2) to merge what several\n"
+"                          daemons publish\n"
 "  -t, --topic TOPIC       receive topics starting with TOPIC: slice, plane,\n"
 "                          composite, depth, telemetry, event (repeatable;\n"
 "                          default: all)\n"
@@ -53,6 +61,10 @@ static void usage(FILE *out)
 "  -T, --timeout SECONDS   exit when nothing arrives for this long\n"
 "  -q, --quiet             print only errors and the final summary\n"
 "  -h, --help              show this help\n"
+"\n"
+"Messages lost on the way (ZeroMQ drops them when a subscriber falls\n"
+"behind) show as gaps in each publisher's sequence numbers: reported as\n"
+"\"lost N TOPIC messages\" lines and in the summary.\n"
 "\n"
 "Exit status: 0 done (count reached, or interrupted / timed out without\n"
 "--count), 1 error or --count not reached, 2 bad usage.\n");
@@ -73,7 +85,16 @@ static int parse_args(int argc, char **argv, sub_options *o)
     int c;
     while ((c = getopt_long(argc, argv, "p:t:o:n:T:qh", options, NULL)) != -1) {
         switch (c) {
-        case 'p': o->client.publish = optarg; break;
+        case 'p': {
+            size_t used = strlen(o->publish);
+            if (o->n_publish == MAX_PUBLISHERS ||
+                used + strlen(optarg) + 2 > sizeof o->publish)
+                return tool_usage_error(program, "too many --publish");
+            snprintf(o->publish + used, sizeof o->publish - used, "%s%s",
+                     used ? "," : "", optarg);
+            o->n_publish++;
+            break;
+        }
         case 't':
             if (o->n_topics == MAX_TOPICS)
                 return tool_usage_error(program, "at most %d topics",
@@ -100,6 +121,8 @@ static int parse_args(int argc, char **argv, sub_options *o)
     if (optind < argc)
         return tool_usage_error(program, "unexpected argument '%s'",
                                 argv[optind]);
+    if (o->n_publish)
+        o->client.publish = o->publish;
     return TOOL_OK;
 }
 
@@ -284,6 +307,11 @@ static int receive_loop(rtomo_client *c, const sub_options *o)
             failures++;
             continue;
         }
+        if (m.missed)
+            printf("lost      %llu %s message%s from publisher %d before "
+                   "seq %llu\n", (unsigned long long)m.missed, m.topic,
+                   m.missed == 1 ? "" : "s", m.source,
+                   (unsigned long long)m.seq);
         if (!o->quiet)
             print_message(&m);
         if (m.kind == RTOMO_PUBLISHED_IMAGE) {
@@ -295,8 +323,9 @@ static int receive_loop(rtomo_client *c, const sub_options *o)
     rtomo_published_clear(&m);
     if (failures || (o->count && received < o->count))
         status = TOOL_FAILED;
-    fprintf(stderr, "%s: %ld messages (%ld images), %ld failed%s\n", program,
-            received, images, failures,
+    fprintf(stderr, "%s: %ld messages (%ld images), %ld failed, %llu lost "
+            "(sequence gaps)%s\n", program, received, images, failures,
+            (unsigned long long)rtomo_client_missed(c),
             o->count && received < o->count ? ", count not reached" : "");
     return status;
 }

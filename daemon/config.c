@@ -153,6 +153,33 @@ static int parse_roi(const json_t *v, rtomod_config *cfg, char *why, size_t n)
     return 0;
 }
 
+/* "rows": null | {"first": a, "count": n} */
+static int parse_rows(const json_t *v, rtomod_config *cfg, char *why,
+                      size_t n)
+{
+    int first = 0, count = 0;
+    if (!json_is_null(v)) {
+        if (!json_is_object(v) || json_object_size(v) != 2 ||
+            json_int_in(json_object_get(v, "first"), 0, 65535, &first) != 0 ||
+            json_int_in(json_object_get(v, "count"), 1, 65536, &count) != 0) {
+            snprintf(why, n, "expected null or {\"first\": row >= 0, "
+                     "\"count\": rows >= 1}");
+            return -1;
+        }
+    }
+    cfg->reconstruction.rows_first = first;
+    cfg->reconstruction.rows_count = count;
+    return 0;
+}
+
+static json_t *dump_rows(const rtomod_config *cfg)
+{
+    if (cfg->reconstruction.rows_count == 0)
+        return json_null();
+    return json_pack("{s:i, s:i}", "first", cfg->reconstruction.rows_first,
+                     "count", cfg->reconstruction.rows_count);
+}
+
 static json_t *dump_roi(const rtomod_config *cfg)
 {
     const int *r = cfg->reconstruction.roi;
@@ -256,6 +283,7 @@ static const field fields[] = {
          enum_interp, 1),
     CUSTOM("reconstruction", "slices", parse_slices, dump_slices, 1),
     CUSTOM("reconstruction", "roi", parse_roi, dump_roi, 1),
+    CUSTOM("reconstruction", "rows", parse_rows, dump_rows, 0),
     INT("reconstruction", "slice_size", reconstruction.slice_size, 0, 65536, 0),
     INT("reconstruction", "batch", reconstruction.batch, 1, 4096, 0),
     INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,

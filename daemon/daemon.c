@@ -38,6 +38,7 @@ static void publish_image(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 {
     rtomo_image_header *h = &r->header;
     h->latency_ms = 1e3 * (rtomod_now() - r->t_input);
+    h->seq = rtomod_publish_seq(&d->pub, h->topic);
     char *header = rtomo_proto_encode_image_header(h);
     if (!header) {
         log_error("publish: out of memory encoding an image header");

@@ -106,7 +106,10 @@ static int check_sizes(rtomod *d, ingest_parts *m)
         return -1;
     }
     if (payload > limit) {
-        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, NULL, -1,
+        char scan[RTOMO_ID_MAX];
+        int named = rtomo_proto_peek_scan(zmq_msg_data(&m->header), header,
+                                          scan) == 0;
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, named ? scan : NULL, -1,
                        "payload of %zu bytes exceeds ingest.max_message_mb "
                        "(%zu bytes)", payload, limit);
         return -1;

@@ -36,6 +36,17 @@ void rtomod_publisher_close(rtomod_publisher *pub, int linger_ms)
     pub->socket = NULL;
 }
 
+uint64_t rtomod_publish_seq(rtomod_publisher *pub, const char *topic)
+{
+    static const char *const topics[RTOMOD_TOPICS - 1] = {
+        RTOMO_TOPIC_SLICE, RTOMO_TOPIC_PLANE, RTOMO_TOPIC_COMPOSITE,
+        RTOMO_TOPIC_DEPTH, RTOMO_TOPIC_TELEMETRY, RTOMO_TOPIC_EVENT};
+    int t = 0;
+    while (t < RTOMOD_TOPICS - 1 && strcmp(topics[t], topic) != 0)
+        t++;
+    return pub->seq[t]++;
+}
+
 /* ZeroMQ's free function for payloads that point into a shared buffer. */
 static void release_buffer(void *data, void *hint)
 {
@@ -94,6 +105,7 @@ void rtomod_publish_event(rtomod_publisher *pub, rtomod_log_level level,
     va_start(ap, format);
     vsnprintf(ev.message, sizeof ev.message, format, ap);
     va_end(ap);
+    ev.seq = rtomod_publish_seq(pub, RTOMO_TOPIC_EVENT);
     int named = reason && *reason && strcmp(reason, event) != 0;
     rtomod_log(level, "event %s%s%s%s: %s", event, named ? " (" : "",
                named ? reason : "", named ? ")" : "", ev.message);

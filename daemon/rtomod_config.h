@@ -56,6 +56,9 @@ typedef struct rtomod_config {
         int window_backlog;     /* continuous: windows that may wait; a
                                    window due beyond is skipped (0 = never
                                    skip) */
+        int rows_first, rows_count; /* detector rows this daemon takes
+                                   (several daemons share a stream);
+                                   count 0 = all */
     } reconstruction;
     struct {
         int frames;             /* jobs queued per worker at most */

@@ -8,6 +8,11 @@
  * drops cannot be seen from here.  With publish.nodrop on, a send that
  * would overflow any subscriber's queue fails with EAGAIN: the message is
  * dropped for everyone and counted in pub_dropped.
+ *
+ * Every header carries "seq", a sequence number per topic that counts
+ * every message of the topic offered to the socket, sent or refused: a
+ * subscriber that sees a gap knows how many it lost, whoever dropped them
+ * (ZeroMQ for that subscriber alone, or nodrop for all).
  */
 #ifndef RTOMOD_PUBLISH_H
 #define RTOMOD_PUBLISH_H
@@ -18,10 +23,14 @@
 #include "rtomod_config.h"
 #include "rtomo_protocol.h"
 
+/* Topics with their own sequence numbers (others share the last). */
+#define RTOMOD_TOPICS 7
+
 typedef struct rtomod_publisher {
     void *socket;
     uint64_t published;         /* messages sent */
     uint64_t dropped;           /* messages refused (EAGAIN) */
+    uint64_t seq[RTOMOD_TOPICS];    /* next sequence number per topic */
 } rtomod_publisher;
 
 int rtomod_publisher_open(rtomod_publisher *pub, void *ctx,
@@ -29,6 +38,10 @@ int rtomod_publisher_open(rtomod_publisher *pub, void *ctx,
                           size_t error_size);
 /* Close, letting queued messages flush for up to linger_ms. */
 void rtomod_publisher_close(rtomod_publisher *pub, int linger_ms);
+
+/* The sequence number for the next message of `topic` (counted as
+ * offered: call it once per message, just before rtomod_publish). */
+uint64_t rtomod_publish_seq(rtomod_publisher *pub, const char *topic);
 
 /* Send [topic, header, data].  `buffer` (may be NULL when data is NULL or
  * the caller keeps data alive until this returns) is a reference the call

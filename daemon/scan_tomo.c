@@ -15,6 +15,12 @@
  * last chosen one.  A later set_config of the slices or ROI applies at the
  * reconstruction, limited to the rows the plans kept.
  *
+ * Several daemons may share one stream (fanned out by the sender), each
+ * taking the rows of reconstruction.rows: a daemon keeps and reconstructs
+ * only the selected slices in its range and leaves the others, without a
+ * word, to the other daemons.  Slices keep their position in the whole
+ * selection (index, count), so that the sets merge.
+ *
  * Continuous mode ("mode": "continuous", "every": K): projection i goes to
  * engine slot i mod n_proj, where it replaces the projection of the
  * previous turn, and is filtered once, on arrival.  Window w is the set of
@@ -195,22 +201,49 @@ static rtomod_job *begin_job(const rtomod_scan *scan,
     return job;
 }
 
-/* Split the chosen rows into one contiguous part per worker and queue the
- * plans.  Returns 0, or -1 when out of memory. */
+/* 1 when detector row `row` is this daemon's (reconstruction.rows). */
+static int own_row(const rtomod *d, int row)
+{
+    int first = d->cfg.reconstruction.rows_first;
+    int count = d->cfg.reconstruction.rows_count;
+    return count == 0 || (row >= first && row < first + count);
+}
+
+/* The chosen rows that are this daemon's: [*first, *first + *n) of
+ * t->rows (sorted, so they are contiguous there). */
+static void own_rows(const rtomod *d, const rtomod_tomo_scan *t, int *first,
+                     int *n)
+{
+    int i = 0;
+    while (i < t->n_rows && !own_row(d, t->rows[i]))
+        i++;
+    int j = i;
+    while (j < t->n_rows && own_row(d, t->rows[j]))
+        j++;
+    *first = i;
+    *n = j - i;
+}
+
+/* Split this daemon's chosen rows into one contiguous part per worker and
+ * queue the plans (none when it has no rows of this scan).  Returns 0, or
+ * -1 when out of memory. */
 static int create_plans(rtomod *d, rtomod_scan *scan,
                         const rtomo_fbp_geometry *g)
 {
     rtomod_tomo_scan *t = scan->tomo;
-    int parts = d->pool.n < t->n_rows ? d->pool.n : t->n_rows;
+    int base, n_own;
+    own_rows(d, t, &base, &n_own);
+    const int *rows = t->rows + base;
+    int parts = d->pool.n < n_own ? d->pool.n : n_own;
     rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
     for (int w = 0; w < d->pool.n; w++)
         t->kept_first[w] = t->kept_last[w] = -1;
     for (int w = 0; w < parts; w++) {
-        int lo = (int)((long)t->n_rows * w / parts);
-        int hi = (int)((long)t->n_rows * (w + 1) / parts) - 1;
-        t->kept_first[w] = t->rows[lo];
-        t->kept_last[w] = t->rows[hi];
-        if (!(jobs[w] = begin_job(scan, g, t->rows[lo], t->rows[hi]))) {
+        int lo = (int)((long)n_own * w / parts);
+        int hi = (int)((long)n_own * (w + 1) / parts) - 1;
+        t->kept_first[w] = rows[lo];
+        t->kept_last[w] = rows[hi];
+        if (!(jobs[w] = begin_job(scan, g, rows[lo], rows[hi]))) {
             for (int i = 0; i < w; i++)
                 rtomod_job_free(jobs[i]);
             return -1;
@@ -305,10 +338,17 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         return -1;
     }
     rtomod_scan_activate(d, scan);
-    log_info("scan %s: %dx%d detector, %d projections%s, %d slices from row "
-             "%d to %d", scan->id, g.det_width, g.det_height, g.n_proj,
-             spec->continuous ? " per window (continuous)" : "", n_rows,
-             rows[0], rows[n_rows - 1]);
+    int base, n_own;
+    own_rows(d, scan->tomo, &base, &n_own);
+    if (n_own == 0)
+        log_info("scan %s: none of its %d slices is in this daemon's rows "
+                 "(reconstruction.rows); taking its frames, reconstructing "
+                 "nothing", scan->id, n_rows);
+    else
+        log_info("scan %s: %dx%d detector, %d projections%s, %d slices from "
+                 "row %d to %d", scan->id, g.det_width, g.det_height, g.n_proj,
+                 spec->continuous ? " per window (continuous)" : "", n_own,
+                 rows[base], rows[base + n_own - 1]);
     return 0;
 }
 
@@ -566,15 +606,16 @@ static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
     return job;
 }
 
-/* Keep only the rows inside some plan's kept range (the others cannot be
- * reconstructed); returns how many remain. */
-static int keep_covered(const rtomod_tomo_scan *t, int n_workers, int *rows,
-                        int n_rows)
+/* Drop the rows of this daemon that no plan kept (they cannot be
+ * reconstructed; rows of other daemons stay, to number the set); returns
+ * how many remain. */
+static int keep_covered(const rtomod *d, const rtomod_tomo_scan *t,
+                        int *rows, int n_rows)
 {
     int kept = 0;
     for (int i = 0; i < n_rows; i++) {
-        int covered = 0;
-        for (int w = 0; w < n_workers && !covered; w++)
+        int covered = !own_row(d, rows[i]);
+        for (int w = 0; w < d->pool.n && !covered; w++)
             covered = rows[i] >= t->kept_first[w] && rows[i] <= t->kept_last[w];
         if (covered)
             rows[kept++] = rows[i];
@@ -596,7 +637,7 @@ static int queue_reconstruction(rtomod *d, rtomod_scan *scan,
                              "internal", "out of memory for the slice list");
         return -1;
     }
-    int covered = keep_covered(t, d->pool.n, rows, n_rows);
+    int covered = keep_covered(d, t, rows, n_rows);
     if (covered < n_rows)
         rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "error", scan->id, -1,
                              "slices_unavailable", "%d of the %d selected "
@@ -669,10 +710,11 @@ static void queue_window(rtomod *d, rtomod_scan *scan, int64_t window)
     window_extent(t, &set);
     pending_window *p = calloc(1, sizeof *p);
     int parts = p ? queue_reconstruction(d, scan, &set) : -1;
+    if (parts < 0)
+        skip_windows(d, scan, window, 1, "internal", "out of memory");
+    /* No part: none of the selected slices is this daemon's. */
     if (parts <= 0) {
         free(p);
-        skip_windows(d, scan, window, 1, "internal", parts < 0
-                     ? "out of memory" : "no worker holds a selected slice");
         return;
     }
     p->window = window;

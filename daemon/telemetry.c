@@ -133,6 +133,8 @@ static void publish_now(rtomod *d)
                                                1e-9 * (double)wall.tv_nsec));
     json_object_set_new(msg, "uptime_s", json_real(now - d->t_start));
     json_object_set_new(msg, "scan", current_scan(d));
+    uint64_t seq = rtomod_publish_seq(&d->pub, RTOMO_TOPIC_TELEMETRY);
+    json_object_set_new(msg, "seq", json_integer((json_int_t)seq));
     char *text = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     if (!text) {

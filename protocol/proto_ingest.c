@@ -206,6 +206,27 @@ static int decode_body(const json_t *root, int n_parts, const void *payload,
     return 0;
 }
 
+/* A reject names the scan whenever the header (root, may be NULL) has a
+ * valid id, whatever else is wrong with the message. */
+static void keep_scan_id(const json_t *root, rtomo_ingest_msg *msg)
+{
+    const char *id = json_string_value(json_object_get(root, "scan"));
+    if (id && proto_scan_id_valid(id))
+        snprintf(msg->scan, sizeof msg->scan, "%s", id);
+}
+
+int rtomo_proto_peek_scan(const void *header, size_t header_size,
+                          char out[RTOMO_ID_MAX])
+{
+    rtomo_ingest_msg msg;
+    memset(&msg, 0, sizeof msg);
+    json_t *root = proto_parse_object(header, header_size, NULL);
+    keep_scan_id(root, &msg);
+    json_decref(root);
+    memcpy(out, msg.scan, RTOMO_ID_MAX);
+    return out[0] ? 0 : -1;
+}
+
 int rtomo_proto_decode_ingest(int n_parts, const void *header,
                               size_t header_size, const void *payload,
                               size_t payload_size, rtomo_ingest_msg *msg,
@@ -218,10 +239,12 @@ int rtomo_proto_decode_ingest(int n_parts, const void *header,
         why->reason = RTOMO_REJECT_NONE;
         why->message[0] = '\0';
     }
-    if (n_parts < 1 || n_parts > 2)
+    if (n_parts < 1 || n_parts > 2) {
+        rtomo_proto_peek_scan(header, header_size, msg->scan);
         return rtomo_reject_set(why, RTOMO_REJECT_PARTS,
                                 "an ingest message has 1 or 2 parts (header, "
                                 "payload), got %d", n_parts);
+    }
     json_t *root = proto_parse_object(header, header_size, why);
     if (!root)
         return -1;
@@ -233,14 +256,8 @@ int rtomo_proto_decode_ingest(int n_parts, const void *header,
         result = decode_body(root, n_parts, payload, payload_size, msg, why);
     }
     if (result < 0) {
-        /* A reject names the scan whenever the header has a valid id,
-         * whatever else is wrong with it. */
-        char scan[RTOMO_ID_MAX] = "";
-        const char *id = json_string_value(json_object_get(root, "scan"));
-        if (id && proto_scan_id_valid(id))
-            snprintf(scan, sizeof scan, "%s", id);
         rtomo_ingest_msg_clear(msg);
-        memcpy(msg->scan, scan, sizeof scan);
+        keep_scan_id(root, msg);
     }
     json_decref(root);
     return result;

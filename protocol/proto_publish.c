@@ -259,7 +259,8 @@ int rtomo_proto_decode_event(const void *json, size_t size, rtomo_event *ev,
          proto_get_int(root, NULL, "index", OPTIONAL, INT64_MIN, INT64_MAX,
                        &ev->index, why) < 0 ||
          copy_string(root, "reason", ev->reason, sizeof ev->reason, why) < 0 ||
-         copy_string(root, "message", ev->message, sizeof ev->message, why) < 0 ||
+         copy_string(root, "message", ev->message, sizeof ev->message,
+                     why) < 0 ||
          proto_get_int(root, NULL, "seq", OPTIONAL, 0, INT64_MAX, &seq,
                        why) < 0))
         result = -1;

@@ -221,6 +221,13 @@ int rtomo_proto_decode_ingest(int n_parts, const void *header,
                               rtomo_reject_info *why);
 void rtomo_ingest_msg_clear(rtomo_ingest_msg *msg);
 
+/* The scan id a header names, for rejects decided before decoding (an
+ * oversize payload): copies it to out and returns 0 when the header is a
+ * JSON object (at most RTOMO_HEADER_MAX bytes) with a valid "scan", else
+ * sets out to "" and returns -1. */
+int rtomo_proto_peek_scan(const void *header, size_t header_size,
+                          char out[RTOMO_ID_MAX]);
+
 /* A tomography frame against its scan: dtype and shape must match, the
  * index must be in range (projections: [0, n_proj), unbounded >= 0 in
  * continuous mode; darks/flats: >= 0). */

@@ -163,6 +163,7 @@ static void keep_image(daemon_inbox *in, const rtomo_published *m)
     daemon_image *im = &in->images[in->n_images++];
     im->h = m->image;
     im->size = m->payload_size;
+    im->source = m->source;
     im->data = malloc(m->payload_size ? m->payload_size : 1);
     ck_assert(im->data);
     if (m->payload_size)

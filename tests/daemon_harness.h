@@ -65,6 +65,7 @@ typedef struct daemon_image {
     rtomo_image_header h;
     void *data;                 /* copy of the payload (malloc'd) */
     size_t size;
+    int source;                 /* the publisher it came from */
 } daemon_image;
 
 /* Everything received on the subscription, in order. */

@@ -2,7 +2,8 @@
  * test_daemon_reject.c — bad ingest input never crashes, stalls or
  * corrupts rtomod: every kind of bad message, sent in the middle of a good
  * scan, is rejected with its specific reason on the event topic and in the
- * status counters, and the scan still reconstructs exactly as the engine
+ * status counters (naming the scan whenever the header does), and the
+ * scan still reconstructs exactly as the engine
  * does from its good frames; so does the next scan.  A flood of bad
  * messages does not keep control from answering.
  */
@@ -204,6 +205,15 @@ START_TEST(every_bad_input_is_rejected_and_harmless)
                       "%s: rejected as %s (%s), expected %s", m->what,
                       ev->reason, ev->message, m->reason);
         ck_assert_msg(ev->message[0], "%s: the reject says nothing", m->what);
+        /* A header that parses and names the scan: the reject names it
+         * too, whatever else is wrong. */
+        json_t *parsed = m->header ? json_loads(m->header, 0, NULL) : NULL;
+        const char *named = json_string_value(json_object_get(parsed, "scan"));
+        if (named)
+            ck_assert_msg(strcmp(ev->scan, named) == 0, "%s: the reject "
+                          "names scan '%s', not '%s'", m->what, ev->scan,
+                          named);
+        json_decref(parsed);
         printf("%-26s -> %-18s %s\n", m->what, ev->reason, ev->message);
     }
     /* Each reason is counted in status. */
