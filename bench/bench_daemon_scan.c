@@ -1,0 +1,357 @@
+/*
+ * bench_daemon_scan.c — one large tomography scan through rtomod, once per
+ * GPU set: by default 2048 projections of 2048x2048 uint16 and all 2048
+ * slices (the "2048^3" case), with --devices 0 and then --devices 0,1, so
+ * that the speed-up of a second GPU is measured end to end (ingest,
+ * filtering, back-projection split over the GPUs, publication).
+ *
+ * Per run: ingest time (first frame sent -> every frame accepted), total
+ * time (first frame sent -> scan_complete received), the tail after the
+ * last frame (scan_end sent -> scan_complete), GU/s over the total
+ * (slices x pixels x projections / total), the daemon's last GU/s and its
+ * GPUs; the speed-up of each run over the first.  By default only events
+ * are subscribed to: the daemon's PUB socket then drops the 32 GB of
+ * slices instead of sending them, so the figures are the reconstruction's;
+ * --receive-slices subscribes to them and counts them (delivery over
+ * loopback included).
+ *
+ *   bench_daemon_scan --rtomod PATH --backend cuda --devices 0 --devices 0,1
+ *                     [--size 2048] [--projections 2048] [--slices 2048]
+ *                     [--connections 4] [--receive-slices] [--json FILE]
+ *                     [--arg RTOMOD_ARGUMENT]...
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "bench_daemon.h"
+#include "tool_common.h"
+
+#define PROGRAM "bench_daemon_scan"
+#define MAX_RUNS 8
+#define MAX_ARGS 64
+
+typedef struct options {
+    char rtomod[1024];
+    const char *backend;
+    const char *devices[MAX_RUNS];
+    int n_runs;
+    long size, projections, slices, connections;
+    int receive_slices, ipc;
+    const char *json_path;
+    const char *args[MAX_ARGS];
+    int n_args;
+} options;
+
+typedef struct result {
+    const char *devices;
+    double ingest_s, total_s, tail_s, gu_per_s, daemon_gu_per_s;
+    long slices_received, accepted, dropped, rejected;
+    int complete, exit_status;
+    json_t *gpus;
+} result;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"usage: " PROGRAM " [--rtomod PATH] [--backend NAME] [--devices LIST]...\n"
+"       [--size N] [--projections N] [--slices N] [--connections K] [--ipc]\n"
+"       [--receive-slices] [--json FILE] [--arg RTOMOD_ARGUMENT]...\n"
+"One run per --devices (default: one run with rtomod's default devices).\n");
+}
+
+enum {
+    OPT_RTOMOD = 256, OPT_BACKEND, OPT_DEVICES, OPT_SIZE, OPT_PROJECTIONS,
+    OPT_SLICES, OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_JSON, OPT_ARG,
+    OPT_HELP
+};
+
+static int apply_option(int c, const char *arg, options *o)
+{
+    switch (c) {
+    case OPT_RTOMOD: snprintf(o->rtomod, sizeof o->rtomod, "%s", arg); return 0;
+    case OPT_BACKEND: o->backend = arg; return 0;
+    case OPT_DEVICES:
+        if (o->n_runs == MAX_RUNS)
+            return tool_usage_error(PROGRAM, "at most %d --devices",
+                                    MAX_RUNS), -1;
+        o->devices[o->n_runs++] = arg;
+        return 0;
+    case OPT_SIZE: return tool_parse_int(PROGRAM, "--size", arg, 2, 65536,
+                                         &o->size);
+    case OPT_PROJECTIONS: return tool_parse_int(PROGRAM, "--projections", arg,
+                                                1, 1 << 20, &o->projections);
+    case OPT_SLICES: return tool_parse_int(PROGRAM, "--slices", arg, 1, 65536,
+                                           &o->slices);
+    case OPT_CONNECTIONS: return tool_parse_int(PROGRAM, "--connections", arg,
+                                                1, 64, &o->connections);
+    case OPT_RECEIVE: o->receive_slices = 1; return 0;
+    case OPT_IPC: o->ipc = 1; return 0;
+    case OPT_JSON: o->json_path = arg; return 0;
+    case OPT_ARG:
+        if (o->n_args == MAX_ARGS - 1)
+            return tool_usage_error(PROGRAM, "too many --arg"), -1;
+        o->args[o->n_args++] = arg;
+        return 0;
+    case OPT_HELP: usage(stdout); return 1;
+    }
+    usage(stderr);
+    return -1;
+}
+
+static int parse_options(int argc, char **argv, options *o)
+{
+    static const struct option long_options[] = {
+        {"rtomod", required_argument, NULL, OPT_RTOMOD},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"devices", required_argument, NULL, OPT_DEVICES},
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"projections", required_argument, NULL, OPT_PROJECTIONS},
+        {"slices", required_argument, NULL, OPT_SLICES},
+        {"connections", required_argument, NULL, OPT_CONNECTIONS},
+        {"receive-slices", no_argument, NULL, OPT_RECEIVE},
+        {"ipc", no_argument, NULL, OPT_IPC},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"arg", required_argument, NULL, OPT_ARG},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0}};
+    *o = (options){.backend = "auto", .size = 2048, .projections = 2048,
+                   .slices = 2048, .connections = 4};
+    daemon_process_default_path(o->rtomod, sizeof o->rtomod);
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
+        if ((rc = apply_option(c, optarg, o)) != 0)
+            return rc;
+    if (o->slices > o->size)
+        o->slices = o->size;
+    if (o->n_runs == 0)
+        o->devices[o->n_runs++] = NULL;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- run ---- */
+
+static uint16_t *make_frames(size_t samples)
+{
+    uint16_t *f = malloc(2 * samples * sizeof *f);
+    for (size_t i = 0; f && i < 2 * samples; i++)
+        f[i] = (uint16_t)(30000 + 20000 * sin(0.001 * (double)i));
+    return f;
+}
+
+static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
+                     double *t_end)
+{
+    rtomo_scan_spec spec;
+    rtomo_scan_spec_init(&spec);
+    snprintf(spec.scan, sizeof spec.scan, "bench-scan");
+    spec.geometry.det_width = (int)o->size;
+    spec.geometry.det_height = (int)o->size;
+    spec.geometry.n_proj = (int)o->projections;
+    spec.dtype = RTOMO_DTYPE_U16;
+    spec.slices.kind = RTOMO_SLICES_RANGE;
+    spec.slices.first = (int)((o->size - o->slices) / 2);
+    spec.slices.count = (int)o->slices;
+    spec.slices.step = 1;
+    spec.given |= RTOMO_SPEC_HAS_SLICES;
+    rtomo_error err;
+    int rc = rtomo_client_send_scan_begin(c, &spec, &err) == RTOMO_OK ? 0 : -1;
+    rtomo_scan_spec_clear(&spec);
+    size_t samples = (size_t)o->size * (size_t)o->size;
+    rtomo_frame_header f = {.type = RTOMO_MSG_PROJECTION,
+                            .dtype = RTOMO_DTYPE_U16, .ndim = 2,
+                            .shape = {o->size, o->size}, .angle = NAN,
+                            .axis_shift = NAN};
+    snprintf(f.scan, sizeof f.scan, "bench-scan");
+    /* With several connections the frames may overtake the begin. */
+    if (rc == 0 && o->connections > 1 &&
+        rtomo_client_wait_for_scan(c, "bench-scan", 0, 30000, &err) !=
+            RTOMO_OK)
+        rc = -1;
+    for (long p = 0; rc == 0 && p < o->projections; p++) {
+        f.index = p;
+        /* The frames outlive the client: ZeroMQ sends straight from them. */
+        if (rtomo_client_send_frame_zero_copy(
+                c, &f, (void *)(frames + (size_t)(p % 2) * samples),
+                samples * sizeof *frames, NULL, NULL, &err) != RTOMO_OK)
+            rc = -1;
+    }
+    if (rc == 0 && o->connections > 1 &&
+        rtomo_client_wait_for_scan(c, "bench-scan", o->projections, 60000,
+                                   &err) != RTOMO_OK)
+        rc = -1;
+    if (rc == 0 && rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, "bench-scan",
+                                         &err) != RTOMO_OK)
+        rc = -1;
+    *t_end = tool_now();
+    if (rc != 0)
+        fprintf(stderr, PROGRAM ": sending failed: %s\n", err.message);
+    return rc;
+}
+
+/* Receive until scan_complete (counting slices when subscribed), noting
+ * when every frame had been accepted. */
+static void await_completion(const options *o, rtomo_client *c, result *r,
+                             double t0)
+{
+    double deadline = tool_now() + BENCH_TIMEOUT_MS / 1000.0;
+    long want = o->projections + 2;
+    while (!r->complete && tool_now() < deadline && !tool_interrupted) {
+        rtomo_published m = {0};
+        rtomo_error err;
+        if (rtomo_client_receive(c, &m, 50, &err) == RTOMO_OK) {
+            if (m.kind == RTOMO_PUBLISHED_IMAGE)
+                r->slices_received++;
+            else if (m.kind == RTOMO_PUBLISHED_EVENT &&
+                     strcmp(m.event.event, "scan_complete") == 0)
+                r->complete = 1;
+        }
+        rtomo_published_clear(&m);
+        if (r->ingest_s == 0 && bench_counter(c, "accepted") >= want)
+            r->ingest_s = tool_now() - t0;
+    }
+    r->total_s = tool_now() - t0;
+}
+
+static int run_once(const options *o, const char *devices,
+                    const uint16_t *frames, result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->devices = devices ? devices : "default";
+    const char *args[MAX_ARGS + 8] = {"--backend", o->backend, "--log-level",
+                                      "warn"};
+    int n = 4;
+    if (devices) {
+        args[n++] = "--devices";
+        args[n++] = devices;
+    }
+    for (int i = 0; i < o->n_args; i++)
+        args[n++] = o->args[i];
+    args[n] = NULL;
+    const char *events[] = {RTOMO_TOPIC_EVENT, NULL};
+    const char *all[] = {RTOMO_TOPIC_EVENT, RTOMO_TOPIC_SLICE, NULL};
+    bench_daemon b;
+    bench_daemon_options bo = {.rtomod = o->rtomod, .args = args,
+                               .connections = (int)o->connections,
+                               .topics = o->receive_slices ? all : events,
+                               .receive_hwm = 100000, .ipc = o->ipc};
+    if (bench_daemon_open(&b, &bo) != 0)
+        return -1;
+    double t0 = tool_now(), t_end = 0;
+    int rc = send_scan(o, b.client, frames, &t_end);
+    if (rc == 0) {
+        await_completion(o, b.client, r, t0);
+        r->tail_s = t0 + r->total_s - t_end;
+        double updates = (double)o->slices * o->size * o->size *
+                         (double)o->projections;
+        r->gu_per_s = updates / r->total_s / 1e9;
+        r->daemon_gu_per_s = bench_telemetry(b.client, "reconstruction",
+                                             "gu_per_s");
+        r->accepted = bench_counter(b.client, "accepted");
+        r->dropped = bench_counter(b.client, "dropped");
+        r->rejected = bench_counter(b.client, "rejected");
+        json_t *reply = NULL;
+        rtomo_error err;
+        if (rtomo_client_command(b.client, "status", &reply, &err) ==
+            RTOMO_OK)
+            r->gpus = json_incref(json_object_get(reply, "gpus"));
+        json_decref(reply);
+    }
+    r->exit_status = bench_daemon_close(&b);
+    return rc == 0 && r->complete ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ report ---- */
+
+static void print_table(const options *o, const result *r, int n)
+{
+    printf("rtomod scan: %ld projections of %ldx%ld uint16, %ld slices of "
+           "%ldx%ld, backend %s, %ld connection%s%s\n", o->projections,
+           o->size, o->size, o->slices, o->size, o->size, o->backend,
+           o->connections, o->connections > 1 ? "s" : "",
+           o->receive_slices ? ", slices received" : "");
+    printf("%-10s %-28s %9s %9s %9s %9s %9s %8s %8s\n", "devices", "GPUs",
+           "ingest_s", "total_s", "tail_s", "GU/s", "speed-up", "dropped",
+           "slices");
+    for (int i = 0; i < n; i++) {
+        char gpus[256] = "";
+        size_t used = 0;
+        for (size_t g = 0; g < json_array_size(r[i].gpus) &&
+                           used < sizeof gpus; g++)
+            used += (size_t)snprintf(gpus + used, sizeof gpus - used, "%s%s",
+                                     g ? "+" : "",
+                                     json_string_value(json_object_get(
+                                         json_array_get(r[i].gpus, g),
+                                         "name")));
+        printf("%-10s %-28.28s %9.2f %9.2f %9.2f %9.1f %9.2f %8ld %8ld\n",
+               r[i].devices, used ? gpus : "-", r[i].ingest_s, r[i].total_s,
+               r[i].tail_s, r[i].gu_per_s, r[0].total_s / r[i].total_s,
+               r[i].dropped, r[i].slices_received);
+    }
+}
+
+static json_t *results_json(const options *o, const result *r, int n)
+{
+    json_t *runs = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(runs, json_pack(
+            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I,"
+            " s:b, s:i}",
+            "devices", r[i].devices,
+            "gpus", r[i].gpus ? r[i].gpus : json_null(),
+            "ingest_s", r[i].ingest_s, "total_s", r[i].total_s,
+            "tail_s", r[i].tail_s, "gu_per_s", r[i].gu_per_s,
+            "daemon_gu_per_s", r[i].daemon_gu_per_s,
+            "speedup", r[0].total_s / r[i].total_s,
+            "accepted", (json_int_t)r[i].accepted,
+            "rejected", (json_int_t)r[i].rejected,
+            "dropped", (json_int_t)r[i].dropped,
+            "slices_received", (json_int_t)r[i].slices_received,
+            "complete", r[i].complete, "exit_status", r[i].exit_status));
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:o}",
+                     "benchmark", "rtomod_scan", "backend", o->backend,
+                     "size", (int)o->size, "projections",
+                     (int)o->projections, "slices", (int)o->slices,
+                     "connections", (int)o->connections, "receive_slices",
+                     o->receive_slices, "runs", runs);
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    uint16_t *frames = make_frames((size_t)o.size * (size_t)o.size);
+    if (!frames) {
+        fprintf(stderr, PROGRAM ": out of memory\n");
+        return 1;
+    }
+    tool_catch_signals();
+    result results[MAX_RUNS];
+    int failures = 0;
+    for (int i = 0; i < o.n_runs; i++) {
+        if (run_once(&o, o.devices[i], frames, &results[i]) != 0) {
+            fprintf(stderr, PROGRAM ": the run with devices %s failed\n",
+                    results[i].devices);
+            failures++;
+        }
+    }
+    print_table(&o, results, o.n_runs);
+    json_t *json = results_json(&o, results, o.n_runs);
+    json_dumpf(json, stdout, JSON_INDENT(2));
+    putchar('\n');
+    if (o.json_path && json_dump_file(json, o.json_path, JSON_INDENT(2)) != 0)
+        fprintf(stderr, PROGRAM ": cannot write %s\n", o.json_path);
+    json_decref(json);
+    for (int i = 0; i < o.n_runs; i++)
+        json_decref(results[i].gpus);
+    free(frames);
+    return failures ? 1 : 0;
+}
