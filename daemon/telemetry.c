@@ -100,7 +100,8 @@ static void update_rates(rtomod *d, double now)
     t->t_last = now;
 }
 
-/* One line for `systemctl status rtomod`, at most once a second. */
+/* One line of live figures for `systemctl status rtomod`, at most once
+ * a second (systemd keeps only the last; more would be noise). */
 static void notify_status(rtomod *d, double now)
 {
     rtomod_telemetry *t = &d->telemetry;
@@ -110,9 +111,12 @@ static void notify_status(rtomod *d, double now)
     const rtomod_scan *scan = d->active ? d->active : d->finishing;
     char line[512];
     snprintf(line, sizeof line, "STATUS=%s%s%s; ingest %.1f frames/s %.1f "
-             "MB/s; %.2f GU/s; %llu accepted, %llu rejected, %llu dropped",
+             "MB/s; %.2f GU/s; queue %d jobs (%d frames), %d windows; "
+             "%llu accepted, %llu rejected, %llu dropped",
              rtomod_state_name(d), scan ? " " : "", scan ? scan->id : "",
              t->frames_per_s, t->mb_per_s, t->gu_per_s,
+             rtomod_pool_queued_jobs(&d->pool),
+             rtomod_pool_queued_frames(&d->pool), pending_windows(d),
              (unsigned long long)d->counters.accepted,
              (unsigned long long)d->counters.rejected,
              (unsigned long long)d->counters.dropped);

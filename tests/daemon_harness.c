@@ -24,19 +24,40 @@ static double now_ms(void)
 
 /* ------------------------------------------------------------ process ---- */
 
+/* The test daemon's arguments: CPU backend, 2 threads, 50 ms telemetry,
+ * then the extra ones. */
+static void test_args(const char *const *extra_args, const char **args)
+{
+    static const char *const base[] = {"--backend", "cpu", "--cpu-threads",
+                                       "2", "--set",
+                                       "telemetry.interval_ms=50"};
+    int n = 0;
+    for (; n < 6; n++)
+        args[n] = base[n];
+    for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
+        args[n++] = extra_args[i];
+    args[n] = NULL;
+}
+
 void daemon_start(daemon_proc *d, const char *const *extra_args)
 {
     char path[1024], error[512];
     daemon_process_default_path(path, sizeof path);
-    const char *args[64] = {"--backend", "cpu", "--cpu-threads", "2",
-                            "--set", "telemetry.interval_ms=50"};
-    int n = 6;
-    for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
-        args[n++] = extra_args[i];
-    args[n] = NULL;
+    const char *args[64];
+    test_args(extra_args, args);
     ck_assert_msg(daemon_process_start(d, path, args, DAEMON_TIMEOUT_MS, error,
                                        sizeof error) == 0,
                   "cannot start %s: %s", path, error);
+}
+
+void daemon_spawn(daemon_proc *d, const char *const *extra_args)
+{
+    char path[1024], error[512];
+    daemon_process_default_path(path, sizeof path);
+    const char *args[64];
+    test_args(extra_args, args);
+    ck_assert_msg(daemon_process_spawn(d, path, args, error, sizeof error) ==
+                  0, "cannot start %s: %s", path, error);
 }
 
 int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms)

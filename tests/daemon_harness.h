@@ -34,6 +34,9 @@ typedef daemon_process daemon_proc;
  * threads, 50 ms telemetry and the extra arguments (NULL-terminated list,
  * may be NULL); asserts that it answers ping. */
 void daemon_start(daemon_proc *d, const char *const *extra_args);
+/* daemon_start without waiting for an answer (for tests of what comes
+ * first, e.g. systemd's READY). */
+void daemon_spawn(daemon_proc *d, const char *const *extra_args);
 /* Send `sig` and wait for the exit; returns the exit status, or -1 when it
  * did not exit within timeout_ms (it is then killed). */
 int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms);

@@ -101,8 +101,8 @@ static int wait_for_ping(daemon_process *p, int timeout_ms, char *error,
     return rc;
 }
 
-int daemon_process_start(daemon_process *p, const char *path,
-                         const char *const *args, int timeout_ms, char *error,
+int daemon_process_spawn(daemon_process *p, const char *path,
+                         const char *const *args, char *error,
                          size_t error_size)
 {
     memset(p, 0, sizeof *p);
@@ -136,6 +136,15 @@ int daemon_process_start(daemon_process *p, const char *path,
         fprintf(stderr, "cannot run %s: %s\n", path, strerror(errno));
         _exit(127);
     }
+    return 0;
+}
+
+int daemon_process_start(daemon_process *p, const char *path,
+                         const char *const *args, int timeout_ms, char *error,
+                         size_t error_size)
+{
+    if (daemon_process_spawn(p, path, args, error, error_size) != 0)
+        return -1;
     if (wait_for_ping(p, timeout_ms, error, error_size) != 0) {
         if (p->pid)
             daemon_process_stop(p, SIGKILL, timeout_ms);

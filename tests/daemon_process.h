@@ -23,6 +23,12 @@ int daemon_process_start(daemon_process *p, const char *path,
                          const char *const *args, int timeout_ms, char *error,
                          size_t error_size);
 
+/* The same without waiting: the child runs (or is about to), nothing is
+ * known about its sockets yet. */
+int daemon_process_spawn(daemon_process *p, const char *path,
+                         const char *const *args, char *error,
+                         size_t error_size);
+
 /* Send `sig` and wait up to timeout_ms for the exit.  Returns the exit
  * status (128 + signal when killed by one), or -1 when it did not exit in
  * time (it is then killed). */

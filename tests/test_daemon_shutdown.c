@@ -8,8 +8,10 @@
  *     with publish.nodrop the refused messages are counted in pub_dropped;
  *     by default (ZeroMQ drops per subscriber) a second, reading subscriber
  *     still gets every slice;
- *   - under systemd (NOTIFY_SOCKET): READY, STATUS, WATCHDOG pings from
- *     the loop, STOPPING on SIGTERM.
+ *   - under systemd (NOTIFY_SOCKET): READY once the sockets listen,
+ *     WATCHDOG pings from the loop at half WATCHDOG_USEC (none without
+ *     it), STATUS lines of live figures at a bounded rate, STOPPING on
+ *     SIGTERM.
  */
 #include "config.h"
 
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -228,42 +231,136 @@ static int notify_socket(char *name, size_t size)
     return fd;
 }
 
-/* Read notifications until one starts with `prefix` (asserts within the
- * timeout). */
-static void expect_notification(int fd, const char *prefix)
+/* The next notification within timeout_ms, or 0 (buf holds it). */
+static int next_notification(int fd, char *buf, size_t size, int timeout_ms)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    char buf[1024];
     do {
-        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        ssize_t n = recv(fd, buf, size - 1, 0);
         if (n > 0) {
             buf[n] = '\0';
-            if (strncmp(buf, prefix, strlen(prefix)) == 0)
-                return;
+            return 1;
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
-    } while (now.tv_sec - start.tv_sec < DAEMON_TIMEOUT_MS / 1000);
-    ck_abort_msg("no systemd notification starting with %s", prefix);
+    } while ((now.tv_sec - start.tv_sec) * 1000 +
+             (now.tv_nsec - start.tv_nsec) / 1000000 < timeout_ms);
+    return 0;
 }
 
+/* Read notifications until one starts with `prefix` (asserts within the
+ * timeout); returns it. */
+static const char *expect_notification(int fd, const char *prefix)
+{
+    static char buf[1024];
+    while (next_notification(fd, buf, sizeof buf, DAEMON_TIMEOUT_MS))
+        if (strncmp(buf, prefix, strlen(prefix)) == 0)
+            return buf;
+    ck_abort_msg("no systemd notification starting with %s", prefix);
+    return NULL;
+}
+
+/* 1 when something listens on the TCP port of endpoint tcp://host:port. */
+static int listening(const char *endpoint)
+{
+    const char *colon = strrchr(endpoint, ':');
+    ck_assert(colon);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)atoi(colon + 1));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Under systemd with a watchdog of 0.2 s: READY only once all three
+ * sockets listen; WATCHDOG pings from the loop every 0.1 s (half the
+ * timeout); STATUS lines with live figures, at most one a second, that
+ * follow the state; STOPPING on SIGTERM, then a clean exit. */
 START_TEST(systemd_notifications)
 {
     char name[108];
     int fd = notify_socket(name, sizeof name);
     setenv("NOTIFY_SOCKET", name, 1);
-    setenv("WATCHDOG_USEC", "200000", 1);   /* pings every 0.1 s */
+    setenv("WATCHDOG_USEC", "200000", 1);
     daemon_proc d;
-    daemon_start(&d, NULL);
+    daemon_spawn(&d, NULL);
     unsetenv("NOTIFY_SOCKET");
     unsetenv("WATCHDOG_USEC");
-    expect_notification(fd, "READY=1");
-    expect_notification(fd, "WATCHDOG=1");
-    expect_notification(fd, "STATUS=idle");
+    char buf[1024];
+    ck_assert_msg(next_notification(fd, buf, sizeof buf, DAEMON_TIMEOUT_MS),
+                  "no notification at all");
+    ck_assert_msg(strncmp(buf, "READY=1", 7) == 0, "first notification: %s",
+                  buf);
+    ck_assert_msg(listening(d.ingest) && listening(d.publish) &&
+                  listening(d.control), "READY before the sockets listen");
+
+    /* 1.5 s of notifications while a scan begins. */
+    rtomo_client *c = daemon_connect(&d, 1);
+    daemon_scan s;
+    daemon_scan_make(&s, "supervised", 32, 2, 20, 0, 1, 0xdae0305);
+    daemon_send_begin(c, &s);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int watchdogs = 0, statuses = 0, acquiring = 0;
+    double elapsed = 0;
+    while (elapsed < 1.5) {
+        if (next_notification(fd, buf, sizeof buf, 100)) {
+            watchdogs += strcmp(buf, "WATCHDOG=1") == 0;
+            if (strncmp(buf, "STATUS=", 7) == 0) {
+                statuses++;
+                ck_assert_msg(strstr(buf, "frames/s") && strstr(buf, "GU/s")
+                              && strstr(buf, "queue") && !strchr(buf, '\n'),
+                              "STATUS is not one line of figures: %s", buf);
+                acquiring |= strncmp(buf, "STATUS=acquiring supervised",
+                                     27) == 0;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        elapsed = (double)(now.tv_sec - t0.tv_sec) +
+                  1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+    }
+    printf("in %.2f s: %d WATCHDOG, %d STATUS\n", elapsed, watchdogs,
+           statuses);
+    ck_assert_msg(watchdogs >= 10 && watchdogs <= 20, "%d watchdog pings in "
+                  "%.2f s at a 0.1 s period", watchdogs, elapsed);
+    ck_assert_msg(statuses >= 1 && statuses <= 2, "%d STATUS lines in %.2f s",
+                  statuses, elapsed);
+    if (!acquiring)
+        expect_notification(fd, "STATUS=acquiring supervised");
+    daemon_send_end(c, &s);
+    rtomo_client_close(c);
+
     kill(d.pid, SIGTERM);
     expect_notification(fd, "STOPPING=1");
     /* Signal 0 only waits: a second SIGTERM would cut the drain short. */
     ck_assert_int_eq(daemon_signal_and_wait(&d, 0, DAEMON_TIMEOUT_MS), 0);
+    daemon_scan_free(&s);
+    close(fd);
+}
+END_TEST
+
+/* Without WATCHDOG_USEC, no watchdog pings. */
+START_TEST(no_watchdog_unless_asked)
+{
+    char name[108];
+    int fd = notify_socket(name, sizeof name);
+    setenv("NOTIFY_SOCKET", name, 1);
+    unsetenv("WATCHDOG_USEC");
+    daemon_proc d;
+    daemon_spawn(&d, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    expect_notification(fd, "READY=1");
+    char buf[1024];
+    for (int i = 0; i < 5; i++)
+        if (next_notification(fd, buf, sizeof buf, 100))
+            ck_assert_msg(strcmp(buf, "WATCHDOG=1") != 0,
+                          "a watchdog ping nobody asked for");
+    daemon_stop(&d);
     close(fd);
 }
 END_TEST
@@ -276,6 +373,7 @@ int main(void)
         stalled_subscriber_with_nodrop_counts_drops,
         stalled_subscriber_does_not_starve_the_others,
         systemd_notifications,
+        no_watchdog_unless_asked,
     };
     return daemon_run_tests("daemon_shutdown", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
