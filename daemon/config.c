@@ -263,6 +263,7 @@ static const field fields[] = {
     DBL("ingest", "max_message_mb", ingest.max_message_mb, 0.001, 65536, 0),
     INT("ingest", "fairness", ingest.fairness, 1, 1 << 16, 0),
     INT("ingest", "reorder_ms", ingest.reorder_ms, 0, 60000, 0),
+    INT("ingest", "io_threads", ingest.io_threads, 1, 64, 0),
     STR("publish", "endpoint", publish.endpoint),
     INT("publish", "sndhwm", publish.sndhwm, 1, 1 << 20, 0),
     INT("publish", "linger_ms", publish.linger_ms, 0, 600000, 0),
@@ -313,6 +314,9 @@ void rtomod_config_init(rtomod_config *cfg)
      * connections a frame can overtake its scan_begin, and a scan_end its
      * last frames, by about one message's transfer time. */
     cfg->ingest.reorder_ms = 200;
+    /* One ZeroMQ I/O thread moves about one connection's worth of bytes
+     * (a few GB/s): a second keeps publishing off the ingest's thread. */
+    cfg->ingest.io_threads = 2;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_PUBLISH_ENDPOINT);
     cfg->publish.sndhwm = 1000;

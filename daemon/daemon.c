@@ -331,6 +331,8 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
     d->t_start = d->t_last_ingest = rtomod_now();
     d->loop = ev_default_loop(EVFLAG_AUTO);
     d->zmq = zmq_ctx_new();
+    if (d->zmq)
+        zmq_ctx_set(d->zmq, ZMQ_IO_THREADS, d->cfg.ingest.io_threads);
     if (!d->loop || !d->zmq) {
         snprintf(error, error_size, "cannot create the event loop or the "
                  "ZeroMQ context");

@@ -33,6 +33,7 @@ typedef struct rtomod_config {
         int fairness;           /* messages read per loop iteration at most */
         int reorder_ms;         /* wait for frames that another connection
                                    delivers out of order around begin/end */
+        int io_threads;         /* ZeroMQ I/O threads (all sockets) */
     } ingest;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];
