@@ -81,7 +81,7 @@ typedef struct run {
     long n_sets;                /* capacity: sets that can be due */
     long sets_done, out_of_order, skipped;
     int64_t last_done;
-    double t_first_send, t_last_send, t_first_done, t_last_done;
+    double t_last_send, t_first_done, t_last_done;
 } run;
 
 /* ----------------------------------------------------------- options ---- */
@@ -415,7 +415,6 @@ static int stream(run *r, const unsigned char *frames, size_t bytes)
     if (send_begin(o, r->c) != 0)
         return -1;
     double t0 = tool_now() + 0.2;       /* the plans are being made */
-    r->t_first_send = t0;
     for (long k = 0; k < o->frames && !tool_interrupted; k++) {
         double due = o->rate > 0 ? t0 + (double)k / o->rate : 0;
         while (tool_now() < due)
@@ -480,7 +479,7 @@ static void summarise(const run *r, summary *s)
     s->skipped = r->skipped;
     s->missing = sets_due(o) - r->sets_done - r->skipped;
     s->out_of_order = r->out_of_order;
-    double send_span = r->t_last_send - r->t_first_send;
+    double send_span = r->t_last_send - r->t_send[0];
     s->send_rate = send_span > 0 ? (o->frames - 1) / send_span : 0;
     double done_span = r->t_last_done - r->t_first_done;
     s->set_rate = done_span > 0 ? (r->sets_done - 1) / done_span : 0;
