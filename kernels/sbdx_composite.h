@@ -2,19 +2,25 @@
  * sbdx_composite.h — the best-focus composite of a stack of SBDX planes: the
  * reference rule that every backend reproduces.
  *
- * Rule.  Plane k is first flat-fielded by its uniform response
- * R_k(i, j) = response_x[k][i] * response_y[k][j] (sbdx_lut.h: what a frame
- * of ones reconstructs to):
+ * Rule.  Focus is judged on flat-fielded values u_k.  When the stack
+ * carries responses (raw planes: rtomo_engine.h flat_field = 0), plane k is
+ * divided by its uniform response R_k(i, j) = response_x[k][i] *
+ * response_y[k][j] (sbdx_lut.h: what a frame of ones reconstructs to):
  *     u_k(i, j) = plane_k(i, j) / max(R_k(i, j), RTOMO_SBDX_RESPONSE_FLOOR)
+ * Without responses (NULL) u_k is the plane itself: that is how the
+ * backends pass planes that are flat-fielded already (flat_field = 1,
+ * where pixels below the floor are 0 rather than divided by the floor), so
+ * they are not divided twice.
  * For output pixel (i, j) let W be the window [i-r, i+r] x [j-r, j+r]
  * clipped to the image (r = composite_radius), N its pixel count, and S1, S2
  * the sum and the sum of squares of u_k over W.  The local variance is
  *     var_k(i, j) = S2 / N - (S1 / N)^2
  * depth(i, j) is the k with the largest var_k; ties go to the lowest plane
  * index (a NaN variance never wins; r = 0 makes every var_k 0, so depth
- * 0).  composite(i, j) is plane depth(i, j)'s own value (not flat-fielded)
- * at (i, j).  In-focus structure is sharp, so
- * it has the highest local contrast on its own plane; where nothing varies
+ * 0).  composite(i, j) is plane depth(i, j)'s own value at (i, j), as the
+ * stack holds it (so flat-fielded exactly when the planes are).  In-focus
+ * structure is sharp, so it has the highest local contrast on its own
+ * plane; where nothing varies
  * (e.g. outside the field of view, all planes 0) depth is 0.
  *
  * Why flat-field first: shift-and-add with bilinear deposits leaves a fixed
@@ -23,8 +29,7 @@
  * alias with the hole shift, such as n = 2).  Its variance, different on
  * every plane, would otherwise outweigh the object's and pick planes by their
  * sampling pattern.  The floor keeps pixels at the edge of the field of
- * view, which few rays reach, from being amplified without bound.  Without
- * responses (NULL) u_k is the plane itself.
+ * view, which few rays reach, from being amplified without bound.
  *
  * Precision.  The CPU computes u_k, S1 and S2 in double with running box
  * sums (O(1) per pixel and plane, whatever r is) that restart every 32
@@ -44,9 +49,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Responses below this are taken as this when flat-fielding. */
-#define RTOMO_SBDX_RESPONSE_FLOOR 0.25
 
 /* The planes a composite is made of. */
 typedef struct rtomo_sbdx_stack {

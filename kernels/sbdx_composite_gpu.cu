@@ -1,9 +1,11 @@
 /*
  * sbdx_composite_gpu.cu — the best-focus composite and depth map on the GPU,
  * by the rule of sbdx_composite.h: per pixel the plane of largest local
- * variance S2/N - (S1/N)^2 of the flat-fielded plane u = v / max(R, floor)
- * over the (2r+1)^2 window clipped to the image, ties to the lowest plane.
- * u and the sums are in double, as on the CPU; the sums are taken in
+ * variance S2/N - (S1/N)^2 of the flat-fielded plane u over the (2r+1)^2
+ * window clipped to the image, ties to the lowest plane.  u is the plane
+ * value itself when the planes are flat-fielded already, else
+ * v / max(R, floor).  u and the sums are in double, as on the CPU; the
+ * sums are taken in
  * another order (a row sum, then a column sum of row sums), so the depth can
  * differ from the CPU's only where two planes tie to rounding.
  *
@@ -55,8 +57,8 @@ SBDX_HD void composite_stage(const sbdx_composite_params &p,
                              int tid)
 {
     const float *plane = p.planes + (size_t)k * p.ext_rows * p.width;
-    const float *rx = p.response_x + (size_t)k * p.width;
-    const float *ry = p.response_y + (size_t)k * p.height;
+    const float *rx = p.response_x ? p.response_x + (size_t)k * p.width : NULL;
+    const float *ry = p.response_x ? p.response_y + (size_t)k * p.height : NULL;
     for (int idx = tid; idx < s.rows * s.cols; idx += COMPOSITE_THREADS) {
         int lr = idx / s.cols, lc = idx - lr * s.cols;
         int row = j0 - p.radius + lr, col = i0 - p.radius + lc;
@@ -64,10 +66,12 @@ SBDX_HD void composite_stage(const sbdx_composite_params &p,
         double u = 0.0;
         if (col >= 0 && col < p.width && row >= 0 && row < p.height &&
             er >= 0 && er < p.ext_rows) {
-            double response = (double)rx[col] * (double)ry[row];
-            u = (double)plane[(size_t)er * p.width + col] /
-                (response > RTOMO_SBDX_RESPONSE_FLOOR
-                     ? response : RTOMO_SBDX_RESPONSE_FLOOR);
+            u = (double)plane[(size_t)er * p.width + col];
+            if (rx) {
+                double response = (double)rx[col] * (double)ry[row];
+                u /= response > RTOMO_SBDX_RESPONSE_FLOOR
+                         ? response : RTOMO_SBDX_RESPONSE_FLOOR;
+            }
         }
         s.values[idx] = u;
     }
