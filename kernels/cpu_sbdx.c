@@ -193,12 +193,10 @@ static rtomo_status compute_composite(rtomo_sbdx *plan, cpu_sbdx *s,
                                       rtomo_error *err)
 {
     const rtomo_sbdx_geometry *g = &plan->geom;
-    /* Flat-fielded planes carry no responses: no second division. */
-    int raw = !g->flat_field;
     composite_run run = {
         .stack = {s->planes, g->n_planes, g->out_width, g->out_height,
-                  raw ? (const float *const *)s->response_x : NULL,
-                  raw ? (const float *const *)s->response_y : NULL},
+                  (const float *const *)s->response_x,
+                  (const float *const *)s->response_y, g->flat_field},
         /* rtomo_engine.h: a radius of 0 means the default, 2. */
         .radius = g->composite_radius ? g->composite_radius : 2,
         .composite = composite,

@@ -68,8 +68,8 @@ typedef struct sbdx_gpu_entry {
  * lists are built) and ent 2 n_det slots per plane; response[n_out] is the
  * uniform-frame response of sbdx_lut.h (what a frame of ones reconstructs
  * to is response_x[i] * response_y[j]), which flat-fielding divides by: the
- * plane passes when flat_field = 1, the composite's focus measure when the
- * planes are raw. */
+ * plane passes when flat_field = 1 (the composite then takes its field of
+ * view from it), the composite's focus measure when the planes are raw. */
 typedef struct sbdx_gpu_axis {
     sbdx_gpu_dc *dc;
     int32_t *start;
@@ -192,8 +192,10 @@ void sbdx_scatter_run_on_host(const sbdx_scatter_params *p);
 
 typedef struct sbdx_composite_params {
     const float *planes;    /* [n_planes][ext_rows][width] */
-    /* Responses for raw planes, [n_planes][width] and [n_planes][height];
-     * NULL (both) when the planes are flat-fielded already. */
+    /* Responses, [n_planes][width] and [n_planes][height]: divided by for
+     * raw planes, the field of view for flat-fielded ones (flat_fielded
+     * below); NULL (both, raw planes only) to judge the planes as they
+     * are. */
     const float *response_x;
     const float *response_y;
     int n_planes, width, height, radius;
@@ -201,6 +203,7 @@ typedef struct sbdx_composite_params {
     int own_first, own_rows;
     float *composite;       /* [own_rows][width] */
     uint16_t *depth;        /* [own_rows][width] */
+    int flat_fielded;       /* planes flat-fielded already (sbdx_composite.h) */
 } sbdx_composite_params;
 
 /* Shared memory bytes of one composite block for a radius. */

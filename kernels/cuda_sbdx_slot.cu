@@ -402,9 +402,9 @@ static rtomo_status enqueue_composite(sbdx_slot *s, int b, rtomo_error *err)
     const rtomo_sbdx_geometry *g = s->geom;
     sbdx_composite_params p;
     p.planes = s->planes[b];
-    /* Flat-fielded planes are not divided a second time. */
-    p.response_x = g->flat_field ? NULL : s->lut.x.response;
-    p.response_y = g->flat_field ? NULL : s->lut.y.response;
+    p.response_x = s->lut.x.response;
+    p.response_y = s->lut.y.response;
+    p.flat_fielded = g->flat_field;
     p.n_planes = g->n_planes;
     p.width = g->out_width;
     p.height = g->out_height;

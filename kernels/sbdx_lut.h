@@ -158,17 +158,24 @@ static inline int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a,
 #define RTOMO_SBDX_HOST_DEVICE
 #endif
 
+/* Whether a pixel whose axis responses are rx, ry is in the field of view
+ * of flat-fielding: its response rx * ry (in float) reaches
+ * RTOMO_SBDX_RESPONSE_FLOOR (rtomo_engine.h). */
+static inline RTOMO_SBDX_HOST_DEVICE int rtomo_sbdx_in_field_of_view(float rx,
+                                                                     float ry)
+{
+    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+}
+
 /* A plane value flat-fielded by the axis responses rx, ry of its pixel:
- * raw / (rx * ry) where that product reaches RTOMO_SBDX_RESPONSE_FLOOR, 0
- * where it does not (rtomo_engine.h).  In float, with a true division, so
- * that backends agree to the rounding of the raw value alone. */
+ * raw / (rx * ry) in the field of view, 0 outside it.  In float, with a
+ * true division, so that backends agree to the rounding of the raw value
+ * alone. */
 static inline RTOMO_SBDX_HOST_DEVICE float rtomo_sbdx_flat_field(float raw,
                                                                  float rx,
                                                                  float ry)
 {
-    float response = rx * ry;
-    return response >= (float)RTOMO_SBDX_RESPONSE_FLOOR ? raw / response
-                                                        : 0.0f;
+    return rtomo_sbdx_in_field_of_view(rx, ry) ? raw / (rx * ry) : 0.0f;
 }
 
 /* Bytes of the pixel-centric tables of one axis (start + entries): what a
