@@ -520,38 +520,17 @@ START_TEST(test_splits_do_not_change_the_result)
 }
 END_TEST
 
-/* Local variance of plane k at (i, j) by brute force, in double, by the
- * rule of sbdx_composite.h: raw planes divided by their floored responses,
- * every pixel counting; flat-fielded ones as they are, only pixels in the
- * field of view counting.  NaN where (i, j) itself does not count (plane k
- * is no candidate there). */
+/* Local variance of plane k at (i, j) by the composite rule, by brute
+ * force (NaN where plane k is no candidate). */
 static double window_variance(const rtomo_sbdx_geometry *g,
                               const host_tables *t, const float *planes,
                               int k, int i, int j)
 {
-    const float *plane = planes + (size_t)k * pixels_of(g);
-    const float *rx = t->p.x.response + (size_t)k * g->out_width;
-    const float *ry = t->p.y.response + (size_t)k * g->out_height;
-    int r = g->composite_radius;
-    if (g->flat_field && !(rx[i] * ry[j] >= RTOMO_SBDX_RESPONSE_FLOOR))
-        return NAN;
-    double s1 = 0.0, s2 = 0.0, n = 0.0;
-    for (int y = j - r; y <= j + r; y++)
-        for (int x = i - r; x <= i + r; x++) {
-            if (x < 0 || x >= g->out_width || y < 0 || y >= g->out_height)
-                continue;
-            double v = plane[(size_t)y * g->out_width + x];
-            if (g->flat_field) {
-                if (!(rx[x] * ry[y] >= RTOMO_SBDX_RESPONSE_FLOOR))
-                    continue;
-            } else {
-                v /= fmax((double)rx[x] * ry[y], RTOMO_SBDX_RESPONSE_FLOOR);
-            }
-            s1 += v;
-            s2 += v * v;
-            n += 1.0;
-        }
-    return s2 / n - (s1 / n) * (s1 / n);
+    return sbdx_rule_variance(planes + (size_t)k * pixels_of(g),
+                              t->p.x.response + (size_t)k * g->out_width,
+                              t->p.y.response + (size_t)k * g->out_height,
+                              g->out_width, g->out_height, g->flat_field,
+                              g->composite_radius, i, j);
 }
 
 /* The responses are what a frame of ones reconstructs to. */

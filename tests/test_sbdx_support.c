@@ -110,10 +110,16 @@ double sbdx_max_relative_error(const float *a, const float *b,
     return worst;
 }
 
+/* The field of view as the contract states it: the float product of the
+ * axis responses reaches the floor. */
+static int responses_in_view(float rx, float ry)
+{
+    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+}
+
 int sbdx_in_field_of_view(const rtomo_sbdx_lut *lut, int k, int i, int j)
 {
-    float response = lut->x[k].response[i] * lut->y[k].response[j];
-    return response >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+    return responses_in_view(lut->x[k].response[i], lut->y[k].response[j]);
 }
 
 static rtomo_sbdx_lut *lut_of(const rtomo_sbdx_geometry *g)
@@ -161,4 +167,29 @@ size_t sbdx_require_flat_uniform(const rtomo_sbdx_geometry *g,
             }
     rtomo_sbdx_lut_destroy(lut);
     return inside;
+}
+
+double sbdx_rule_variance(const float *plane, const float *rx,
+                          const float *ry, int width, int height,
+                          int flat_field, int r, int i, int j)
+{
+    if (flat_field && !responses_in_view(rx[i], ry[j]))
+        return NAN;
+    double s1 = 0.0, s2 = 0.0, n = 0.0;
+    for (int y = j - r; y <= j + r; y++)
+        for (int x = i - r; x <= i + r; x++) {
+            if (x < 0 || x >= width || y < 0 || y >= height)
+                continue;
+            double u = plane[(size_t)y * width + x];
+            if (flat_field) {
+                if (!responses_in_view(rx[x], ry[y]))
+                    continue;
+            } else {
+                u /= fmax((double)rx[x] * ry[y], RTOMO_SBDX_RESPONSE_FLOOR);
+            }
+            s1 += u;
+            s2 += u * u;
+            n += 1.0;
+        }
+    return s2 / n - (s1 / n) * (s1 / n);
 }

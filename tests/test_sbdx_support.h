@@ -76,4 +76,14 @@ size_t sbdx_require_flat_uniform(const rtomo_sbdx_geometry *g,
                                  const float *planes, double v,
                                  double rel_tol);
 
+/* The local variance that the composite rule (sbdx_composite.h) gives one
+ * plane at pixel (i, j), by brute force in double: plane is width x height
+ * with axis responses rx[width], ry[height]; raw planes (flat_field 0) are
+ * divided by their floored response and count everywhere, flat-fielded
+ * ones count in their field of view only; r is the window radius.  NaN
+ * where (i, j) does not count, i.e. the plane is no candidate there. */
+double sbdx_rule_variance(const float *plane, const float *rx,
+                          const float *ry, int width, int height,
+                          int flat_field, int r, int i, int j);
+
 #endif /* RTOMO_TEST_SBDX_SUPPORT_H */
