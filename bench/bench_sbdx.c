@@ -17,9 +17,12 @@
  * measures the ranges with the fastest.  Prints a table and writes the
  * numbers as JSON.
  *
+ * Planes are flat-fielded (the engine's default) unless --raw-planes asks
+ * for the raw sums, so that the cost of flat-fielding can be measured.
+ *
  *   bench-sbdx [--frames N] [--detector-frames N] [--ranges LIST]
  *              [--devices 0,1] [--copy-threads N] [--tune] [--small]
- *              [--backend cuda|cpu] [--json FILE]
+ *              [--raw-planes] [--backend cuda|cpu] [--json FILE]
  */
 #include "config.h"
 
@@ -43,6 +46,7 @@ typedef struct options {
     double lo[MAX_RANGES], hi[MAX_RANGES];
     rtomo_engine_options engine;
     int tune, small;
+    int raw_planes;         /* flat_field = 0 */
     const char *json;
     const char *xpass;      /* x-pass configuration used, when tuned */
 } options;
@@ -67,7 +71,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench-sbdx [--frames N] [--detector-frames N] "
             "[--ranges LO-HI,...] [--devices I,J] [--copy-threads N] "
-            "[--tune] [--small] [--backend cuda|cpu] [--json FILE]\n");
+            "[--tune] [--small] [--raw-planes] [--backend cuda|cpu] "
+            "[--json FILE]\n");
 }
 
 static int parse_ranges(const char *s, options *o)
@@ -129,6 +134,10 @@ static int parse_options(int argc, char **argv, options *o)
             o->small = 1;
             continue;
         }
+        if (!strcmp(a, "--raw-planes")) {
+            o->raw_planes = 1;
+            continue;
+        }
         if (!v)
             return -1;
         i++;
@@ -174,6 +183,7 @@ static void setup_make(setup *s, const options *o, double lo, double hi)
     g->det_height = o->small ? 16 : 80;
     g->shift_m = 10;
     g->n_planes = o->small ? 8 : 32;
+    g->flat_field = !o->raw_planes;
     for (int k = 0; k < g->n_planes; k++)
         s->ratios[k] = lo + (hi - lo) * k / (g->n_planes - 1);
     g->ratios = s->ratios;
@@ -465,12 +475,12 @@ static void write_json(const options *o, const setup *s, const char *device,
                "  \"detector\": [%d, %d],\n  \"shift_m\": %d,\n"
                "  \"planes\": %d,\n  \"plane\": [%zu, %zu],\n"
                "  \"frame_bytes\": %zu,\n  \"xpass_rows_threads\": \"%s\",\n"
-               "  \"results\": [\n",
+               "  \"flat_field\": %d,\n  \"results\": [\n",
             device, o->engine.n_devices, s->g.holes_x, s->g.holes_y,
             s->g.det_width, s->g.det_height, s->g.shift_m, s->g.n_planes,
             (size_t)s->g.shift_m * s->g.holes_x,
             (size_t)s->g.shift_m * s->g.holes_y, s->samples,
-            o->xpass ? o->xpass : "default");
+            o->xpass ? o->xpass : "default", s->g.flat_field);
     for (int i = 0; i < n; i++)
         json_measure(f, &m[i], i == n - 1);
     fprintf(f, "  ],\n  \"tuning\": [\n");
@@ -516,9 +526,10 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("bench-sbdx: %s, %d device(s), %dx%d holes, %dx%d detector, m %d, "
-           "%d planes of %dx%d, frame %zu bytes\n", device, o.engine.n_devices,
-           s.g.holes_x, s.g.holes_y, s.g.det_width, s.g.det_height,
-           s.g.shift_m, s.g.n_planes, s.g.shift_m * s.g.holes_x,
+           "%d %s planes of %dx%d, frame %zu bytes\n", device,
+           o.engine.n_devices, s.g.holes_x, s.g.holes_y, s.g.det_width,
+           s.g.det_height, s.g.shift_m, s.g.n_planes,
+           s.g.flat_field ? "flat-fielded" : "raw", s.g.shift_m * s.g.holes_x,
            s.g.shift_m * s.g.holes_y, s.samples);
 
     measure m[2 * MAX_RANGES], t[MAX_TUNE];

@@ -4,8 +4,9 @@
  * reconstructed planes into the outputs the caller asks for.  It is the
  * reference every other SBDX backend is tested against.
  *
- * submit() converts the frame to float32 and reconstructs every plane into
- * the plan's own buffer with the method of plan->opt.sbdx_method; collect()
+ * submit() converts the frame to float32 and reconstructs every plane
+ * (flat-fielded or raw, as the geometry says) into the plan's own buffer
+ * with the method of plan->opt.sbdx_method; collect()
  * copies or converts them and computes the composite when it is requested.
  */
 #include "config.h"
@@ -195,7 +196,7 @@ static rtomo_status compute_composite(rtomo_sbdx *plan, cpu_sbdx *s,
     composite_run run = {
         .stack = {s->planes, g->n_planes, g->out_width, g->out_height,
                   (const float *const *)s->response_x,
-                  (const float *const *)s->response_y},
+                  (const float *const *)s->response_y, g->flat_field},
         /* rtomo_engine.h: a radius of 0 means the default, 2. */
         .radius = g->composite_radius ? g->composite_radius : 2,
         .composite = composite,

@@ -5,9 +5,9 @@
  *
  * Both formulations add, into every plane pixel, the products
  * v * (wx * wy) in the order of the samples in the frame (hole row, hole
- * column, detector row, detector column), in float32, then multiply by the
- * plane scale m^2 / (Wd * Hd).  So they agree to the last bit unless the
- * compiler reorders float arithmetic.
+ * column, detector row, detector column), in float32, then finish the sum
+ * with cpu_sbdx_finish() (scale, flat-field).  So they agree to the last
+ * bit unless the compiler reorders float arithmetic.
  */
 #ifndef RTOMO_CPU_SBDX_H
 #define RTOMO_CPU_SBDX_H
@@ -24,8 +24,21 @@ typedef struct cpu_sbdx_job {
     float scale;                        /* m^2 / (Wd * Hd) */
 } cpu_sbdx_job;
 
+/* Plane k's pixel (i, j) from its float sum of deposits: scaled by
+ * m^2 / (Wd * Hd), then flat-fielded when the geometry asks for it
+ * (rtomo_engine.h). */
+static inline float cpu_sbdx_finish(const cpu_sbdx_job *job, int k, int i,
+                                    int j, float sum)
+{
+    float raw = sum * job->scale;
+    if (!job->geom->flat_field)
+        return raw;
+    return rtomo_sbdx_flat_field(raw, job->lut->x[k].response[i],
+                                 job->lut->y[k].response[j]);
+}
+
 /* Detector-centric: scatter every sample of the frame into plane k (zeroed
- * first, scaled last).  Deposits outside the output are dropped.  Threads
+ * first, finished last).  Deposits outside the output are dropped.  Threads
  * may run different planes at once. */
 void cpu_sbdx_scatter_plane(const cpu_sbdx_job *job, int k);
 

@@ -57,5 +57,6 @@ void cpu_sbdx_gather_row(const cpu_sbdx_job *job, int k, int row)
     const rtomo_sbdx_axis_lut *ly = &job->lut->y[k];
     float *out = job->planes + ((size_t)k * g->out_height + row) * g->out_width;
     for (int i = 0; i < g->out_width; i++)
-        out[i] = gather_pixel(job, lx, i, ly, row) * job->scale;
+        out[i] = cpu_sbdx_finish(job, k, i, row,
+                                 gather_pixel(job, lx, i, ly, row));
 }

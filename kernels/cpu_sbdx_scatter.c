@@ -81,6 +81,9 @@ void cpu_sbdx_scatter_plane(const cpu_sbdx_job *job, int k)
             }
         }
     }
-    for (size_t i = 0; i < plane_size; i++)
-        plane[i] *= job->scale;
+    for (int y = 0; y < height; y++) {
+        float *row = plane + (size_t)y * width;
+        for (int x = 0; x < width; x++)
+            row[x] = cpu_sbdx_finish(job, k, x, y, row[x]);
+    }
 }

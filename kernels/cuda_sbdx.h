@@ -16,7 +16,9 @@
  * SBDX weights are separable, so a plane is reconstructed in two gathers:
  *   x-pass  T[k][r][X] = sum over (cx, dx) of wx * frame[cy][cx][dy][dx],
  *           one value per frame row r = (cy, dy) and plane column X;
- *   y-pass  plane[k][Y][X] = scale * sum over (cy, dy) of wy * T[k][r][X].
+ *   y-pass  plane[k][Y][X] = scale * sum over (cy, dy) of wy * T[k][r][X],
+ *           flat-fielded in the same store when the geometry asks
+ *           (rtomo_sbdx_flat_field of sbdx_lut.h: no pass of its own).
  * Both are pixel-centric (threads own what they write, sums stay in
  * registers, no atomics); the x-pass stages frame rows in shared memory.
  * This does 2 multiply-adds per sample and plane instead of the 4 of a
@@ -65,7 +67,9 @@ typedef struct sbdx_gpu_entry {
  * start holding shift_m + 2 values per plane (one spare, used while the
  * lists are built) and ent 2 n_det slots per plane; response[n_out] is the
  * uniform-frame response of sbdx_lut.h (what a frame of ones reconstructs
- * to is response_x[i] * response_y[j]), which the composite divides by. */
+ * to is response_x[i] * response_y[j]), which flat-fielding divides by: the
+ * plane passes when flat_field = 1 (the composite then takes its field of
+ * view from it), the composite's focus measure when the planes are raw. */
 typedef struct sbdx_gpu_axis {
     sbdx_gpu_dc *dc;
     int32_t *start;
@@ -147,6 +151,11 @@ typedef struct sbdx_ypass_params {
     int ext_first, ext_rows;    /* output rows reconstructed by the slot */
     int hole_first;
     float scale;            /* m^2 / (Wd Hd) */
+    /* Flat-fielding: the responses of the group's first plane,
+     * [planes_n][out_w] and [planes_n][out_h] (row index absolute), or
+     * NULL for raw planes. */
+    const float *response_x, *response_y;
+    int out_h;
 } sbdx_ypass_params;
 
 /* A q_tile for the y-pass: its block stages m * q_tile output values. */
@@ -166,9 +175,15 @@ typedef struct sbdx_scatter_params {
     int holes_x, hole_first, hole_rows, det_w, det_h, shift_m;
     int out_w, origin_x, origin_y, ext_first, ext_rows;
     float scale;
+    /* Flat-fielding: the responses of all planes, [n_planes][out_w] and
+     * [n_planes][out_h] (row index absolute), or NULL for raw planes. */
+    const float *response_x, *response_y;
+    int out_h;
 } sbdx_scatter_params;
 
-/* Zeroes the planes, then scatters every sample with atomic adds. */
+/* Zeroes the planes, scatters every sample with atomic adds, then (with
+ * responses) flat-fields the planes in a pass of their own: a scattered
+ * pixel is complete only when every thread is done. */
 rtomo_status sbdx_scatter_launch(const sbdx_scatter_params *p,
                                  cudaStream_t stream, rtomo_error *err);
 void sbdx_scatter_run_on_host(const sbdx_scatter_params *p);
@@ -177,13 +192,18 @@ void sbdx_scatter_run_on_host(const sbdx_scatter_params *p);
 
 typedef struct sbdx_composite_params {
     const float *planes;    /* [n_planes][ext_rows][width] */
-    const float *response_x;    /* [n_planes][width] */
-    const float *response_y;    /* [n_planes][height] */
+    /* Responses, [n_planes][width] and [n_planes][height]: divided by for
+     * raw planes, the field of view for flat-fielded ones (flat_fielded
+     * below); NULL (both, raw planes only) to judge the planes as they
+     * are. */
+    const float *response_x;
+    const float *response_y;
     int n_planes, width, height, radius;
     int ext_first, ext_rows;
     int own_first, own_rows;
     float *composite;       /* [own_rows][width] */
     uint16_t *depth;        /* [own_rows][width] */
+    int flat_fielded;       /* planes flat-fielded already (sbdx_composite.h) */
 } sbdx_composite_params;
 
 /* Shared memory bytes of one composite block for a radius. */

@@ -193,6 +193,7 @@ static void configure_ypass(const rtomo_sbdx_geometry *g,
     y->hole_first = band->hole_first;
     y->scale = (float)((double)g->shift_m * g->shift_m /
                        ((double)g->det_width * g->det_height));
+    y->out_h = g->out_height;
 }
 
 /* Planes per round: as many as the x-pass output budget holds. */
@@ -354,6 +355,10 @@ static rtomo_status enqueue_pixel_centric(sbdx_slot *s, int b,
         y.start = s->lut.y.start + (size_t)k0 * y.start_pitch;
         y.ent = s->lut.y.ent + (size_t)k0 * y.ent_pitch;
         y.planes_n = n;
+        if (g->flat_field) {
+            y.response_x = s->lut.x.response + (size_t)k0 * g->out_width;
+            y.response_y = s->lut.y.response + (size_t)k0 * g->out_height;
+        }
         rtomo_status st;
         if ((st = sbdx_xpass_launch(&x, s->tune.xpass_threads, s->compute, err)) ||
             (st = sbdx_ypass_launch(&y, s->tune.ypass_threads, s->compute, err)))
@@ -386,6 +391,9 @@ static rtomo_status enqueue_detector_centric(sbdx_slot *s, int b,
     p.ext_first = s->band.ext_first;
     p.ext_rows = s->band.ext_rows;
     p.scale = s->ypass.scale;
+    p.response_x = g->flat_field ? s->lut.x.response : NULL;
+    p.response_y = g->flat_field ? s->lut.y.response : NULL;
+    p.out_h = g->out_height;
     return sbdx_scatter_launch(&p, s->compute, err);
 }
 
@@ -396,6 +404,7 @@ static rtomo_status enqueue_composite(sbdx_slot *s, int b, rtomo_error *err)
     p.planes = s->planes[b];
     p.response_x = s->lut.x.response;
     p.response_y = s->lut.y.response;
+    p.flat_fielded = g->flat_field;
     p.n_planes = g->n_planes;
     p.width = g->out_width;
     p.height = g->out_height;

@@ -339,10 +339,27 @@ rtomo_status rtomo_fbp_filter_response(const rtomo_fbp_geometry *g,
  *     X = m cx + n (dx - (det_width-1)/2),  Y = m cy + n (dy - (det_height-1)/2)
  * and the sample is added to the 2x2 plane pixels around (X, Y) with bilinear
  * weights.  Output pixel (i, j) of a plane is plane position
- * (origin_x + i, origin_y + j).  Planes are scaled by m^2/(det_width*det_height)
- * so that a uniform detector value v reconstructs to about v inside the
- * field of view.
+ * (origin_x + i, origin_y + j).  The sums are scaled by m^2/(det_width*det_height)
+ * so that a uniform detector value v reconstructs to v on average over the
+ * field of view; call these the raw planes.
+ *
+ * Raw planes ripple: bilinear deposits from a regular grid of rays sample a
+ * plane unevenly, so a uniform frame of value v reconstructs on plane k to
+ * v R_k(i, j), where R_k is the plane's uniform response (what a frame of
+ * ones gives; R_k = 1 +- 15% per pixel for most ratios, 0..4x where n
+ * aliases with m, e.g. n = 2).  flat_field selects what the planes hold:
+ *   1 (the default, set by rtomo_sbdx_geometry_init): each plane divided by
+ *     its response, u_k(i, j) = raw_k(i, j) / R_k(i, j) where
+ *     R_k(i, j) >= RTOMO_SBDX_RESPONSE_FLOOR, and 0 where it is below (the
+ *     edge of the field of view, which too few rays reach to be
+ *     corrected).  A uniform frame of value v then reconstructs to v, to
+ *     float rounding, wherever R_k reaches the floor.
+ *   0: the raw planes (the SBDX paper's sums, scaled as above).
+ * The composite and the 16-bit planes are made from the planes as selected
+ * here (see rtomo_sbdx_output).
  */
+#define RTOMO_SBDX_RESPONSE_FLOOR 0.25
+
 typedef struct rtomo_sbdx_geometry {
     int holes_x, holes_y;       /* collimator holes Wc x Hc */
     int det_width, det_height;  /* detector elements Wd x Hd */
@@ -352,10 +369,13 @@ typedef struct rtomo_sbdx_geometry {
     int out_width, out_height;  /* plane size; 0 = m*holes_x, m*holes_y */
     int origin_x, origin_y;     /* plane position of output pixel (0, 0) */
     int composite_radius;       /* best-focus window half-width; 0 = 2 */
+    int flat_field;             /* 1: planes divided by their uniform
+                                   response (above); 0: raw planes */
 } rtomo_sbdx_geometry;
 
 #define RTOMO_SBDX_MAX_PLANES 256
 
+/* All zero except composite_radius = 2 and flat_field = 1. */
 void rtomo_sbdx_geometry_init(rtomo_sbdx_geometry *g);
 rtomo_status rtomo_sbdx_geometry_validate(const rtomo_sbdx_geometry *g,
                                           rtomo_error *err);
@@ -368,8 +388,11 @@ typedef struct rtomo_sbdx_output {
     float *planes;
     uint16_t *planes_u16;
     float u16_offset, u16_scale;
-    float *composite;           /* best-focus image */
-    uint16_t *depth;            /* index of the plane chosen per pixel */
+    float *composite;           /* best-focus image: per pixel, the value
+                                   of plane depth(i, j) (flat-fielded or
+                                   raw, as the planes) */
+    uint16_t *depth;            /* the plane of largest local variance of
+                                   its flat-fielded values per pixel */
 } rtomo_sbdx_output;
 
 typedef struct rtomo_sbdx rtomo_sbdx;

@@ -2,20 +2,35 @@
  * sbdx_composite.h — the best-focus composite of a stack of SBDX planes: the
  * reference rule that every backend reproduces.
  *
- * Rule.  Plane k is first flat-fielded by its uniform response
- * R_k(i, j) = response_x[k][i] * response_y[k][j] (sbdx_lut.h: what a frame
- * of ones reconstructs to):
- *     u_k(i, j) = plane_k(i, j) / max(R_k(i, j), RTOMO_SBDX_RESPONSE_FLOOR)
+ * Rule.  Focus is judged on flat-fielded values u_k of the pixels that
+ * count:
+ *   - raw planes (flat_fielded = 0; rtomo_engine.h flat_field = 0) with
+ *     responses: plane k is divided by its uniform response
+ *     R_k(i, j) = response_x[k][i] * response_y[k][j] (sbdx_lut.h: what a
+ *     frame of ones reconstructs to),
+ *         u_k(i, j) = plane_k(i, j) / max(R_k(i, j), RTOMO_SBDX_RESPONSE_FLOOR)
+ *     and every pixel counts.  Without responses (NULL) u_k is the plane
+ *     itself, and every pixel counts.
+ *   - flat-fielded planes (flat_fielded = 1, responses required): u_k is
+ *     the plane itself (no second division), and only the pixels of plane
+ *     k's field of view count (rtomo_sbdx_in_field_of_view of sbdx_lut.h).
+ *     The others hold 0 because no ray measured them, not because the
+ *     object is dark there: at ratios that alias with the hole shift (n
+ *     near 2) they form combs of whole rows or columns, whose variance
+ *     would otherwise pick that plane everywhere.
  * For output pixel (i, j) let W be the window [i-r, i+r] x [j-r, j+r]
- * clipped to the image (r = composite_radius), N its pixel count, and S1, S2
- * the sum and the sum of squares of u_k over W.  The local variance is
+ * clipped to the image (r = composite_radius), N the number of pixels of
+ * W that count on plane k, and S1, S2 the sum and the sum of squares of u_k
+ * over them.  The local variance is
  *     var_k(i, j) = S2 / N - (S1 / N)^2
- * depth(i, j) is the k with the largest var_k; ties go to the lowest plane
- * index (a NaN variance never wins; r = 0 makes every var_k 0, so depth
- * 0).  composite(i, j) is plane depth(i, j)'s own value (not flat-fielded)
- * at (i, j).  In-focus structure is sharp, so
- * it has the highest local contrast on its own plane; where nothing varies
- * (e.g. outside the field of view, all planes 0) depth is 0.
+ * Plane k is a candidate at (i, j) if (i, j) itself counts on it.  depth(i,
+ * j) is the candidate with the largest var_k; ties go to the lowest plane
+ * index (a NaN variance never wins); with no candidate, or r = 0 (every
+ * var_k is 0), depth is 0.  composite(i, j) is plane depth(i, j)'s own
+ * value at (i, j), as the stack holds it (so flat-fielded exactly when the
+ * planes are).  In-focus structure is sharp, so it has the highest local
+ * contrast on its own plane; where nothing varies (e.g. outside the field
+ * of view, all planes 0) depth is 0.
  *
  * Why flat-field first: shift-and-add with bilinear deposits leaves a fixed
  * ripple on every plane (a uniform frame reconstructs to 1 +- 15% per pixel
@@ -23,11 +38,10 @@
  * alias with the hole shift, such as n = 2).  Its variance, different on
  * every plane, would otherwise outweigh the object's and pick planes by their
  * sampling pattern.  The floor keeps pixels at the edge of the field of
- * view, which few rays reach, from being amplified without bound.  Without
- * responses (NULL) u_k is the plane itself.
+ * view, which few rays reach, from being amplified without bound.
  *
- * Precision.  The CPU computes u_k, S1 and S2 in double with running box
- * sums (O(1) per pixel and plane, whatever r is) that restart every 32
+ * Precision.  The CPU computes u_k, S1, S2 and N in double with running
+ * box sums (O(1) per pixel and plane, whatever r is) that restart every 32
  * rows, so its result does not depend on how the rows are split among
  * threads.  Another implementation that sums in another order or precision
  * gets the same depth except where two planes' variances are equal to
@@ -45,15 +59,14 @@
 extern "C" {
 #endif
 
-/* Responses below this are taken as this when flat-fielding. */
-#define RTOMO_SBDX_RESPONSE_FLOOR 0.25
-
 /* The planes a composite is made of. */
 typedef struct rtomo_sbdx_stack {
     const float *planes;            /* n_planes x height x width, row-major */
     int n_planes, width, height;
     const float *const *response_x; /* NULL, or n_planes arrays of width */
     const float *const *response_y; /* NULL, or n_planes arrays of height */
+    int flat_fielded;               /* planes flat-fielded already (needs
+                                       the responses: the field of view) */
 } rtomo_sbdx_stack;
 
 /*

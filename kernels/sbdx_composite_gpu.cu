@@ -1,34 +1,40 @@
 /*
  * sbdx_composite_gpu.cu — the best-focus composite and depth map on the GPU,
  * by the rule of sbdx_composite.h: per pixel the plane of largest local
- * variance S2/N - (S1/N)^2 of the flat-fielded plane u = v / max(R, floor)
- * over the (2r+1)^2 window clipped to the image, ties to the lowest plane.
- * u and the sums are in double, as on the CPU; the sums are taken in
+ * variance S2/N - (S1/N)^2 of the flat-fielded plane u over the pixels of
+ * the (2r+1)^2 window, clipped to the image, that count, ties to the lowest
+ * plane.  u is the plane value itself when the planes are flat-fielded
+ * already, and then only the field of view counts; raw planes give
+ * v / max(R, floor) and count everywhere.  u and the sums are in double,
+ * as on the CPU; the sums are taken in
  * another order (a row sum, then a column sum of row sums), so the depth can
  * differ from the CPU's only where two planes tie to rounding.
  *
  * A block of 32 x 8 threads owns a 32 x 8 tile of the slot's own rows and
- * walks the planes: stage the tile's u plus its r-wide halo, form the
- * horizontal window sums of every staged row, then each thread sums its
- * column of them and keeps the best plane in registers.
+ * walks the planes: stage the tile's u plus its r-wide halo (NaN for a
+ * pixel that does not count), form the horizontal window sums and counts
+ * of every staged row, then each thread sums its column of them and keeps
+ * the best plane in registers.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "cuda_common.h"
 #include "cuda_sbdx_device.h"
 #include "sbdx_composite.h"
+#include "sbdx_lut.h"
 
 #define TILE_W 32
 #define TILE_H 8
 #define COMPOSITE_THREADS (TILE_W * TILE_H)
 
-/* Shared memory of one block: horizontal sums and sums of squares of
- * (TILE_H + 2r) rows x TILE_W columns, then the staged flat-fielded values
- * of (TILE_H + 2r) x (TILE_W + 2r); all double. */
+/* Shared memory of one block: horizontal sums, sums of squares and counts
+ * of (TILE_H + 2r) rows x TILE_W columns, then the staged flat-fielded
+ * values of (TILE_H + 2r) x (TILE_W + 2r); all double. */
 struct composite_smem {
-    double *h1, *h2;
+    double *h1, *h2, *hn;
     double *values;
     int rows, cols;     /* staged rows and columns */
 };
@@ -40,23 +46,28 @@ SBDX_HD composite_smem composite_smem_of(void *base, int radius)
     s.cols = TILE_W + 2 * radius;
     s.h1 = (double *)base;
     s.h2 = s.h1 + s.rows * TILE_W;
-    s.values = s.h2 + s.rows * TILE_W;
+    s.hn = s.h2 + s.rows * TILE_W;
+    s.values = s.hn + s.rows * TILE_W;
     return s;
 }
+
+/* A staged value of a pixel that does not count (outside a flat-fielded
+ * plane's field of view) is NaN. */
+SBDX_HD bool staged_counts(double u) { return u == u; }
 
 SBDX_HD int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Phase A: stage plane k's flat-fielded values around the tile whose
- * top-left own pixel is (i0, j0) (absolute row).  Positions outside the
- * image or the slot's reconstructed rows are never part of a window that is
- * used: zeros. */
+ * top-left own pixel is (i0, j0) (absolute row), NaN where a pixel does
+ * not count.  Positions outside the image or the slot's reconstructed rows
+ * are never part of a window that is used: zeros. */
 SBDX_HD void composite_stage(const sbdx_composite_params &p,
                              const composite_smem &s, int k, int i0, int j0,
                              int tid)
 {
     const float *plane = p.planes + (size_t)k * p.ext_rows * p.width;
-    const float *rx = p.response_x + (size_t)k * p.width;
-    const float *ry = p.response_y + (size_t)k * p.height;
+    const float *rx = p.response_x ? p.response_x + (size_t)k * p.width : NULL;
+    const float *ry = p.response_x ? p.response_y + (size_t)k * p.height : NULL;
     for (int idx = tid; idx < s.rows * s.cols; idx += COMPOSITE_THREADS) {
         int lr = idx / s.cols, lc = idx - lr * s.cols;
         int row = j0 - p.radius + lr, col = i0 - p.radius + lc;
@@ -64,16 +75,22 @@ SBDX_HD void composite_stage(const sbdx_composite_params &p,
         double u = 0.0;
         if (col >= 0 && col < p.width && row >= 0 && row < p.height &&
             er >= 0 && er < p.ext_rows) {
-            double response = (double)rx[col] * (double)ry[row];
-            u = (double)plane[(size_t)er * p.width + col] /
-                (response > RTOMO_SBDX_RESPONSE_FLOOR
-                     ? response : RTOMO_SBDX_RESPONSE_FLOOR);
+            u = (double)plane[(size_t)er * p.width + col];
+            if (p.flat_fielded) {
+                if (!rtomo_sbdx_in_field_of_view(rx[col], ry[row]))
+                    u = NAN;
+            } else if (rx) {
+                double response = (double)rx[col] * (double)ry[row];
+                u /= response > RTOMO_SBDX_RESPONSE_FLOOR
+                         ? response : RTOMO_SBDX_RESPONSE_FLOOR;
+            }
         }
         s.values[idx] = u;
     }
 }
 
-/* Phase B: window sums along x for every staged row and tile column. */
+/* Phase B: window sums and counts along x for every staged row and tile
+ * column. */
 SBDX_HD void composite_rows(const sbdx_composite_params &p,
                             const composite_smem &s, int i0, int tid)
 {
@@ -84,19 +101,24 @@ SBDX_HD void composite_rows(const sbdx_composite_params &p,
         int hi = clampi(i + p.radius, 0, p.width - 1);
         const double *v = s.values + lr * s.cols;
         int shift = p.radius - i0;  /* staged column of image column col */
-        double s1 = 0.0, s2 = 0.0;
+        double s1 = 0.0, s2 = 0.0, n = 0.0;
         for (int col = lo; col <= hi; col++) {
             double x = v[col + shift];
-            s1 += x;
-            s2 += x * x;
+            if (staged_counts(x)) {
+                s1 += x;
+                s2 += x * x;
+                n += 1.0;
+            }
         }
         s.h1[idx] = s1;
         s.h2[idx] = s2;
+        s.hn[idx] = n;
     }
 }
 
 /* Phase C: thread (c, r) finishes the window of its pixel (i0 + c, j0 + r)
- * and folds plane k into its best variance so far. */
+ * and, if the pixel counts on plane k, folds the plane into its best
+ * variance so far. */
 SBDX_HD void composite_fold(const sbdx_composite_params &p,
                             const composite_smem &s, int k, int i0, int j0,
                             int tid, double *best_var, int *best_plane)
@@ -105,20 +127,20 @@ SBDX_HD void composite_fold(const sbdx_composite_params &p,
     int i = i0 + c, j = j0 + r;
     if (i >= p.width || j >= p.own_first + p.own_rows)
         return;
+    if (!staged_counts(s.values[(r + p.radius) * s.cols + c + p.radius]))
+        return;
     int lo = clampi(j - p.radius, 0, p.height - 1);
     int hi = clampi(j + p.radius, 0, p.height - 1);
-    int clo = clampi(i - p.radius, 0, p.width - 1);
-    int chi = clampi(i + p.radius, 0, p.width - 1);
-    double s1 = 0.0, s2 = 0.0;
+    double s1 = 0.0, s2 = 0.0, n = 0.0;
     for (int row = lo; row <= hi; row++) {
         int lr = row - (j0 - p.radius);
         s1 += s.h1[lr * TILE_W + c];
         s2 += s.h2[lr * TILE_W + c];
+        n += s.hn[lr * TILE_W + c];
     }
-    double n = (double)(hi - lo + 1) * (chi - clo + 1);
     double mean = s1 / n;
     double var = s2 / n - mean * mean;
-    if (k == 0 || var > *best_var) {
+    if (var > *best_var) {
         *best_var = var;
         *best_plane = k;
     }
@@ -147,7 +169,7 @@ composite_kernel(sbdx_composite_params p)
     composite_smem s = composite_smem_of(smem_base, p.radius);
     int tid = threadIdx.y * TILE_W + threadIdx.x;
     int i0 = blockIdx.x * TILE_W, j0 = p.own_first + blockIdx.y * TILE_H;
-    double best_var = 0.0;
+    double best_var = -INFINITY;
     int best_plane = 0;
     for (int k = 0; k < p.n_planes; k++) {
         composite_stage(p, s, k, i0, j0, tid);
@@ -164,7 +186,7 @@ extern "C" size_t sbdx_composite_smem_bytes(int radius)
 {
     size_t rows = TILE_H + 2 * (size_t)radius;
     size_t cols = TILE_W + 2 * (size_t)radius;
-    return sizeof(double) * rows * (2 * TILE_W + cols);
+    return sizeof(double) * rows * (3 * TILE_W + cols);
 }
 
 extern "C" rtomo_status sbdx_composite_prepare(size_t bytes, rtomo_error *err)
@@ -203,11 +225,15 @@ extern "C" void sbdx_composite_run_on_host(const sbdx_composite_params *p)
         return;
     composite_smem s = composite_smem_of(base, p->radius);
     dim3 grid = composite_grid(p);
-    double best_var[COMPOSITE_THREADS] = {0};
-    int best_plane[COMPOSITE_THREADS] = {0};
+    double best_var[COMPOSITE_THREADS];
+    int best_plane[COMPOSITE_THREADS];
     for (unsigned by = 0; by < grid.y; by++)
         for (unsigned bx = 0; bx < grid.x; bx++) {
             int i0 = bx * TILE_W, j0 = p->own_first + by * TILE_H;
+            for (int t = 0; t < COMPOSITE_THREADS; t++) {
+                best_var[t] = -INFINITY;
+                best_plane[t] = 0;
+            }
             for (int k = 0; k < p->n_planes; k++) {
                 for (int t = 0; t < COMPOSITE_THREADS; t++)
                     composite_stage(*p, s, k, i0, j0, t);

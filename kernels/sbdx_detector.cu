@@ -3,7 +3,9 @@
  * scatter formulation): one thread per sample of the slot's hole rows adds
  * its bilinear deposits to every plane with atomic adds.  It is the
  * cross-check of the pixel-centric gathers and the baseline of the
- * benchmark, not the fast path: 4 atomics per sample and plane.
+ * benchmark, not the fast path: 4 atomics per sample and plane.  Planes
+ * are flat-fielded by a second kernel, as no thread knows when a pixel's
+ * last deposit has landed.
  */
 #include "config.h"
 
@@ -11,6 +13,7 @@
 
 #include "cuda_common.h"
 #include "cuda_sbdx_device.h"
+#include "sbdx_lut.h"
 
 #define SCATTER_THREADS 256
 
@@ -63,9 +66,29 @@ __global__ void scatter_kernel(sbdx_scatter_params p)
     scatter_thread(p, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
-static size_t planes_bytes(const sbdx_scatter_params *p)
+/* Pixel idx of the planes ([n_planes][ext_rows][out_w]) flat-fielded by
+ * its plane's responses. */
+SBDX_HD void flat_field_thread(const sbdx_scatter_params &p, size_t idx)
 {
-    return sizeof(float) * (size_t)p->n_planes * p->ext_rows * p->out_w;
+    size_t plane_size = (size_t)p.ext_rows * p.out_w;
+    if (idx >= plane_size * p.n_planes)
+        return;
+    int k = (int)(idx / plane_size);
+    size_t in_plane = idx - plane_size * k;
+    int row = (int)(in_plane / p.out_w), col = (int)(in_plane % p.out_w);
+    p.planes[idx] = rtomo_sbdx_flat_field(
+        p.planes[idx], sbdx_ldg(p.response_x + (size_t)k * p.out_w + col),
+        sbdx_ldg(p.response_y + (size_t)k * p.out_h + p.ext_first + row));
+}
+
+__global__ void flat_field_kernel(sbdx_scatter_params p)
+{
+    flat_field_thread(p, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+static size_t plane_pixels(const sbdx_scatter_params *p)
+{
+    return (size_t)p->n_planes * p->ext_rows * p->out_w;
 }
 
 static size_t sample_count(const sbdx_scatter_params *p)
@@ -77,20 +100,30 @@ extern "C" rtomo_status sbdx_scatter_launch(const sbdx_scatter_params *p,
                                             cudaStream_t stream,
                                             rtomo_error *err)
 {
-    RTOMO_CUDA_TRY(err, cudaMemsetAsync(p->planes, 0, planes_bytes(p), stream));
+    RTOMO_CUDA_TRY(err, cudaMemsetAsync(p->planes, 0,
+                                        sizeof(float) * plane_pixels(p),
+                                        stream));
     size_t n = sample_count(p);
-    if (n == 0)
-        return RTOMO_OK;
-    scatter_kernel<<<sbdx_blocks_for(n, SCATTER_THREADS), SCATTER_THREADS, 0,
-                     stream>>>(*p);
-    RTOMO_CUDA_CHECK_LAUNCH(err, "scatter_kernel");
+    if (n > 0) {
+        scatter_kernel<<<sbdx_blocks_for(n, SCATTER_THREADS), SCATTER_THREADS,
+                         0, stream>>>(*p);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "scatter_kernel");
+    }
+    if (p->response_x && plane_pixels(p) > 0) {
+        flat_field_kernel<<<sbdx_blocks_for(plane_pixels(p), SCATTER_THREADS),
+                            SCATTER_THREADS, 0, stream>>>(*p);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "flat_field_kernel");
+    }
     return RTOMO_OK;
 }
 
 extern "C" void sbdx_scatter_run_on_host(const sbdx_scatter_params *p)
 {
-    memset(p->planes, 0, planes_bytes(p));
+    memset(p->planes, 0, sizeof(float) * plane_pixels(p));
     size_t n = sample_count(p);
     for (size_t i = 0; i < n; i++)
         scatter_thread(*p, i);
+    if (p->response_x)
+        for (size_t i = 0; i < plane_pixels(p); i++)
+            flat_field_thread(*p, i);
 }

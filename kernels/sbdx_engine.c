@@ -20,6 +20,7 @@ void rtomo_sbdx_geometry_init(rtomo_sbdx_geometry *g)
 {
     memset(g, 0, sizeof *g);
     g->composite_radius = 2;
+    g->flat_field = 1;
 }
 
 static rtomo_status check_counts(const rtomo_sbdx_geometry *g, rtomo_error *err)
@@ -76,6 +77,10 @@ static rtomo_status check_output(const rtomo_sbdx_geometry *g, rtomo_error *err)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "composite_radius %d is outside [0, 32]",
                                g->composite_radius);
+    if (g->flat_field != 0 && g->flat_field != 1)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "flat_field %d is neither 0 (raw planes) nor "
+                               "1 (flat-fielded planes)", g->flat_field);
     return RTOMO_OK;
 }
 

@@ -62,9 +62,11 @@
  * what the m^2/(Wd*Hd) plane scale provides), but single pixels ripple
  * around 1: bilinear deposits from a regular grid of rays sample the plane
  * unevenly unless the ray spacing n and the hole shift m line up (n = 2
- * with an even N_d and an even m leaves alternate pixels empty).  The
- * composite divides by this response so that it judges focus, not the
- * sampling pattern.
+ * with an even N_d and an even m leaves alternate pixels empty).
+ * Flat-fielding (rtomo_engine.h, flat_field) divides every plane pixel by
+ * R = x[k].response[i] * y[k].response[j] with rtomo_sbdx_flat_field()
+ * below, the one expression that every backend evaluates; the composite
+ * judges focus on flat-fielded values (sbdx_composite.h).
  */
 #ifndef RTOMO_SBDX_LUT_H
 #define RTOMO_SBDX_LUT_H
@@ -147,6 +149,33 @@ static inline int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a,
     if (n > 0)
         *first = a->pc + a->start[o];
     return n;
+}
+
+/* Lets CUDA device code call the inline helpers below. */
+#ifdef __CUDACC__
+#define RTOMO_SBDX_HOST_DEVICE __host__ __device__
+#else
+#define RTOMO_SBDX_HOST_DEVICE
+#endif
+
+/* Whether a pixel whose axis responses are rx, ry is in the field of view
+ * of flat-fielding: its response rx * ry (in float) reaches
+ * RTOMO_SBDX_RESPONSE_FLOOR (rtomo_engine.h). */
+static inline RTOMO_SBDX_HOST_DEVICE int rtomo_sbdx_in_field_of_view(float rx,
+                                                                     float ry)
+{
+    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+}
+
+/* A plane value flat-fielded by the axis responses rx, ry of its pixel:
+ * raw / (rx * ry) in the field of view, 0 outside it.  In float, with a
+ * true division, so that backends agree to the rounding of the raw value
+ * alone. */
+static inline RTOMO_SBDX_HOST_DEVICE float rtomo_sbdx_flat_field(float raw,
+                                                                 float rx,
+                                                                 float ry)
+{
+    return rtomo_sbdx_in_field_of_view(rx, ry) ? raw / (rx * ry) : 0.0f;
 }
 
 /* Bytes of the pixel-centric tables of one axis (start + entries): what a

@@ -15,7 +15,8 @@
  * residue list is uniform over the block, its T reads are coalesced (the
  * items are laid out in T's (rho, q) order), and the results are put back
  * in column order through shared memory so that plane rows are written
- * contiguously.
+ * contiguously.  Flat-fielding happens in that write: one division per
+ * output pixel, against hundreds of multiply-adds behind it.
  */
 #include "config.h"
 
@@ -24,6 +25,7 @@
 
 #include "cuda_common.h"
 #include "cuda_sbdx_device.h"
+#include "sbdx_lut.h"
 
 /* Largest output tile a y-pass block stages (floats). */
 #define YPASS_TILE_VALUES 4096
@@ -251,7 +253,8 @@ SBDX_HD void ypass_items(const sbdx_ypass_params &p, int jl, int k, int qt,
     }
 }
 
-/* Phase 2: the tile's columns that fall inside the output, in order. */
+/* Phase 2: the tile's columns that fall inside the output, in order,
+ * flat-fielded when the parameters carry responses. */
 SBDX_HD void ypass_store(const sbdx_ypass_params &p, int jl, int k, int qt,
                          const float *tile, int tid, int nt)
 {
@@ -260,10 +263,16 @@ SBDX_HD void ypass_store(const sbdx_ypass_params &p, int jl, int k, int qt,
     int qn = min_int(p.q_tile, p.q0 + p.nq - qa);
     float *row = p.planes + ((size_t)k * p.ext_rows + jl) * p.out_w;
     int i0 = m * qa - p.origin_x;
+    const float *rx = p.response_x ? p.response_x + (size_t)k * p.out_w
+                                   : NULL;
+    float ry = rx ? sbdx_ldg(p.response_y + (size_t)k * p.out_h +
+                             p.ext_first + jl)
+                  : 1.0f;
     for (int lx = tid; lx < m * qn; lx += nt) {
         int i = i0 + lx;
         if (i >= 0 && i < p.out_w)
-            row[i] = tile[lx];
+            row[i] = rx ? rtomo_sbdx_flat_field(tile[lx], sbdx_ldg(rx + i), ry)
+                        : tile[lx];
     }
 }
 

@@ -141,9 +141,13 @@ static int decode_planes(const json_t *root, rtomo_sbdx_geometry *g,
         g->origin_x = (int)origin[0];
         g->origin_y = (int)origin[1];
     }
-    return proto_get_int32(root, NULL, "composite_radius", OPTIONAL, 1,
-                           PROTO_MAX_COMPOSITE_RADIUS, &g->composite_radius,
-                           why) < 0 ? -1 : 0;
+    if (proto_get_int32(root, NULL, "composite_radius", OPTIONAL, 1,
+                        PROTO_MAX_COMPOSITE_RADIUS, &g->composite_radius,
+                        why) < 0 ||
+        proto_get_bool(root, NULL, "flat_field", OPTIONAL, &g->flat_field,
+                       why) < 0)
+        return -1;
+    return 0;
 }
 
 static int parse_plane_format(const char *name, int *out)
@@ -249,13 +253,14 @@ char *rtomo_proto_encode_sbdx_begin(const rtomo_sbdx_spec *spec)
     if (!ratios)
         return NULL;
     json_t *root = json_pack(
-        "{s:i, s:s, s:s, s:[i, i], s:{s:i, s:i}, s:i, s:o, s:s, s:i, "
+        "{s:i, s:s, s:s, s:[i, i], s:{s:i, s:i}, s:i, s:o, s:s, s:i, s:b, "
         "s:{s:s, s:f, s:f, s:b}}",
         "protocol", RTOMO_PROTOCOL_VERSION, "type", "sbdx_begin", "scan",
         spec->scan, "holes", g->holes_x, g->holes_y, "detector", "width",
         g->det_width, "height", g->det_height, "shift", g->shift_m, "ratios",
         ratios, "dtype", rtomo_dtype_name(spec->dtype), "composite_radius",
-        g->composite_radius > 0 ? g->composite_radius : 2, "output", "planes",
+        g->composite_radius > 0 ? g->composite_radius : 2, "flat_field",
+        g->flat_field, "output", "planes",
         plane_format_name(spec->planes), "u16_scale", (double)spec->u16_scale,
         "u16_offset", (double)spec->u16_offset, "composite",
         spec->composite);

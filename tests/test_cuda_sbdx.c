@@ -1,9 +1,10 @@
 /*
  * test_cuda_sbdx.c — the CUDA SBDX backend on the device against the CPU
  * backend (the reference): both formulations on random frames of every
- * sample type and on simulated point and wire scenes, n < 1 and n > 1;
- * points in focus on their own plane; composite and depth equal to the
- * CPU's except at near-ties (counted and bounded); 16-bit planes; the
+ * sample type and on simulated point and wire scenes, n < 1 and n > 1, with
+ * raw and with flat-fielded planes; uniform frames flat-fielded to their
+ * value; points in focus on their own plane; composite and depth equal to
+ * the CPU's except at near-ties (counted and bounded); 16-bit planes; the
  * submit/collect pipeline (depth 2, order, tags, changing sample types);
  * and the band split that multi-GPU uses.  Exits 77 (skip) without a GPU.
  *
@@ -135,29 +136,17 @@ static void require_identical(const outputs *a, const outputs *b,
                   "%s: depth maps differ", what);
 }
 
-/* Local variance of the flat-fielded plane k (sbdx_composite.h), by brute
- * force in double. */
+/* Local variance of plane k by the composite rule (sbdx_composite.h), by
+ * brute force in double; NaN where plane k is no candidate. */
 static double window_variance(const rtomo_sbdx_geometry *g,
                               const rtomo_sbdx_lut *lut, const float *planes,
                               int k, int i, int j)
 {
-    int w = g->out_width ? g->out_width : g->shift_m * g->holes_x;
-    int h = g->out_height ? g->out_height : g->shift_m * g->holes_y;
-    const float *plane = planes + (size_t)k * w * h;
-    int r = g->composite_radius ? g->composite_radius : 2;
-    double s1 = 0.0, s2 = 0.0, n = 0.0;
-    for (int y = j - r; y <= j + r; y++)
-        for (int x = i - r; x <= i + r; x++)
-            if (x >= 0 && x < w && y >= 0 && y < h) {
-                double resp = (double)lut->x[k].response[x] *
-                              lut->y[k].response[y];
-                double u = plane[(size_t)y * w + x] /
-                           fmax(resp, RTOMO_SBDX_RESPONSE_FLOOR);
-                s1 += u;
-                s2 += u * u;
-                n += 1.0;
-            }
-    return s2 / n - (s1 / n) * (s1 / n);
+    int w = lut->x[k].n_out, h = lut->y[k].n_out;
+    return sbdx_rule_variance(planes + (size_t)k * w * h, lut->x[k].response,
+                              lut->y[k].response, w, h, g->flat_field,
+                              g->composite_radius ? g->composite_radius : 2,
+                              i, j);
 }
 
 /* Depth equal to the CPU's but at near-ties of the CPU planes' variances
@@ -204,7 +193,8 @@ static void require_composite_close(const rtomo_sbdx_geometry *g,
 static double shifted_ratios[4] = {0.7, 1.0, 1.9, 3.82};
 
 /* 0: small, 1: mid (both from the support), 2: odd detector, output
- * shifted and smaller than the default, radius 3. */
+ * shifted and smaller than the default, radius 3.  All flat-fielded (the
+ * default); tests set flat_field = 0 for raw planes. */
 static void geometry(rtomo_sbdx_geometry *g, int which)
 {
     if (which == 0) {
@@ -227,11 +217,12 @@ static const rtomo_dtype dtypes[3] = {RTOMO_DTYPE_U8, RTOMO_DTYPE_U16,
 
 /* -------------------------------------------------------------- tests ---- */
 
-/* _i = geometry * 6 + method * 3 + dtype. */
+/* _i = flat_field * 18 + geometry * 6 + method * 3 + dtype. */
 START_TEST(random_frames_match_cpu)
 {
     rtomo_sbdx_geometry g;
-    geometry(&g, _i / 6);
+    geometry(&g, _i / 6 % 3);
+    g.flat_field = _i / 18;
     rtomo_sbdx_method method = (rtomo_sbdx_method)(_i / 3 % 2);
     rtomo_dtype dtype = dtypes[_i % 3];
     uint64_t seed = 0xc0da5b0ull + (uint64_t)_i;
@@ -239,11 +230,38 @@ START_TEST(random_frames_match_cpu)
     outputs cpu = run(&g, RTOMO_BACKEND_CPU, method, frame, dtype, 0, 1);
     outputs gpu = run(&g, RTOMO_BACKEND_CUDA, method, frame, dtype, 0, 1);
     char what[96];
-    snprintf(what, sizeof what, "geometry %d %s %s", _i / 6,
-             method ? "detector" : "pixel", rtomo_dtype_name(dtype));
+    snprintf(what, sizeof what, "geometry %d %s %s %s", _i / 6 % 3,
+             g.flat_field ? "flat" : "raw", method ? "detector" : "pixel",
+             rtomo_dtype_name(dtype));
     require_planes_close(&g, &gpu, &cpu, what);
     require_composite_close(&g, &gpu, &cpu, MAX_TIE_FRACTION, what);
     outputs_free(&cpu);
+    outputs_free(&gpu);
+    free(frame);
+}
+END_TEST
+
+/* A uniform frame flat-fields to its value on the GPU: v within 1e-5 in
+ * the field of view, 0 outside (test_sbdx_support).  _i = geometry * 2 +
+ * method. */
+START_TEST(uniform_frames_are_flat)
+{
+    rtomo_sbdx_geometry g;
+    geometry(&g, _i / 2);
+    rtomo_sbdx_method method = (rtomo_sbdx_method)(_i % 2);
+    uint64_t seed = 0xf1a7ull + (uint64_t)_i;
+    double v = 1.0 + floor(rtomo_random_uniform(&seed) * 60000.0);
+    uint16_t *frame = malloc(sizeof(uint16_t) * sbdx_frame_samples(&g));
+    ck_assert_ptr_nonnull(frame);
+    for (size_t i = 0; i < sbdx_frame_samples(&g); i++)
+        frame[i] = (uint16_t)v;
+    outputs gpu = run(&g, RTOMO_BACKEND_CUDA, method, frame, RTOMO_DTYPE_U16,
+                      0, 1);
+    size_t inside = sbdx_require_flat_uniform(&g, gpu.planes, v, 1e-5);
+    printf("uniform %g, geometry %d %s: %zu of %zu pixels in the field of "
+           "view, all within 1e-5; the rest 0\n", v, _i / 2,
+           method ? "detector" : "pixel", inside, gpu.plane_pixels);
+    ck_assert_uint_gt(inside, gpu.plane_pixels / 4);
     outputs_free(&gpu);
     free(frame);
 }
@@ -311,9 +329,9 @@ static double on_wire(const outputs *obj, const outputs *bg, int w, int k,
 }
 
 /* The scenes of test_sbdx_scene.c (same geometry, seeds and placement, so
- * the CPU is known to put them in focus): _i = 2 * plane + (0 point,
- * 1 wire).  GPU planes and composite against the CPU's; then the focus
- * properties on the GPU's own output. */
+ * the CPU is known to put them in focus): _i = 12 * flat_field + 2 * plane
+ * + (0 point, 1 wire).  GPU planes and composite against the CPU's; then
+ * the focus properties on the GPU's own output. */
 START_TEST(scenes_match_cpu_and_focus)
 {
     static const double ratios[6] = {0.6, 0.85, 1.0, 1.37, 1.8, 2.25};
@@ -321,7 +339,8 @@ START_TEST(scenes_match_cpu_and_focus)
     rtomo_sbdx_geometry_init(&g);
     g.holes_x = 20, g.holes_y = 16, g.det_width = 16, g.det_height = 12;
     g.shift_m = 4, g.n_planes = 6, g.ratios = ratios;
-    int w = 80, h = 64, ko = _i / 2, wire = _i % 2;
+    g.flat_field = _i / 12;
+    int w = 80, h = 64, ko = _i / 2 % 6, wire = _i % 2;
     rtomo_sbdx_object o = {.kind = wire ? RTOMO_SBDX_WIRE : RTOMO_SBDX_POINT,
                            .ratio = ratios[ko], .absorption = 150.0};
     uint64_t seed = (wire ? 0x3141u : 0x9017u) + (uint64_t)ko;
@@ -348,7 +367,8 @@ START_TEST(scenes_match_cpu_and_focus)
     outputs bg = run(&g, RTOMO_BACKEND_CUDA, RTOMO_SBDX_PIXEL_CENTRIC, empty,
                      RTOMO_DTYPE_U8, 0, 1);
     char what[96];
-    snprintf(what, sizeof what, "%s on plane %d", wire ? "wire" : "point", ko);
+    snprintf(what, sizeof what, "%s %s on plane %d",
+             g.flat_field ? "flat" : "raw", wire ? "wire" : "point", ko);
     require_planes_close(&g, &gpu, &cpu, what);
     /* The uniform background is one big near-tie: no bound on the count. */
     require_composite_close(&g, &gpu, &cpu, 1.0, what);
@@ -452,11 +472,12 @@ END_TEST
 
 /* Bands of output rows (what multi-GPU splits), the x-pass's one-row
  * staging and plane rounds: identical bit for bit.  With two GPUs, so is a
- * plan over devices 0 and 1. */
+ * plan over devices 0 and 1.  _i = 2 flat_field + (small or shifted). */
 START_TEST(splits_are_bit_identical)
 {
     rtomo_sbdx_geometry g;
     geometry(&g, 2 * (_i % 2));
+    g.flat_field = _i / 2;
     uint64_t seed = 0xba4d5ull + (uint64_t)_i;
     void *frame = sbdx_random_frame(&g, RTOMO_DTYPE_U8, &seed);
     outputs whole = run(&g, RTOMO_BACKEND_CUDA, RTOMO_SBDX_PIXEL_CENTRIC,
@@ -527,13 +548,14 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("cuda_sbdx");
     TCase *tc = tcase(s, "planes");
-    tcase_add_loop_test(tc, random_frames_match_cpu, 0, 18);
+    tcase_add_loop_test(tc, random_frames_match_cpu, 0, 36);
+    tcase_add_loop_test(tc, uniform_frames_are_flat, 0, 6);
     tcase_add_test(tc, u16_planes);
     tc = tcase(s, "scenes");
-    tcase_add_loop_test(tc, scenes_match_cpu_and_focus, 0, 12);
+    tcase_add_loop_test(tc, scenes_match_cpu_and_focus, 0, 24);
     tc = tcase(s, "pipeline");
     tcase_add_test(tc, pipeline_order_and_tags);
-    tcase_add_loop_test(tc, splits_are_bit_identical, 0, 2);
+    tcase_add_loop_test(tc, splits_are_bit_identical, 0, 4);
     tcase_add_test(tc, bad_tuning_is_refused);
     return s;
 }

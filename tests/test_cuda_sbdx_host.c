@@ -3,9 +3,10 @@
  * the CPU through their host runners (cuda_sbdx.h), against the SBDX
  * equations of rtomo_engine.h evaluated in double precision.  Needs no GPU,
  * so CI checks the tables, the index arithmetic of both gathers and of the
- * scatter, the band split, the tiling fallbacks, the composite rule and the
- * 16-bit conversion on every build; tests/test_cuda_sbdx.c checks the same
- * code on the device against the CPU backend.
+ * scatter, flat-fielding, the band split, the tiling fallbacks, the
+ * composite rule and the 16-bit conversion on every build, for raw and
+ * flat-fielded planes; tests/test_cuda_sbdx.c checks the same code on the
+ * device against the CPU backend.
  */
 #include "config.h"
 
@@ -18,6 +19,7 @@
 #include "cuda_sbdx_slot.h"
 #include "rtomo_sim.h"
 #include "sbdx_composite.h"
+#include "test_sbdx_support.h"
 
 /* Only reports failures: Check's ck_assert costs a write per call. */
 #define REQUIRE(cond, ...)                                                  \
@@ -34,8 +36,9 @@ typedef struct scene {
 } scene;
 
 /* Three geometries: even and odd detector sizes, n < 1, n = 1, n = 2
- * (weights of exactly 0), n > 3, default and shifted outputs, radius 1-3. */
-static void scene_make(scene *s, int which)
+ * (weights of exactly 0), n > 3, default and shifted outputs, radius 1-3;
+ * raw (flat_field 0) or flat-fielded (1) planes. */
+static void scene_make(scene *s, int which, int flat_field)
 {
     static const double r0[] = {0.6, 0.85, 1.0, 1.37, 2.0, 2.25};
     static const double r1[] = {0.5, 1.5, 3.82};
@@ -63,6 +66,7 @@ static void scene_make(scene *s, int which)
     }
     memcpy(s->ratios, r, sizeof(double) * g->n_planes);
     g->ratios = s->ratios;
+    g->flat_field = flat_field;
     if (!g->out_width)
         g->out_width = g->shift_m * g->holes_x;
     if (!g->out_height)
@@ -109,9 +113,10 @@ static double sample_value(const void *f, rtomo_dtype dtype, size_t i)
 /* --------------------------------------------------------- reference ---- */
 
 /* The equations of rtomo_engine.h, in double: every sample into the 2x2
- * pixels around (X, Y) of every plane, then the m^2/(Wd Hd) scale. */
-static double *reference_planes(const rtomo_sbdx_geometry *g, const void *f,
-                                rtomo_dtype dtype)
+ * pixels around (X, Y) of every plane, then the m^2/(Wd Hd) scale: the raw
+ * planes. */
+static double *raw_reference_planes(const rtomo_sbdx_geometry *g,
+                                    const void *f, rtomo_dtype dtype)
 {
     size_t n = pixels_of(g);
     double *out = calloc(n * g->n_planes, sizeof(double));
@@ -145,6 +150,25 @@ static double *reference_planes(const rtomo_sbdx_geometry *g, const void *f,
                     }
                 }
     return out;
+}
+
+/* The planes of g, raw or flat-fielded: flat-fielded ones divide by the
+ * equations' own reconstruction of a frame of ones. */
+static double *reference_planes(const rtomo_sbdx_geometry *g, const void *f,
+                                rtomo_dtype dtype)
+{
+    double *ref = raw_reference_planes(g, f, dtype);
+    if (g->flat_field) {
+        float *ones = malloc(sizeof(float) * samples_of(g));
+        ck_assert_ptr_nonnull(ones);
+        for (size_t i = 0; i < samples_of(g); i++)
+            ones[i] = 1.0f;
+        double *response = raw_reference_planes(g, ones, RTOMO_DTYPE_F32);
+        sbdx_flat_field_reference(g, ref, response);
+        free(response);
+        free(ones);
+    }
+    return ref;
 }
 
 /* max |a - ref| / max |ref| over each plane; the largest over planes. */
@@ -247,13 +271,17 @@ static void emulate_band_planes(const rtomo_sbdx_geometry *g,
     rtomo_error err;
     ck_assert_int_eq(sbdx_kernel_config(g, band, &e->tune, e->smem_limit, &x,
                                         &y, &group, &err), RTOMO_OK);
+    int flat = g->flat_field;
     if (e->method == RTOMO_SBDX_DETECTOR_CENTRIC) {
         sbdx_scatter_params s = {band_frame, dtype, band_planes, t->p.x.dc,
                                  t->p.y.dc, g->n_planes, g->holes_x,
                                  band->hole_first, band->hole_rows,
                                  g->det_width, g->det_height, g->shift_m,
                                  g->out_width, g->origin_x, g->origin_y,
-                                 band->ext_first, band->ext_rows, y.scale};
+                                 band->ext_first, band->ext_rows, y.scale,
+                                 flat ? t->p.x.response : NULL,
+                                 flat ? t->p.y.response : NULL,
+                                 g->out_height};
         sbdx_scatter_run_on_host(&s);
         return;
     }
@@ -274,6 +302,10 @@ static void emulate_band_planes(const rtomo_sbdx_geometry *g,
         y.start = t->p.y.start + (size_t)k0 * y.start_pitch;
         y.ent = t->p.y.ent + (size_t)k0 * y.ent_pitch;
         y.planes_n = n;
+        if (flat) {
+            y.response_x = t->p.x.response + (size_t)k0 * g->out_width;
+            y.response_y = t->p.y.response + (size_t)k0 * g->out_height;
+        }
         sbdx_ypass_run_on_host(&y, e->tune.ypass_threads);
     }
     free(tbuf);
@@ -304,7 +336,8 @@ static void emulate(const rtomo_sbdx_geometry *g, const emulation *e,
                                    g->n_planes, g->out_width,
                                    g->out_height, g->composite_radius,
                                    band.ext_first, band.ext_rows,
-                                   band.own_first, band.own_rows, bc, bd};
+                                   band.own_first, band.own_rows, bc, bd,
+                                   g->flat_field};
         sbdx_composite_run_on_host(&c);
         size_t halo = (size_t)(band.own_first - band.ext_first) * w;
         for (int k = 0; k < g->n_planes; k++)
@@ -364,7 +397,7 @@ static void require_identical(const rtomo_sbdx_geometry *g, const result *a,
 START_TEST(test_tables_are_the_transposed_taps)
 {
     scene s;
-    scene_make(&s, _i);
+    scene_make(&s, _i, 1);
     const rtomo_sbdx_geometry *g = &s.g;
     host_tables t;
     tables_build(&t, g);
@@ -411,11 +444,12 @@ START_TEST(test_tables_are_the_transposed_taps)
 }
 END_TEST
 
-static void check_against_equations(int which, rtomo_sbdx_method method,
+static void check_against_equations(int which, int flat_field,
+                                    rtomo_sbdx_method method,
                                     rtomo_dtype dtype, uint64_t seed)
 {
     scene s;
-    scene_make(&s, which);
+    scene_make(&s, which, flat_field);
     void *frame = random_frame(&s.g, dtype, seed);
     double *ref = reference_planes(&s.g, frame, dtype);
     emulation e = default_emulation();
@@ -423,25 +457,31 @@ static void check_against_equations(int which, rtomo_sbdx_method method,
     result r = run(&s.g, &e, frame, dtype);
     double err = plane_error(&s.g, r.planes, ref);
     /* float sums of a few hundred terms: ~1e-6 relative. */
-    ck_assert_msg(err <= 2e-6, "scene %d method %d dtype %d: max relative "
-                  "error %g", which, (int)method, (int)dtype, err);
+    ck_assert_msg(err <= 2e-6, "scene %d flat_field %d method %d dtype %d: "
+                  "max relative error %g", which, flat_field, (int)method,
+                  (int)dtype, err);
     result_free(&r);
     free(ref);
     free(frame);
 }
 
+/* _i = 3 flat_field + scene, here and below. */
 START_TEST(test_pixel_centric_matches_equations)
 {
-    check_against_equations(_i, RTOMO_SBDX_PIXEL_CENTRIC, RTOMO_DTYPE_U8, 11 + _i);
-    check_against_equations(_i, RTOMO_SBDX_PIXEL_CENTRIC, RTOMO_DTYPE_U16, 21 + _i);
-    check_against_equations(_i, RTOMO_SBDX_PIXEL_CENTRIC, RTOMO_DTYPE_F32, 31 + _i);
+    int which = _i % 3, flat = _i / 3;
+    rtomo_sbdx_method pc = RTOMO_SBDX_PIXEL_CENTRIC;
+    check_against_equations(which, flat, pc, RTOMO_DTYPE_U8, 11 + _i);
+    check_against_equations(which, flat, pc, RTOMO_DTYPE_U16, 21 + _i);
+    check_against_equations(which, flat, pc, RTOMO_DTYPE_F32, 31 + _i);
 }
 END_TEST
 
 START_TEST(test_detector_centric_matches_equations)
 {
-    check_against_equations(_i, RTOMO_SBDX_DETECTOR_CENTRIC, RTOMO_DTYPE_U8, 41 + _i);
-    check_against_equations(_i, RTOMO_SBDX_DETECTOR_CENTRIC, RTOMO_DTYPE_F32, 51 + _i);
+    int which = _i % 3, flat = _i / 3;
+    rtomo_sbdx_method dc = RTOMO_SBDX_DETECTOR_CENTRIC;
+    check_against_equations(which, flat, dc, RTOMO_DTYPE_U8, 41 + _i);
+    check_against_equations(which, flat, dc, RTOMO_DTYPE_F32, 51 + _i);
 }
 END_TEST
 
@@ -450,7 +490,7 @@ END_TEST
 START_TEST(test_splits_do_not_change_the_result)
 {
     scene s;
-    scene_make(&s, _i);
+    scene_make(&s, _i % 3, _i / 3);
     void *frame = random_frame(&s.g, RTOMO_DTYPE_U8, 61 + _i);
     emulation e = default_emulation();
     result whole = run(&s.g, &e, frame, RTOMO_DTYPE_U8);
@@ -480,42 +520,31 @@ START_TEST(test_splits_do_not_change_the_result)
 }
 END_TEST
 
-/* Local variance of plane k flat-fielded by its responses, by brute force,
- * in double (sbdx_composite.h). */
+/* Local variance of plane k at (i, j) by the composite rule, by brute
+ * force (NaN where plane k is no candidate). */
 static double window_variance(const rtomo_sbdx_geometry *g,
                               const host_tables *t, const float *planes,
                               int k, int i, int j)
 {
-    const float *plane = planes + (size_t)k * pixels_of(g);
-    const float *rx = t->p.x.response + (size_t)k * g->out_width;
-    const float *ry = t->p.y.response + (size_t)k * g->out_height;
-    int r = g->composite_radius;
-    double s1 = 0.0, s2 = 0.0, n = 0.0;
-    for (int y = j - r; y <= j + r; y++)
-        for (int x = i - r; x <= i + r; x++)
-            if (x >= 0 && x < g->out_width && y >= 0 && y < g->out_height) {
-                double resp = (double)rx[x] * ry[y];
-                double v = plane[(size_t)y * g->out_width + x] /
-                           fmax(resp, RTOMO_SBDX_RESPONSE_FLOOR);
-                s1 += v;
-                s2 += v * v;
-                n += 1.0;
-            }
-    return s2 / n - (s1 / n) * (s1 / n);
+    return sbdx_rule_variance(planes + (size_t)k * pixels_of(g),
+                              t->p.x.response + (size_t)k * g->out_width,
+                              t->p.y.response + (size_t)k * g->out_height,
+                              g->out_width, g->out_height, g->flat_field,
+                              g->composite_radius, i, j);
 }
 
 /* The responses are what a frame of ones reconstructs to. */
 START_TEST(test_responses_are_the_uniform_frame)
 {
     scene s;
-    scene_make(&s, _i);
+    scene_make(&s, _i, 0);
     const rtomo_sbdx_geometry *g = &s.g;
     size_t n = samples_of(g), np = pixels_of(g);
     float *ones = malloc(sizeof(float) * n);
     ck_assert_ptr_nonnull(ones);
     for (size_t i = 0; i < n; i++)
         ones[i] = 1.0f;
-    double *ref = reference_planes(g, ones, RTOMO_DTYPE_F32);
+    double *ref = raw_reference_planes(g, ones, RTOMO_DTYPE_F32);
     host_tables t;
     tables_build(&t, g);
     for (int k = 0; k < g->n_planes; k++)
@@ -534,12 +563,12 @@ START_TEST(test_responses_are_the_uniform_frame)
 }
 END_TEST
 
-/* Depth is the plane of largest local variance (the lowest on a tie to
- * rounding), composite its value. */
+/* Depth is the candidate plane of largest local variance (the lowest on a
+ * tie to rounding; 0 without candidates), composite its value. */
 START_TEST(test_composite_rule)
 {
     scene s;
-    scene_make(&s, _i);
+    scene_make(&s, _i % 3, _i / 3);
     const rtomo_sbdx_geometry *g = &s.g;
     void *frame = random_frame(g, RTOMO_DTYPE_U8, 71 + _i);
     emulation e = default_emulation();
@@ -553,8 +582,8 @@ START_TEST(test_composite_rule)
         for (int i = 0; i < g->out_width; i++) {
             size_t p = (size_t)j * g->out_width + i;
             int best = 0;
-            double best_var = window_variance(g, &t, r.planes, 0, i, j);
-            for (int k = 1; k < g->n_planes; k++) {
+            double best_var = -INFINITY;
+            for (int k = 0; k < g->n_planes; k++) {
                 double v = window_variance(g, &t, r.planes, k, i, j);
                 if (v > best_var)
                     best_var = v, best = k;
@@ -582,7 +611,7 @@ END_TEST
 START_TEST(test_u16_formula)
 {
     scene s;
-    scene_make(&s, 0);
+    scene_make(&s, 0, 1);
     const rtomo_sbdx_geometry *g = &s.g;
     size_t n = pixels_of(g);
     uint64_t seed = 81;
@@ -614,7 +643,7 @@ END_TEST
 START_TEST(test_bands_cover_rows_and_holes)
 {
     scene s;
-    scene_make(&s, _i);
+    scene_make(&s, _i, 1);
     const rtomo_sbdx_geometry *g = &s.g;
     for (int count = 1; count <= 5; count++) {
         int next = 0;
@@ -649,10 +678,10 @@ static Suite *suite(void)
     TCase *tc = tcase_create("kernels on the host");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_tables_are_the_transposed_taps, 0, 3);
-    tcase_add_loop_test(tc, test_pixel_centric_matches_equations, 0, 3);
-    tcase_add_loop_test(tc, test_detector_centric_matches_equations, 0, 3);
-    tcase_add_loop_test(tc, test_splits_do_not_change_the_result, 0, 3);
-    tcase_add_loop_test(tc, test_composite_rule, 0, 3);
+    tcase_add_loop_test(tc, test_pixel_centric_matches_equations, 0, 6);
+    tcase_add_loop_test(tc, test_detector_centric_matches_equations, 0, 6);
+    tcase_add_loop_test(tc, test_splits_do_not_change_the_result, 0, 6);
+    tcase_add_loop_test(tc, test_composite_rule, 0, 6);
     tcase_add_loop_test(tc, test_responses_are_the_uniform_frame, 0, 3);
     tcase_add_test(tc, test_u16_formula);
     tcase_add_loop_test(tc, test_bands_cover_rows_and_holes, 0, 3);

@@ -289,6 +289,7 @@ static void random_sbdx_spec(uint64_t *s, rtomo_sbdx_spec *spec)
         g->origin_y = rand_int(s, -100, 100);
     }
     g->composite_radius = rand_int(s, 1, 32);
+    g->flat_field = rand_int(s, 0, 1);
     spec->dtype = (rtomo_dtype)rand_int(s, 0, 2);
     spec->planes = (rtomo_plane_format)rand_int(s, 0, 2);
     spec->u16_scale = (float)rand_real(s, 0.5, 1000);
@@ -323,6 +324,7 @@ START_TEST(sbdx_begin_round_trip)
     ck_assert_int_eq(a->origin_x, b->origin_x);
     ck_assert_int_eq(a->origin_y, b->origin_y);
     ck_assert_int_eq(a->composite_radius, b->composite_radius);
+    ck_assert_int_eq(a->flat_field, b->flat_field);
     ck_assert_int_eq(spec.dtype, got->dtype);
     ck_assert_int_eq(spec.planes, got->planes);
     ck_assert_float_eq(spec.u16_scale, got->u16_scale);
@@ -355,6 +357,7 @@ START_TEST(sbdx_ratio_range)
     ck_assert_int_eq(spec->planes, RTOMO_PLANES_FLOAT32);
     ck_assert_float_eq(spec->u16_scale, 257.0f);
     ck_assert_int_eq(spec->composite, 1);
+    ck_assert_int_eq(spec->geometry.flat_field, 1);
     rtomo_ingest_msg_clear(&msg);
     free(text);
 }
@@ -612,6 +615,8 @@ static const bad_case bad_cases[] = {
      RTOMO_REJECT_FIELD, "origin[0]"},
     {SBDX(SBDX_OK ",'ratios':[1],'composite_radius':99"), 1, 0,
      RTOMO_REJECT_FIELD, "composite_radius"},
+    {SBDX(SBDX_OK ",'ratios':[1],'flat_field':1"), 1, 0,
+     RTOMO_REJECT_FIELD, "flat_field"},
     {SBDX(SBDX_OK ",'ratios':[1],'output':{'planes':'jpeg'}"), 1, 0,
      RTOMO_REJECT_FIELD, "output.planes"},
     {SBDX(SBDX_OK ",'ratios':[1],'output':{'planes':'none',"

@@ -1,11 +1,14 @@
 /*
  * test_sbdx_composite.c — the best-focus composite (sbdx_composite.h)
  * against a brute-force evaluation of its rule on fresh random stacks:
- * O(r^2) two-pass variances in long double per pixel and plane, with and
- * without flat-fielding responses (some below the floor), for radii from 0
- * to larger than the image.  Also: bands give bit-identical results, exact
- * ties go to the lowest plane, and the composite is the chosen plane's
- * value.
+ * O(r^2) two-pass variances in long double per pixel and plane, for raw
+ * planes with and without flat-fielding responses (some below the floor)
+ * and for flat-fielded planes (whose pixels outside the field of view do
+ * not count), for radii from 0 to larger than the image; and the CPU
+ * engine's own composite of reconstructed planes, raw and flat-fielded,
+ * against the same brute force.  Also: bands give bit-identical results,
+ * exact ties go to the lowest plane, and the composite is the chosen
+ * plane's value.
  */
 #include "config.h"
 
@@ -24,6 +27,12 @@
  * there the order is decided by rounding. */
 #define NEAR_TIE_REL 1e-9
 
+/* What a stack holds. */
+enum stack_kind { RAW_PLAIN, RAW_WITH_RESPONSES, FLAT_FIELDED };
+static const char *const kind_names[3] = {"raw without responses",
+                                          "raw with responses",
+                                          "flat-fielded"};
+
 typedef struct random_stack {
     rtomo_sbdx_stack stack;
     float *planes;
@@ -32,7 +41,7 @@ typedef struct random_stack {
 } random_stack;
 
 static void random_stack_make(random_stack *s, uint64_t *seed, int n_planes,
-                              int width, int height, int with_response)
+                              int width, int height, enum stack_kind kind)
 {
     size_t img = (size_t)width * height;
     s->planes = malloc(sizeof(float) * img * n_planes);
@@ -40,11 +49,6 @@ static void random_stack_make(random_stack *s, uint64_t *seed, int n_planes,
     s->ry = malloc(sizeof(float) * (size_t)height * n_planes);
     ck_assert(s->planes && s->rx && s->ry);
     for (int k = 0; k < n_planes; k++) {
-        /* Planes of different contrast, so that depth is not uniform. */
-        double amplitude = 1.0 + 100.0 * rtomo_random_uniform(seed);
-        for (size_t p = 0; p < img; p++)
-            s->planes[img * k + p] =
-                (float)(50.0 + amplitude * rtomo_random_uniform(seed));
         /* Responses from 0.05 to 1.55: some products fall below the floor. */
         for (int i = 0; i < width; i++)
             s->rx[k * width + i] =
@@ -52,12 +56,27 @@ static void random_stack_make(random_stack *s, uint64_t *seed, int n_planes,
         for (int j = 0; j < height; j++)
             s->ry[k * height + j] =
                 (float)(0.05 + 1.5 * rtomo_random_uniform(seed));
+        /* Planes of different contrast, so that depth is not uniform;
+         * flat-fielded ones are 0 outside the field of view, as the
+         * engine makes them. */
+        double amplitude = 1.0 + 100.0 * rtomo_random_uniform(seed);
+        for (int j = 0; j < height; j++)
+            for (int i = 0; i < width; i++) {
+                float v = (float)(50.0 + amplitude *
+                                             rtomo_random_uniform(seed));
+                float r = s->rx[k * width + i] * s->ry[k * height + j];
+                if (kind == FLAT_FIELDED && !(r >= RTOMO_SBDX_RESPONSE_FLOOR))
+                    v = 0.0f;
+                s->planes[img * k + (size_t)j * width + i] = v;
+            }
         s->rx_of[k] = s->rx + (size_t)k * width;
         s->ry_of[k] = s->ry + (size_t)k * height;
     }
+    int with_response = kind != RAW_PLAIN;
     s->stack = (rtomo_sbdx_stack){s->planes, n_planes, width, height,
                                   with_response ? s->rx_of : NULL,
-                                  with_response ? s->ry_of : NULL};
+                                  with_response ? s->ry_of : NULL,
+                                  kind == FLAT_FIELDED};
 }
 
 static void random_stack_free(random_stack *s)
@@ -67,17 +86,29 @@ static void random_stack_free(random_stack *s)
     free(s->ry);
 }
 
+/* Whether pixel (i, j) of plane k counts, straight from the rule: raw
+ * planes everywhere, flat-fielded ones where the float product of the
+ * responses reaches the floor. */
+static int counts(const rtomo_sbdx_stack *s, int k, int i, int j)
+{
+    if (!s->flat_fielded)
+        return 1;
+    float r = s->response_x[k][i] * s->response_y[k][j];
+    return r >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+}
+
 /* u_k(i, j) of the rule, in long double. */
 static long double flat_fielded(const rtomo_sbdx_stack *s, int k, int i, int j)
 {
     long double v = s->planes[((size_t)k * s->height + j) * s->width + i];
-    if (!s->response_x)
+    if (!s->response_x || s->flat_fielded)
         return v;
     long double r = (long double)s->response_x[k][i] * s->response_y[k][j];
     return v / (r > RTOMO_SBDX_RESPONSE_FLOOR ? r : RTOMO_SBDX_RESPONSE_FLOOR);
 }
 
-/* Two-pass variance over the clipped window, straight from the rule. */
+/* Two-pass variance over the counting pixels of the clipped window,
+ * straight from the rule. */
 static long double window_variance(const rtomo_sbdx_stack *s, int k, int i,
                                    int j, int r)
 {
@@ -86,51 +117,51 @@ static long double window_variance(const rtomo_sbdx_stack *s, int k, int i,
     int y0 = j - r < 0 ? 0 : j - r;
     int y1 = j + r >= s->height ? s->height - 1 : j + r;
     long double sum = 0.0L, sq = 0.0L;
-    long n = (long)(x1 - x0 + 1) * (y1 - y0 + 1);
+    long n = 0;
     for (int y = y0; y <= y1; y++)
         for (int x = x0; x <= x1; x++)
-            sum += flat_fielded(s, k, x, y);
+            if (counts(s, k, x, y)) {
+                sum += flat_fielded(s, k, x, y);
+                n++;
+            }
     long double mean = sum / n;
     for (int y = y0; y <= y1; y++)
-        for (int x = x0; x <= x1; x++) {
-            long double d = flat_fielded(s, k, x, y) - mean;
-            sq += d * d;
-        }
+        for (int x = x0; x <= x1; x++)
+            if (counts(s, k, x, y)) {
+                long double d = flat_fielded(s, k, x, y) - mean;
+                sq += d * d;
+            }
     return sq / n;
 }
 
-START_TEST(depth_and_composite_follow_the_rule)
+/* Depth and composite of a whole stack against the brute force: depth
+ * equal but at near-ties (returned through *near_ties, with the number of
+ * differences, all of them at near-ties), composite the chosen plane's
+ * value. */
+static int check_against_rule(const rtomo_sbdx_stack *st, int radius,
+                              const float *composite, const uint16_t *depth,
+                              int *near_ties)
 {
-    static const int radii[] = {0, 1, 2, 5, 40};
-    uint64_t seed = 0xc0ffeeu + (uint64_t)_i;
-    int radius = radii[_i % 5], with_response = _i >= 5;
-    int n_planes = 2 + (int)(rtomo_random_uniform(&seed) * 6);
-    int width = 10 + (int)(rtomo_random_uniform(&seed) * 40);
-    int height = 10 + (int)(rtomo_random_uniform(&seed) * 40);
-    random_stack rs;
-    random_stack_make(&rs, &seed, n_planes, width, height, with_response);
+    int width = st->width, height = st->height;
     size_t img = (size_t)width * height;
-    float *composite = malloc(sizeof(float) * img);
-    uint16_t *depth = malloc(sizeof(uint16_t) * img);
-    ck_assert(composite && depth);
-    rtomo_error err;
-    ck_assert_int_eq(rtomo_sbdx_composite(&rs.stack, radius, composite, depth,
-                                          &err), RTOMO_OK);
-
     long double scale = 0.0L;  /* squared value range of u */
-    for (int k = 0; k < n_planes; k++)
+    for (int k = 0; k < st->n_planes; k++)
         for (int j = 0; j < height; j++)
             for (int i = 0; i < width; i++) {
-                long double u = flat_fielded(&rs.stack, k, i, j);
+                long double u = flat_fielded(st, k, i, j);
                 scale = fmaxl(scale, u * u);
             }
-    int near_ties = 0, mismatches = 0;
+    int mismatches = 0;
+    *near_ties = 0;
     for (int j = 0; j < height; j++)
         for (int i = 0; i < width; i++) {
+            /* r = 0: every variance is 0, depth 0 by the rule. */
             int best = 0;
             long double best_var = -1.0L, second = -1.0L;
-            for (int k = 0; k < n_planes; k++) {
-                long double v = window_variance(&rs.stack, k, i, j, radius);
+            for (int k = 0; radius > 0 && k < st->n_planes; k++) {
+                if (!counts(st, k, i, j))
+                    continue;
+                long double v = window_variance(st, k, i, j, radius);
                 if (v > best_var) {
                     second = best_var;
                     best_var = v;
@@ -140,24 +171,103 @@ START_TEST(depth_and_composite_follow_the_rule)
                 }
             }
             size_t p = (size_t)j * width + i;
-            int tie = best_var - second <= NEAR_TIE_REL * scale;
-            near_ties += tie;
+            int tie = second >= 0.0L && best_var - second <= NEAR_TIE_REL * scale;
+            *near_ties += tie;
             if (depth[p] != best) {
                 mismatches++;
                 SBDX_REQUIRE(tie, "pixel (%d, %d): depth %u, rule says %d "
                              "(variances %Lg vs %Lg)", i, j, depth[p], best,
                              best_var, second);
             }
-            SBDX_REQUIRE(composite[p] == rs.planes[img * depth[p] + p],
+            SBDX_REQUIRE(composite[p] == st->planes[img * depth[p] + p],
                          "pixel (%d, %d): composite is not plane %u's value",
                          i, j, depth[p]);
         }
-    printf("%d planes of %dx%d, radius %d, %s responses: %d near ties, %d "
-           "depth differences from the brute force (all at near ties)\n",
-           n_planes, width, height, radius, with_response ? "with" : "without",
-           near_ties, mismatches);
+    return mismatches;
+}
+
+/* _i = 5 kind + radius index. */
+START_TEST(depth_and_composite_follow_the_rule)
+{
+    static const int radii[] = {0, 1, 2, 5, 40};
+    uint64_t seed = 0xc0ffeeu + (uint64_t)_i;
+    int radius = radii[_i % 5];
+    enum stack_kind kind = (enum stack_kind)(_i / 5);
+    int n_planes = 2 + (int)(rtomo_random_uniform(&seed) * 6);
+    int width = 10 + (int)(rtomo_random_uniform(&seed) * 40);
+    int height = 10 + (int)(rtomo_random_uniform(&seed) * 40);
+    random_stack rs;
+    random_stack_make(&rs, &seed, n_planes, width, height, kind);
+    size_t img = (size_t)width * height;
+    float *composite = malloc(sizeof(float) * img);
+    uint16_t *depth = malloc(sizeof(uint16_t) * img);
+    ck_assert(composite && depth);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_sbdx_composite(&rs.stack, radius, composite, depth,
+                                          &err), RTOMO_OK);
+    int near_ties;
+    int mismatches = check_against_rule(&rs.stack, radius, composite, depth,
+                                        &near_ties);
+    printf("%d planes of %dx%d, radius %d, %s: %d near ties, %d depth "
+           "differences from the brute force (all at near ties)\n",
+           n_planes, width, height, radius, kind_names[kind], near_ties,
+           mismatches);
     ck_assert_int_eq(mismatches, 0);
     random_stack_free(&rs);
+    free(composite);
+    free(depth);
+}
+END_TEST
+
+/* The CPU engine's composite of its own planes (random frame, both
+ * methods, raw and flat-fielded planes) is the rule applied to those
+ * planes with the plan's responses.  _i = 2 flat_field + method. */
+START_TEST(engine_composite_is_the_rule_on_its_planes)
+{
+    rtomo_sbdx_geometry g;
+    sbdx_small_geometry(&g);
+    g.flat_field = _i / 2;
+    g.composite_radius = 1 + _i % 2;
+    uint64_t seed = 0xe1a7eu + (uint64_t)_i;
+    void *frame = sbdx_random_frame(&g, RTOMO_DTYPE_U8, &seed);
+    size_t n = sbdx_planes_pixels(&g), img = n / g.n_planes;
+    float *planes = malloc(sizeof(float) * n);
+    float *composite = malloc(sizeof(float) * img);
+    uint16_t *depth = malloc(sizeof(uint16_t) * img);
+    ck_assert(planes && composite && depth);
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = 3;
+    opt.sbdx_method = (rtomo_sbdx_method)(_i % 2);
+    rtomo_error err;
+    rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
+    ck_assert_msg(plan != NULL, "%s", err.message);
+    rtomo_sbdx_output out = {.planes = planes, .composite = composite,
+                             .depth = depth};
+    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, frame, RTOMO_DTYPE_U8, &out,
+                                            &err), RTOMO_OK);
+    const rtomo_sbdx_geometry *pg = rtomo_sbdx_geometry_of(plan);
+    rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(pg, &err);
+    ck_assert_ptr_nonnull(lut);
+    const float *rx[6], *ry[6];
+    for (int k = 0; k < g.n_planes; k++)
+        rx[k] = lut->x[k].response, ry[k] = lut->y[k].response;
+    rtomo_sbdx_stack st = {planes, g.n_planes, pg->out_width, pg->out_height,
+                           rx, ry, g.flat_field};
+    int near_ties;
+    int mismatches = check_against_rule(&st, g.composite_radius, composite,
+                                        depth, &near_ties);
+    printf("engine composite, %s planes, %s: %d near ties, %d depth "
+           "differences from the brute force\n",
+           g.flat_field ? "flat-fielded" : "raw",
+           _i % 2 ? "detector-centric" : "pixel-centric", near_ties,
+           mismatches);
+    ck_assert_int_eq(mismatches, 0);
+    rtomo_sbdx_lut_destroy(lut);
+    rtomo_sbdx_destroy(plan);
+    free(frame);
+    free(planes);
     free(composite);
     free(depth);
 }
@@ -167,9 +277,10 @@ END_TEST
  * rows, not at band edges). */
 START_TEST(bands_give_identical_results)
 {
-    uint64_t seed = 0xba2du;
+    uint64_t seed = 0xba2du + (uint64_t)_i;
     random_stack rs;
-    random_stack_make(&rs, &seed, 5, 61, 150, 1);
+    random_stack_make(&rs, &seed, 5, 61, 150,
+                      _i ? FLAT_FIELDED : RAW_WITH_RESPONSES);
     size_t img = 61 * 150;
     float *c_whole = malloc(4 * img), *c_bands = malloc(4 * img);
     uint16_t *d_whole = malloc(2 * img), *d_bands = malloc(2 * img);
@@ -202,7 +313,7 @@ START_TEST(ties_go_to_the_lowest_plane)
 {
     uint64_t seed = 0x71e5u;
     random_stack rs;
-    random_stack_make(&rs, &seed, 3, 30, 20, 0);
+    random_stack_make(&rs, &seed, 3, 30, 20, RAW_PLAIN);
     size_t img = 30 * 20;
     for (size_t p = 0; p < img; p++) {
         rs.planes[p] = 7.0f;
@@ -231,8 +342,9 @@ int main(void)
 {
     Suite *s = suite_create("sbdx_composite");
     TCase *tc = tcase_create("composite");
-    tcase_add_loop_test(tc, depth_and_composite_follow_the_rule, 0, 10);
-    tcase_add_test(tc, bands_give_identical_results);
+    tcase_add_loop_test(tc, depth_and_composite_follow_the_rule, 0, 15);
+    tcase_add_loop_test(tc, engine_composite_is_the_rule_on_its_planes, 0, 4);
+    tcase_add_loop_test(tc, bands_give_identical_results, 0, 2);
     tcase_add_test(tc, ties_go_to_the_lowest_plane);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

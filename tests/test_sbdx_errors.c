@@ -50,13 +50,14 @@ START_TEST(bad_geometries_are_refused)
         {5, 0, "n_planes"}, {5, 300, "n_planes"},
         {6, -1, "plane size"}, {6, 40000, "plane size"},
         {7, 50000, "origin"}, {8, -1, "composite_radius"},
-        {8, 33, "composite_radius"},
+        {8, 33, "composite_radius"}, {9, 2, "flat_field"},
+        {9, -1, "flat_field"},
     };
     for (size_t t = 0; t < sizeof ints / sizeof ints[0]; t++) {
         sbdx_small_geometry(&g);
         int *field[] = {&g.holes_x, &g.holes_y, &g.det_width, &g.det_height,
                         &g.shift_m, &g.n_planes, &g.out_width, &g.origin_y,
-                        &g.composite_radius};
+                        &g.composite_radius, &g.flat_field};
         *field[ints[t].field] = ints[t].value;
         expect_refused(&g, &opt, RTOMO_E_INVALID, ints[t].word);
     }

@@ -5,7 +5,8 @@
  * the transpose of the detector-centric one, in the documented compact
  * layout and within the documented sizes; the per-output hole lists hold
  * exactly the holes that reach that output, with their entry ranges; the
- * uniform response is what a frame of ones reconstructs to; and offsets go
+ * uniform response is what a frame of ones reconstructs to (and what
+ * flat-fielding divides it back to 1 by); and offsets go
  * empty (so rows can be skipped) only for n > 1.
  */
 #include "config.h"
@@ -258,7 +259,9 @@ START_TEST(reference_tables_fit_in_shared_memory)
 END_TEST
 
 /* The documented uniform response: a frame of ones reconstructs on plane k
- * to x[k].response[i] * y[k].response[j], for every method and window. */
+ * to x[k].response[i] * y[k].response[j] as raw planes (flat_field = 0),
+ * and to 1 inside the field of view and 0 outside it as flat-fielded ones,
+ * for every method and window. */
 START_TEST(uniform_response_is_what_ones_reconstruct_to)
 {
     uint64_t seed = 0x0e5u + (uint64_t)_i;
@@ -277,9 +280,18 @@ START_TEST(uniform_response_is_what_ones_reconstruct_to)
     opt.backend = RTOMO_BACKEND_CPU;
     opt.sbdx_method = (rtomo_sbdx_method)(_i % 2);
     rtomo_error err;
+    rtomo_sbdx_output out = {.planes = planes};
+    ck_assert_int_eq(g.flat_field, 1);  /* the default */
     rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
     ck_assert_msg(plan != NULL, "%s", err.message);
-    rtomo_sbdx_output out = {.planes = planes};
+    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, ones, RTOMO_DTYPE_F32, &out,
+                                            &err), RTOMO_OK);
+    rtomo_sbdx_destroy(plan);
+    sbdx_require_flat_uniform(&g, planes, 1.0, 1e-5);
+
+    g.flat_field = 0;
+    plan = rtomo_sbdx_create(&g, &opt, &err);
+    ck_assert_msg(plan != NULL, "%s", err.message);
     ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, ones, RTOMO_DTYPE_F32, &out,
                                             &err), RTOMO_OK);
     rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(&g, &err);

@@ -84,12 +84,14 @@ START_TEST(u16_planes_follow_their_formula)
 END_TEST
 
 /* Asking for every output at once or for one at a time gives the same
- * values: outputs are views of one reconstruction. */
+ * values: outputs are views of one reconstruction (raw or flat-fielded
+ * planes: _i is flat_field). */
 START_TEST(outputs_are_independent_of_each_other)
 {
     rtomo_sbdx_geometry g;
     sbdx_small_geometry(&g);
-    uint64_t seed = 0x0u;
+    g.flat_field = _i;
+    uint64_t seed = 0x0u + (uint64_t)_i;
     void *frame = sbdx_random_frame(&g, RTOMO_DTYPE_U16, &seed);
     size_t n = sbdx_planes_pixels(&g), img = n / g.n_planes;
     float *p1 = malloc(n * 4), *c1 = malloc(img * 4), *c2 = malloc(img * 4);
@@ -166,7 +168,7 @@ int main(void)
     Suite *s = suite_create("sbdx_output");
     TCase *tc = tcase_create("output");
     tcase_add_test(tc, u16_planes_follow_their_formula);
-    tcase_add_test(tc, outputs_are_independent_of_each_other);
+    tcase_add_loop_test(tc, outputs_are_independent_of_each_other, 0, 2);
     tcase_add_test(tc, pipeline_returns_tags_and_counts_stats);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

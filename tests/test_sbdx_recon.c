@@ -4,8 +4,10 @@
  * rounding for every sample type and for n < 1, n = 1 and n > 1; both match
  * a direct double-precision evaluation of the equations of rtomo_engine.h;
  * output windows, thread counts and sample types do not change the result;
- * a uniform frame reconstructs to its value (the m^2/(Wd*Hd) scale); the
- * 16-bit output follows its formula; stats and the pipeline contract hold.
+ * a uniform frame reconstructs to its value: on average over the field of
+ * view as raw planes (the m^2/(Wd*Hd) scale), at every pixel of it as
+ * flat-fielded ones, which are 0 outside it.  Raw (flat_field = 0) and
+ * flat-fielded (1) planes are checked alike.
  */
 #include "config.h"
 
@@ -47,11 +49,17 @@ static void check_methods_agree(const rtomo_sbdx_geometry *g, rtomo_dtype dt,
     free(dc);
 }
 
+static const char *const mode_names[2] = {"raw", "flat-fielded"};
+
+/* _i = 3 flat_field + dtype. */
 START_TEST(methods_agree_small)
 {
     rtomo_sbdx_geometry g;
     sbdx_small_geometry(&g);
-    check_methods_agree(&g, dtypes[_i], 0x1234u + (uint64_t)_i, "small");
+    g.flat_field = _i / 3;
+    char label[32];
+    snprintf(label, sizeof label, "small %s", mode_names[g.flat_field]);
+    check_methods_agree(&g, dtypes[_i % 3], 0x1234u + (uint64_t)_i, label);
 }
 END_TEST
 
@@ -59,7 +67,10 @@ START_TEST(methods_agree_mid_size)
 {
     rtomo_sbdx_geometry g;
     sbdx_mid_geometry(&g);
-    check_methods_agree(&g, RTOMO_DTYPE_U8, 0xabcdu, "mid-size");
+    g.flat_field = _i;
+    char label[32];
+    snprintf(label, sizeof label, "mid-size %s", mode_names[g.flat_field]);
+    check_methods_agree(&g, RTOMO_DTYPE_U8, 0xabcdu + (uint64_t)_i, label);
 }
 END_TEST
 
@@ -79,20 +90,20 @@ static void deposit_bilinear(double *img, int w, int h, int ox, int oy,
         }
 }
 
-/* The planes straight from the equations of rtomo_engine.h, in double,
- * without any table. */
-static float *planes_from_equations(const rtomo_sbdx_geometry *g,
-                                    const float *frame)
+/* The raw planes straight from the equations of rtomo_engine.h, in
+ * double, without any table. */
+static double *planes_from_equations(const rtomo_sbdx_geometry *g,
+                                     const float *frame)
 {
     int w = g->out_width, h = g->out_height;
     double scale = (double)g->shift_m * g->shift_m /
                    ((double)g->det_width * g->det_height);
-    double *img = malloc(sizeof(double) * (size_t)w * h);
-    float *planes = malloc(sizeof(float) * (size_t)w * h * g->n_planes);
-    ck_assert(img && planes);
+    double *planes = malloc(sizeof(double) * (size_t)w * h * g->n_planes);
+    ck_assert_ptr_nonnull(planes);
     double ex = (g->det_width - 1) / 2.0, ey = (g->det_height - 1) / 2.0;
     for (int k = 0; k < g->n_planes; k++) {
         double n = g->ratios[k];
+        double *img = planes + (size_t)k * w * h;
         memset(img, 0, sizeof(double) * (size_t)w * h);
         const float *v = frame;
         for (int cy = 0; cy < g->holes_y; cy++)
@@ -104,9 +115,33 @@ static float *planes_from_equations(const rtomo_sbdx_geometry *g,
                                          g->shift_m * cy + n * (dy - ey),
                                          *v++);
         for (size_t i = 0; i < (size_t)w * h; i++)
-            planes[(size_t)k * w * h + i] = (float)(img[i] * scale);
+            img[i] *= scale;
     }
-    free(img);
+    return planes;
+}
+
+/* The planes of g (raw or flat-fielded) from the equations: flat-fielded
+ * ones divide by the equations' own reconstruction of a frame of ones. */
+static float *reference_planes(const rtomo_sbdx_geometry *g,
+                               const float *frame)
+{
+    size_t n = sbdx_planes_pixels(g);
+    double *ref = planes_from_equations(g, frame);
+    if (g->flat_field) {
+        float *ones = malloc(sizeof(float) * sbdx_frame_samples(g));
+        ck_assert_ptr_nonnull(ones);
+        for (size_t i = 0; i < sbdx_frame_samples(g); i++)
+            ones[i] = 1.0f;
+        double *response = planes_from_equations(g, ones);
+        sbdx_flat_field_reference(g, ref, response);
+        free(response);
+        free(ones);
+    }
+    float *planes = malloc(sizeof(float) * n);
+    ck_assert_ptr_nonnull(planes);
+    for (size_t i = 0; i < n; i++)
+        planes[i] = (float)ref[i];
+    free(ref);
     return planes;
 }
 
@@ -118,16 +153,17 @@ START_TEST(both_methods_follow_the_equations)
     g.origin_y = 7;
     g.out_width = 40;
     g.out_height = 33;
+    g.flat_field = _i;
     uint64_t seed = 0x77aa55u;
     float *frame = sbdx_random_frame(&g, RTOMO_DTYPE_F32, &seed);
-    float *ref = planes_from_equations(&g, frame);
+    float *ref = reference_planes(&g, frame);
     for (int m = 0; m < 2; m++) {
         float *got = sbdx_reconstruct(&g, (rtomo_sbdx_method)m, 1, frame,
                                       RTOMO_DTYPE_F32);
         double rel = sbdx_max_relative_error(got, ref, &g);
-        printf("%s vs the equations in double: max relative error %.3g "
-               "(bound %g)\n", m ? "detector-centric" : "pixel-centric", rel,
-               EQUATIONS_REL_TOL);
+        printf("%s %s vs the equations in double: max relative error %.3g "
+               "(bound %g)\n", m ? "detector-centric" : "pixel-centric",
+               mode_names[g.flat_field], rel, EQUATIONS_REL_TOL);
         ck_assert_double_le(rel, EQUATIONS_REL_TOL);
         free(got);
     }
@@ -138,7 +174,9 @@ END_TEST
 
 /* Any output window is the matching block of a window that holds all of
  * it: origins shift the planes, and deposits outside are dropped without
- * disturbing the rest (bit-identical, as the sums run in the same order). */
+ * disturbing the rest (bit-identical, as the sums run in the same order,
+ * and so do the responses that flat-fielding divides by).
+ * _i = 2 flat_field + method. */
 START_TEST(output_windows_are_blocks_of_the_whole_plane)
 {
     rtomo_sbdx_geometry big;
@@ -147,8 +185,9 @@ START_TEST(output_windows_are_blocks_of_the_whole_plane)
     big.origin_y = -15;
     big.out_width = 100;
     big.out_height = 70;
+    big.flat_field = _i / 2;
     uint64_t seed = 0xfeedu + (uint64_t)_i;
-    rtomo_sbdx_method method = (rtomo_sbdx_method)_i;
+    rtomo_sbdx_method method = (rtomo_sbdx_method)(_i % 2);
     void *frame = sbdx_random_frame(&big, RTOMO_DTYPE_U8, &seed);
     float *full = sbdx_reconstruct(&big, method, 2, frame, RTOMO_DTYPE_U8);
     for (int trial = 0; trial < 6; trial++) {
@@ -234,10 +273,17 @@ END_TEST
  * and each period holds Wd (Hd) samples whose bilinear weights sum to 1.  So
  * over any block of whole periods a uniform frame of value v reconstructs
  * to a mean of exactly v once scaled by m^2/(Wd*Hd), whatever n is.  Single
- * pixels ripple around v (by up to 4x where n aliases with the detector
- * pitch, e.g. n = 2 leaves every other pixel empty): that is the method,
- * not an error, so only the block mean is asserted. */
+ * pixels of raw planes ripple around v (by up to 4x where n aliases with
+ * the detector pitch, e.g. n = 2 leaves every other pixel empty): that is
+ * the method, not an error, so for raw planes only the block mean is
+ * asserted.  Flat-fielding removes the ripple: every pixel of the field of
+ * view (response at or above the floor) is v (float sums of a few hundred
+ * terms), every other pixel 0.  The whole-period block lies inside but for
+ * the pixels that no ray reaches at all: three in four at n = 2 in the
+ * mid-size geometry (even m and Wd, Hd: rays land on odd offsets only),
+ * none at the other ratios. */
 #define UNIFORM_MEAN_TOL 1e-5
+#define UNIFORM_PIXEL_TOL 1e-5
 
 /* First and one-past-last position of a whole number of periods m inside
  * the field of view of a plane of ratio n along one axis. */
@@ -249,15 +295,15 @@ static void field_of_view(int n_holes, int n_det, int m, double n, int *lo,
     *end = *lo + (hi - *lo + 1) / m * m;
 }
 
-static void check_uniform(const rtomo_sbdx_geometry *g, double value)
+static void check_uniform(const rtomo_sbdx_geometry *g,
+                          rtomo_sbdx_method method, double value)
 {
     size_t n = sbdx_frame_samples(g);
     uint16_t *frame = malloc(n * sizeof *frame);
     ck_assert_ptr_nonnull(frame);
     for (size_t i = 0; i < n; i++)
         frame[i] = (uint16_t)value;
-    float *planes = sbdx_reconstruct(g, RTOMO_SBDX_PIXEL_CENTRIC, 2, frame,
-                                     RTOMO_DTYPE_U16);
+    float *planes = sbdx_reconstruct(g, method, 2, frame, RTOMO_DTYPE_U16);
     int w = g->shift_m * g->holes_x, h = g->shift_m * g->holes_y;
     for (int k = 0; k < g->n_planes; k++) {
         int x0, x1, y0, y1;
@@ -268,30 +314,56 @@ static void check_uniform(const rtomo_sbdx_geometry *g, double value)
         ck_assert_msg(x0 < x1 && y0 < y1, "plane %d has no whole period "
                       "inside its field of view in this geometry", k);
         double sum = 0.0, ripple = 0.0;
+        long zeros = 0, pixels = (long)(x1 - x0) * (y1 - y0);
         for (int y = y0; y < y1; y++)
             for (int x = x0; x < x1; x++) {
                 double v = planes[((size_t)k * h + y) * w + x];
                 sum += v;
-                ripple = fmax(ripple, fabs(v / value - 1.0));
+                /* Flat-fielded zeros are pixels no ray reaches (checked
+                 * below): not ripple. */
+                if (g->flat_field && v == 0.0)
+                    zeros++;
+                else
+                    ripple = fmax(ripple, fabs(v / value - 1.0));
             }
-        double mean = sum / ((double)(x1 - x0) * (y1 - y0)) / value - 1.0;
-        printf("uniform %g, n = %g, %dx%d block: mean %+.2g (bound %g), "
-               "largest pixel ripple %.3f (relative)\n", value,
-               g->ratios[k], x1 - x0, y1 - y0, mean, UNIFORM_MEAN_TOL, ripple);
-        ck_assert_double_le(fabs(mean), UNIFORM_MEAN_TOL);
+        double mean = sum / (double)pixels / value - 1.0;
+        printf("uniform %g, %s %s, n = %g, %dx%d block: mean %+.2g, largest "
+               "pixel ripple %.3g (relative), %ld pixels 0\n", value,
+               method ? "detector" : "pixel", mode_names[g->flat_field],
+               g->ratios[k], x1 - x0, y1 - y0, mean, ripple, zeros);
+        if (g->flat_field) {
+            ck_assert_double_le(ripple, UNIFORM_PIXEL_TOL);
+            ck_assert_int_le(zeros, pixels * 3 / 4);
+        } else {
+            ck_assert_double_le(fabs(mean), UNIFORM_MEAN_TOL);
+        }
+    }
+    if (g->flat_field) {
+        size_t inside = sbdx_require_flat_uniform(g, planes, value,
+                                                  UNIFORM_PIXEL_TOL);
+        printf("uniform %g, %s flat-fielded: %zu of %zu pixels in the field "
+               "of view, all within %g; the rest 0\n", value,
+               method ? "detector" : "pixel", inside, sbdx_planes_pixels(g),
+               UNIFORM_PIXEL_TOL);
     }
     free(frame);
     free(planes);
 }
 
+/* _i = 2 flat_field + method. */
 START_TEST(uniform_frames_reconstruct_to_their_value)
 {
     rtomo_sbdx_geometry g;
+    rtomo_sbdx_method method = (rtomo_sbdx_method)(_i % 2);
+    uint64_t seed = 0x99u + (uint64_t)_i;
     sbdx_small_geometry(&g);
-    uint64_t seed = 0x99u;
-    check_uniform(&g, 1.0 + floor(rtomo_random_uniform(&seed) * 60000.0));
+    g.flat_field = _i / 2;
+    check_uniform(&g, method,
+                  1.0 + floor(rtomo_random_uniform(&seed) * 60000.0));
     sbdx_mid_geometry(&g);
-    check_uniform(&g, 1.0 + floor(rtomo_random_uniform(&seed) * 60000.0));
+    g.flat_field = _i / 2;
+    check_uniform(&g, method,
+                  1.0 + floor(rtomo_random_uniform(&seed) * 60000.0));
 }
 END_TEST
 
@@ -299,13 +371,13 @@ int main(void)
 {
     Suite *s = suite_create("sbdx_recon");
     TCase *tc = tcase_create("recon");
-    tcase_add_loop_test(tc, methods_agree_small, 0, 3);
-    tcase_add_test(tc, methods_agree_mid_size);
-    tcase_add_test(tc, both_methods_follow_the_equations);
-    tcase_add_loop_test(tc, output_windows_are_blocks_of_the_whole_plane, 0, 2);
+    tcase_add_loop_test(tc, methods_agree_small, 0, 6);
+    tcase_add_loop_test(tc, methods_agree_mid_size, 0, 2);
+    tcase_add_loop_test(tc, both_methods_follow_the_equations, 0, 2);
+    tcase_add_loop_test(tc, output_windows_are_blocks_of_the_whole_plane, 0, 4);
     tcase_add_loop_test(tc, thread_count_does_not_change_the_result, 0, 2);
     tcase_add_test(tc, sample_types_are_equivalent);
-    tcase_add_test(tc, uniform_frames_reconstruct_to_their_value);
+    tcase_add_loop_test(tc, uniform_frames_reconstruct_to_their_value, 0, 4);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

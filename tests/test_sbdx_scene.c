@@ -2,8 +2,9 @@
  * test_sbdx_scene.c — simulated scenes come out in focus on the CPU SBDX
  * backend: a point or a wire at the depth of plane k is located on plane k
  * where it was put and is sharper there than on every other plane, and the
- * composite's depth map picks plane k at the object.  Also checks the
- * simulator's own contract (background, clamping, the ray model).
+ * composite's depth map picks plane k at the object, with raw and with
+ * flat-fielded planes alike.  Also checks the simulator's own contract
+ * (background, clamping, the ray model).
  */
 #include "config.h"
 
@@ -23,9 +24,11 @@
  * enough to run in milliseconds. */
 static const double scene_ratios[6] = {0.6, 0.85, 1.0, 1.37, 1.8, 2.25};
 
-static void scene_geometry(rtomo_sbdx_geometry *g)
+/* flat_field as given (0 raw, 1 flat-fielded planes). */
+static void scene_geometry(rtomo_sbdx_geometry *g, int flat_field)
 {
     rtomo_sbdx_geometry_init(g);
+    g->flat_field = flat_field;
     g->holes_x = 20;
     g->holes_y = 16;
     g->det_width = 16;
@@ -118,14 +121,15 @@ static void random_centre(uint64_t *seed, int w, int h, double *x, double *y)
     *y = h / 2.0 - 4.0 + 8.0 * rtomo_random_uniform(seed);
 }
 
+/* _i = 6 flat_field + plane. */
 START_TEST(point_is_in_focus_on_its_plane)
 {
     rtomo_sbdx_geometry g;
-    scene_geometry(&g);
+    scene_geometry(&g, _i / 6);
     int w = g.shift_m * g.holes_x, h = g.shift_m * g.holes_y;
     size_t img = (size_t)w * h;
-    uint64_t seed = 0x9017u + (uint64_t)_i;
-    int ko = _i;
+    int ko = _i % 6;
+    uint64_t seed = 0x9017u + (uint64_t)ko;
     rtomo_sbdx_object o = {.kind = RTOMO_SBDX_POINT,
                            .ratio = scene_ratios[ko],
                            .absorption = ABSORPTION};
@@ -134,8 +138,9 @@ START_TEST(point_is_in_focus_on_its_plane)
 
     size_t at = 0;
     double focus = peak_contrast(&r, img, ko, &at);
-    printf("point at (%.2f, %.2f) on plane %d (n = %g): peak %.1f at "
-           "(%zu, %zu);", o.x0, o.y0, ko, o.ratio, focus, at % w, at / w);
+    printf("%s: point at (%.2f, %.2f) on plane %d (n = %g): peak %.1f at "
+           "(%zu, %zu);", g.flat_field ? "flat-fielded" : "raw", o.x0, o.y0,
+           ko, o.ratio, focus, at % w, at / w);
     ck_assert_double_le(fabs((double)(at % w) - o.x0), 1.0);
     ck_assert_double_le(fabs((double)(at / w) - o.y0), 1.0);
     for (int k = 0; k < g.n_planes; k++) {
@@ -183,14 +188,15 @@ static double on_wire(const scene_result *r, int w, size_t img, int k,
  * the blurred tails of neighbouring planes. */
 #define WIRE_DEPTH_FRACTION 0.9
 
+/* _i = 6 flat_field + plane. */
 START_TEST(wire_is_in_focus_on_its_plane)
 {
     rtomo_sbdx_geometry g;
-    scene_geometry(&g);
+    scene_geometry(&g, _i / 6);
     int w = g.shift_m * g.holes_x, h = g.shift_m * g.holes_y;
     size_t img = (size_t)w * h;
-    uint64_t seed = 0x3141u + (uint64_t)_i;
-    int ko = _i;
+    int ko = _i % 6;
+    uint64_t seed = 0x3141u + (uint64_t)ko;
     double cx, cy, angle = M_PI * rtomo_random_uniform(&seed);
     random_centre(&seed, w, h, &cx, &cy);
     rtomo_sbdx_object o = {RTOMO_SBDX_WIRE, scene_ratios[ko],
@@ -210,8 +216,9 @@ START_TEST(wire_is_in_focus_on_its_plane)
                   ko, dist);
 
     double fraction, focus = on_wire(&r, w, img, ko, &o, ko, &fraction);
-    printf("wire on plane %d (n = %g): contrast along it %.1f, depth right "
-           "on %.0f%% of it;", ko, o.ratio, focus, 100.0 * fraction);
+    printf("%s: wire on plane %d (n = %g): contrast along it %.1f, depth "
+           "right on %.0f%% of it;", g.flat_field ? "flat-fielded" : "raw",
+           ko, o.ratio, focus, 100.0 * fraction);
     for (int k = 0; k < g.n_planes; k++) {
         if (k == ko)
             continue;
@@ -231,7 +238,7 @@ END_TEST
 START_TEST(composite_separates_two_depths)
 {
     rtomo_sbdx_geometry g;
-    scene_geometry(&g);
+    scene_geometry(&g, _i);
     int w = g.shift_m * g.holes_x;
     rtomo_sbdx_object objects[2] = {
         {RTOMO_SBDX_POINT, scene_ratios[1], 30.3, 30.6, 0, 0, ABSORPTION},
@@ -251,7 +258,7 @@ END_TEST
 START_TEST(simulator_follows_its_ray_model)
 {
     rtomo_sbdx_geometry g;
-    scene_geometry(&g);
+    scene_geometry(&g, 1);
     uint64_t seed = 0x51u;
     size_t n = sbdx_frame_samples(&g);
     uint8_t *frame = malloc(n);
@@ -303,9 +310,9 @@ int main(void)
 {
     Suite *s = suite_create("sbdx_scene");
     TCase *tc = tcase_create("scene");
-    tcase_add_loop_test(tc, point_is_in_focus_on_its_plane, 0, 6);
-    tcase_add_loop_test(tc, wire_is_in_focus_on_its_plane, 0, 6);
-    tcase_add_test(tc, composite_separates_two_depths);
+    tcase_add_loop_test(tc, point_is_in_focus_on_its_plane, 0, 12);
+    tcase_add_loop_test(tc, wire_is_in_focus_on_its_plane, 0, 12);
+    tcase_add_loop_test(tc, composite_separates_two_depths, 0, 2);
     tcase_add_test(tc, simulator_follows_its_ray_model);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -109,3 +109,87 @@ double sbdx_max_relative_error(const float *a, const float *b,
     }
     return worst;
 }
+
+/* The field of view as the contract states it: the float product of the
+ * axis responses reaches the floor. */
+static int responses_in_view(float rx, float ry)
+{
+    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+}
+
+int sbdx_in_field_of_view(const rtomo_sbdx_lut *lut, int k, int i, int j)
+{
+    return responses_in_view(lut->x[k].response[i], lut->y[k].response[j]);
+}
+
+static rtomo_sbdx_lut *lut_of(const rtomo_sbdx_geometry *g)
+{
+    rtomo_error err;
+    rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(g, &err);
+    ck_assert_msg(lut != NULL, "LUT: %s", err.message);
+    return lut;
+}
+
+void sbdx_flat_field_reference(const rtomo_sbdx_geometry *g, double *raw,
+                               const double *ones)
+{
+    rtomo_sbdx_lut *lut = lut_of(g);
+    int w = lut->x[0].n_out, h = lut->y[0].n_out;
+    size_t p = 0;
+    for (int k = 0; k < g->n_planes; k++)
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < w; i++, p++)
+                raw[p] = sbdx_in_field_of_view(lut, k, i, j) ? raw[p] / ones[p]
+                                                             : 0.0;
+    rtomo_sbdx_lut_destroy(lut);
+}
+
+size_t sbdx_require_flat_uniform(const rtomo_sbdx_geometry *g,
+                                 const float *planes, double v,
+                                 double rel_tol)
+{
+    rtomo_sbdx_lut *lut = lut_of(g);
+    int w = lut->x[0].n_out, h = lut->y[0].n_out;
+    size_t p = 0, inside = 0;
+    for (int k = 0; k < g->n_planes; k++)
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < w; i++, p++) {
+                if (!sbdx_in_field_of_view(lut, k, i, j)) {
+                    SBDX_REQUIRE(planes[p] == 0.0f, "plane %d (%d, %d) is "
+                                 "outside the field of view but %g", k, i, j,
+                                 (double)planes[p]);
+                    continue;
+                }
+                SBDX_REQUIRE(fabs(planes[p] - v) <= rel_tol * fabs(v),
+                             "plane %d (%d, %d): uniform %g reconstructs to "
+                             "%.9g", k, i, j, v, (double)planes[p]);
+                inside++;
+            }
+    rtomo_sbdx_lut_destroy(lut);
+    return inside;
+}
+
+double sbdx_rule_variance(const float *plane, const float *rx,
+                          const float *ry, int width, int height,
+                          int flat_field, int r, int i, int j)
+{
+    if (flat_field && !responses_in_view(rx[i], ry[j]))
+        return NAN;
+    double s1 = 0.0, s2 = 0.0, n = 0.0;
+    for (int y = j - r; y <= j + r; y++)
+        for (int x = i - r; x <= i + r; x++) {
+            if (x < 0 || x >= width || y < 0 || y >= height)
+                continue;
+            double u = plane[(size_t)y * width + x];
+            if (flat_field) {
+                if (!responses_in_view(rx[x], ry[y]))
+                    continue;
+            } else {
+                u /= fmax((double)rx[x] * ry[y], RTOMO_SBDX_RESPONSE_FLOOR);
+            }
+            s1 += u;
+            s2 += u * u;
+            n += 1.0;
+        }
+    return s2 / n - (s1 / n) * (s1 / n);
+}

@@ -1,7 +1,8 @@
 /*
  * test_sbdx_support.h — helpers shared by the SBDX tests: standard small and
  * mid-size geometries, seeded random frames of every sample type, a
- * one-call reconstruction, and error measures.
+ * one-call reconstruction, error measures, and the flat-fielding contract
+ * (field of view, reference, uniform frames).
  */
 #ifndef RTOMO_TEST_SBDX_SUPPORT_H
 #define RTOMO_TEST_SBDX_SUPPORT_H
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "rtomo_engine.h"
+#include "sbdx_lut.h"
 
 /* A check for tight loops: Check's ck_assert reports every passing
  * assertion to the parent process (one write each), which makes
@@ -51,5 +53,37 @@ float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
  * both are all zero); the largest over all planes. */
 double sbdx_max_relative_error(const float *a, const float *b,
                                const rtomo_sbdx_geometry *g);
+
+/* Whether the documented uniform response of plane k at pixel (i, j)
+ * reaches RTOMO_SBDX_RESPONSE_FLOOR, i.e. whether flat_field = 1 keeps the
+ * pixel (rtomo_engine.h): the float product of the LUT's axis responses,
+ * as the contract states it.  lut from rtomo_sbdx_lut_create(g). */
+int sbdx_in_field_of_view(const rtomo_sbdx_lut *lut, int k, int i, int j);
+
+/* Flat-fielding applied to reference planes computed independently in
+ * double: raw[p] / ones[p], where ones are the raw planes of a frame of
+ * ones, at pixels in the field of view (above), and 0 elsewhere.  In
+ * place; both arrays n_planes x out_height x out_width of g. */
+void sbdx_flat_field_reference(const rtomo_sbdx_geometry *g, double *raw,
+                               const double *ones);
+
+/* Planes reconstructed with flat_field = 1 from a uniform frame of value
+ * v: every pixel in the field of view must be v within rel_tol (relative),
+ * every other pixel exactly 0.  Fails the running test otherwise; returns
+ * the number of pixels in the field of view, so that a caller can insist
+ * that there are some. */
+size_t sbdx_require_flat_uniform(const rtomo_sbdx_geometry *g,
+                                 const float *planes, double v,
+                                 double rel_tol);
+
+/* The local variance that the composite rule (sbdx_composite.h) gives one
+ * plane at pixel (i, j), by brute force in double: plane is width x height
+ * with axis responses rx[width], ry[height]; raw planes (flat_field 0) are
+ * divided by their floored response and count everywhere, flat-fielded
+ * ones count in their field of view only; r is the window radius.  NaN
+ * where (i, j) does not count, i.e. the plane is no candidate there. */
+double sbdx_rule_variance(const float *plane, const float *rx,
+                          const float *ry, int width, int height,
+                          int flat_field, int r, int i, int j);
 
 #endif /* RTOMO_TEST_SBDX_SUPPORT_H */
