@@ -15,6 +15,9 @@
 
 #include "rtomo_client.h"
 
+/* ZeroMQ I/O threads of a client at most (one per ingest connection). */
+#define MAX_IO_THREADS 8
+
 /* Sequence numbers seen from one publisher, per topic. */
 #define SEQ_TOPICS 16
 
@@ -240,6 +243,14 @@ rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
         rtomo_client_close(c);
         return NULL;
     }
+    /* One ZeroMQ I/O thread moves about one TCP connection's worth of bytes
+     * (5-6 GB/s): several connections only add bandwidth with a thread
+     * each.  Set before the sockets exist, as ZeroMQ requires. */
+    int io_threads = c->ingests.n * c->opt.connections;
+    if (io_threads < 1)
+        io_threads = 1;     /* subscriber or control only */
+    zmq_ctx_set(c->context, ZMQ_IO_THREADS,
+                io_threads < MAX_IO_THREADS ? io_threads : MAX_IO_THREADS);
     if (open_sockets(c, err) != RTOMO_OK) {
         rtomo_client_close(c);
         return NULL;

@@ -264,6 +264,7 @@ static const field fields[] = {
     INT("ingest", "fairness", ingest.fairness, 1, 1 << 16, 0),
     INT("ingest", "reorder_ms", ingest.reorder_ms, 0, 60000, 0),
     INT("ingest", "io_threads", ingest.io_threads, 1, 64, 0),
+    BOOL("ingest", "keep_buffers", ingest.keep_buffers),
     STR("publish", "endpoint", publish.endpoint),
     INT("publish", "sndhwm", publish.sndhwm, 1, 1 << 20, 0),
     INT("publish", "linger_ms", publish.linger_ms, 0, 600000, 0),
@@ -317,6 +318,7 @@ void rtomod_config_init(rtomod_config *cfg)
     /* One ZeroMQ I/O thread moves about one connection's worth of bytes
      * (a few GB/s): a second keeps publishing off the ingest's thread. */
     cfg->ingest.io_threads = 2;
+    cfg->ingest.keep_buffers = 1;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_PUBLISH_ENDPOINT);
     cfg->publish.sndhwm = 1000;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "rtomod.h"
+#include "rtomod_memory.h"
 
 double rtomod_now(void)
 {
@@ -330,6 +331,9 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
     rtomod_log_set_level(d->cfg.log.level);
     d->t_start = d->t_last_ingest = rtomod_now();
     d->loop = ev_default_loop(EVFLAG_AUTO);
+    /* Before ZeroMQ's I/O threads start allocating message buffers. */
+    if (d->cfg.ingest.keep_buffers)
+        rtomod_keep_freed_memory();
     d->zmq = zmq_ctx_new();
     if (d->zmq)
         zmq_ctx_set(d->zmq, ZMQ_IO_THREADS, d->cfg.ingest.io_threads);

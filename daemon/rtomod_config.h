@@ -34,6 +34,8 @@ typedef struct rtomod_config {
         int reorder_ms;         /* wait for frames that another connection
                                    delivers out of order around begin/end */
         int io_threads;         /* ZeroMQ I/O threads (all sockets) */
+        int keep_buffers;       /* 1: freed message memory is reused, not
+                                   returned to the kernel (rtomod_memory.h) */
     } ingest;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];
