@@ -276,7 +276,8 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
     size_t max_bytes = (size_t)(d->cfg.queue.mb * 1024.0 * 1024.0);
     if (rtomod_pool_start(&d->pool, &d->cfg.engine, devices, n_devices,
                           d->cfg.workers, d->cfg.queue.frames, max_bytes,
-                          d->loop, &d->wake, error, error_size) != 0)
+                          d->cfg.publish.stats_threads, d->loop, &d->wake,
+                          error, error_size) != 0)
         return -1;
     log_info("engine: %s backend, %d worker%s", rtomo_backend_name(d->backend),
              d->pool.n, d->pool.n == 1 ? "" : "s");

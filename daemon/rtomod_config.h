@@ -42,6 +42,8 @@ typedef struct rtomod_config {
         int sndhwm;             /* messages queued per subscriber */
         int linger_ms;          /* flush time for queued messages at exit */
         int nodrop;             /* 1: ZMQ_XPUB_NODROP, drops counted */
+        int stats_threads;      /* per worker: image statistics, off the
+                                   engine's path (rtomod_finisher.h) */
     } publish;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];

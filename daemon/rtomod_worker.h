@@ -5,10 +5,12 @@
  * Each worker owns its engine plans: one worker per GPU with the CUDA
  * backend, or one worker whose CPU plans run the CPU backend's own threads.
  * The loop pushes jobs (scan begin, frames, reconstruct, close) into a
- * worker's bounded FIFO; the worker pushes results (images, statistics,
- * errors, completion) into the pool's result queue and wakes the loop with
- * ev_async.  The loop never waits on a worker: it checks for room before it
- * reads a frame (back-pressure) and collects results when woken.
+ * worker's bounded FIFO; the worker hands its results (images, statistics,
+ * errors, completion) to its finisher (rtomod_finisher.h), whose threads
+ * compute the images' statistics while the worker is back at the engine,
+ * then queue the results, in the worker's order, for the loop and wake it
+ * with ev_async.  The loop never waits on a worker: it checks for room
+ * before it reads a frame (back-pressure) and collects results when woken.
  *
  * A frame's ZeroMQ message travels inside its job and is closed by the
  * worker once the engine has consumed it, so a frame is never copied on its
@@ -125,7 +127,8 @@ typedef struct rtomod_result {
     int64_t frame;              /* SET_DONE: window or SBDX frame, or -1 */
     int64_t seq;                /* the SBDX frame's job seq, or -1 */
     /* IMAGE */
-    rtomo_image_header header;  /* all but latency_ms, set when published */
+    rtomo_image_header header;  /* min, max, mean: by the finisher;
+                                   latency_ms: when published */
     rtomod_buffer *buffer;      /* reference held by the result */
     const void *data;           /* within buffer */
     size_t size;
@@ -143,6 +146,7 @@ typedef struct rtomod_result {
 void rtomod_result_free(rtomod_result *r);
 
 typedef struct rtomod_pool rtomod_pool;
+typedef struct rtomod_finisher rtomod_finisher;
 
 typedef struct rtomod_worker {
     rtomod_pool *pool;
@@ -168,6 +172,12 @@ typedef struct rtomod_worker {
     /* Busy time for the "load" figure (nanoseconds, written by the worker). */
     _Atomic uint64_t busy_ns;
 
+    /* Results on their way to the loop (rtomod_finisher.h).  The outbox
+     * and blocked_seconds belong to the worker thread. */
+    rtomod_finisher *finisher;
+    rtomod_result *outbox_head, *outbox_tail;   /* not handed over yet */
+    double blocked_seconds;     /* waiting for the finisher, this job */
+
     void *state;                /* the worker thread's plans (worker.c) */
 } rtomod_worker;
 
@@ -176,6 +186,7 @@ struct rtomod_pool {
     rtomod_worker *workers;
     int max_jobs;               /* per worker */
     size_t max_bytes;           /* per worker */
+    int finish_capacity;        /* units a worker's finisher holds */
 
     pthread_mutex_t lock;       /* results */
     rtomod_result *results_head, *results_tail;
@@ -188,19 +199,21 @@ struct rtomod_pool {
  * Start `n_devices` CUDA workers (device ordinals in `devices`) or, with
  * n_devices == 0, `cpu_workers` CPU workers (at least 1) that share the
  * configured CPU threads.  `options` is the configured engine options
- * (backend, kernels); each worker gets a copy bound to its device.  The
- * loop splits work among CPU workers exactly as among GPUs, so that this
- * split and merge is tested without a GPU.  Returns 0, or -1 with `error`
- * filled.
+ * (backend, kernels); each worker gets a copy bound to its device, and a
+ * finisher of `stats_threads` threads.  The loop splits work among CPU
+ * workers exactly as among GPUs, so that this split and merge is tested
+ * without a GPU.  Returns 0, or -1 with `error` filled.
  */
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
                       const int *devices, int n_devices, int cpu_workers,
-                      int max_jobs, size_t max_bytes, struct ev_loop *loop,
-                      ev_async *wake_loop, char *error, size_t error_size);
+                      int max_jobs, size_t max_bytes, int stats_threads,
+                      struct ev_loop *loop, ev_async *wake_loop, char *error,
+                      size_t error_size);
 
 /* Stop after the queued jobs are done (or, with discard, drop them and
- * report them dropped), join the threads and free the pool's queues.
- * Results still queued remain for rtomod_pool_take_results. */
+ * report them dropped), join the threads (the finishers after delivering
+ * everything) and free the pool's queues.  Results still queued remain for
+ * rtomod_pool_take_results. */
 void rtomod_pool_stop(rtomod_pool *pool, int discard);
 void rtomod_pool_free(rtomod_pool *pool);
 
@@ -217,8 +230,8 @@ long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial);
 /* Take all results queued so far (a list in arrival order, or NULL). */
 rtomod_result *rtomod_pool_take_results(rtomod_pool *pool);
 
-/* Jobs queued on all workers, of which frames, and results waiting for
- * the loop. */
+/* Jobs queued on all workers, of which frames, and results on their way
+ * to the loop (in the finishers or waiting for it). */
 int rtomod_pool_queued_jobs(rtomod_pool *pool);
 int rtomod_pool_queued_frames(rtomod_pool *pool);
 int rtomod_pool_queued_results(rtomod_pool *pool);

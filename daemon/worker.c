@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rtomod_finisher.h"
 #include "rtomod_log.h"
 #include "rtomod_worker.h"
 
@@ -107,11 +108,11 @@ static rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
     return r;
 }
 
-static void post(rtomod_worker *w, rtomod_result *r)
+/* Queue a result for the loop and wake it (any thread; the finishers'
+ * rtomod_deliver_fn). */
+static void deliver_to_loop(void *ctx, rtomod_result *r)
 {
-    if (!r)
-        return;
-    rtomod_pool *pool = w->pool;
+    rtomod_pool *pool = ctx;
     pthread_mutex_lock(&pool->lock);
     if (pool->results_tail)
         pool->results_tail->next = r;
@@ -121,6 +122,31 @@ static void post(rtomod_worker *w, rtomod_result *r)
     pool->n_results++;
     pthread_mutex_unlock(&pool->lock);
     ev_async_send(pool->loop, pool->wake_loop);
+}
+
+/* A result of the worker thread: it waits in the worker's outbox until
+ * flush_results hands the outbox to the finisher, so that a worker's
+ * results reach the loop in the order they were made. */
+static void post(rtomod_worker *w, rtomod_result *r)
+{
+    if (!r)
+        return;
+    r->next = NULL;
+    if (w->outbox_tail)
+        w->outbox_tail->next = r;
+    else
+        w->outbox_head = r;
+    w->outbox_tail = r;
+}
+
+/* Hand the outbox to the finisher as one unit (a batch of slices, an SBDX
+ * frame, what one job produced); blocks while the finisher is full.  The
+ * time blocked is not the engine's: it is kept out of the load figure. */
+static void flush_results(rtomod_worker *w)
+{
+    rtomod_result *list = w->outbox_head;
+    w->outbox_head = w->outbox_tail = NULL;
+    w->blocked_seconds += rtomod_finisher_push(w->finisher, list);
 }
 
 static void post_error(rtomod_worker *w, uint64_t serial, int fatal,
@@ -180,74 +206,12 @@ static void post_done(rtomod_worker *w, uint64_t serial)
     post(w, result_new(w, RTOMOD_RESULT_DONE, serial));
 }
 
-/* min, max and mean of n samples (float or uint16), read in blocks with
- * LANES independent minima, maxima and float sums so that the compiler
- * vectorises the loop: an SBDX frame has 32 M plane samples, and a
- * sample-by-sample double loop costs 3-4 times the memory time. */
-#define STATS_LANES 16
-#define STATS_BLOCK 4096        /* samples per float partial sum */
-
-typedef struct sample_stats {
-    float lo[STATS_LANES], hi[STATS_LANES];
-    double sum;
-} sample_stats;
-
-#define STATS_BLOCK_LOOP(type)                                              \
-    static void stats_block_##type(const type *x, size_t n, sample_stats *st) \
-    {                                                                       \
-        float part[STATS_LANES] = {0};                                      \
-        for (size_t j = 0; j + STATS_LANES <= n; j += STATS_LANES)          \
-            for (int k = 0; k < STATS_LANES; k++) {                         \
-                float v = (float)x[j + k];                                  \
-                st->lo[k] = v < st->lo[k] ? v : st->lo[k];                  \
-                st->hi[k] = v > st->hi[k] ? v : st->hi[k];                  \
-                part[k] += v;                                               \
-            }                                                               \
-        for (size_t j = n - n % STATS_LANES; j < n; j++) {                  \
-            float v = (float)x[j];                                          \
-            st->lo[0] = v < st->lo[0] ? v : st->lo[0];                      \
-            st->hi[0] = v > st->hi[0] ? v : st->hi[0];                      \
-            part[0] += v;                                                   \
-        }                                                                   \
-        for (int k = 0; k < STATS_LANES; k++)                               \
-            st->sum += part[k];                                             \
-    }
-STATS_BLOCK_LOOP(float)
-STATS_BLOCK_LOOP(uint16_t)
-
-static void image_stats(const void *data, int is_u16, size_t n,
-                        rtomo_image_header *h)
-{
-    sample_stats st = {.sum = 0.0};
-    for (int k = 0; k < STATS_LANES; k++) {
-        st.lo[k] = INFINITY;
-        st.hi[k] = -INFINITY;
-    }
-    for (size_t i = 0; i < n; i += STATS_BLOCK) {
-        size_t m = n - i < STATS_BLOCK ? n - i : STATS_BLOCK;
-        if (is_u16)
-            stats_block_uint16_t((const uint16_t *)data + i, m, &st);
-        else
-            stats_block_float((const float *)data + i, m, &st);
-    }
-    double lo = INFINITY, hi = -INFINITY;
-    for (int k = 0; k < STATS_LANES; k++) {
-        lo = st.lo[k] < lo ? st.lo[k] : lo;
-        hi = st.hi[k] > hi ? st.hi[k] : hi;
-    }
-    h->min = n ? lo : 0.0;
-    h->max = n ? hi : 0.0;
-    h->mean = n ? st.sum / (double)n : 0.0;
-}
-
 /* Publish `size` bytes at `data` inside `buffer` with header `h` (the
- * image statistics are filled in here); seq orders SBDX frames (-1). */
+ * finisher fills in the image statistics); seq orders SBDX frames (-1). */
 static void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
-                       double t_input, rtomo_image_header *h,
+                       double t_input, const rtomo_image_header *h,
                        rtomod_buffer *buffer, const void *data, size_t size)
 {
-    int is_u16 = h->dtype == RTOMO_DTYPE_U16;
-    image_stats(data, is_u16, size / (is_u16 ? 2 : 4), h);
     rtomod_result *r = result_new(w, RTOMOD_RESULT_IMAGE, serial);
     if (!r)
         return;
@@ -271,8 +235,12 @@ typedef struct pending_frame {
 } pending_frame;
 
 /* Output buffers returned by ZeroMQ kept for reuse, per pool: enough for
- * the frames in the engine pipeline and those still being sent. */
-#define BUFFERS_KEPT 4
+ * the one the engine fills, those in the finisher and a few still being
+ * sent, so that a steady stream allocates none. */
+static int buffers_kept(const rtomod_worker *w)
+{
+    return w->pool->finish_capacity + 3;
+}
 
 /* The plan a worker runs now (at most one scan at a time). */
 typedef struct plan_state {
@@ -303,13 +271,14 @@ static void plan_close(plan_state *s)
 
 /* A buffer of `size` bytes from *pool, which is (re)made for that size
  * when needed.  NULL when out of memory. */
-static rtomod_buffer *pooled_buffer(rtomod_buffer_pool **pool, size_t size)
+static rtomod_buffer *pooled_buffer(const rtomod_worker *w,
+                                    rtomod_buffer_pool **pool, size_t size)
 {
     if (*pool && rtomod_buffer_pool_size(*pool) != size) {
         rtomod_buffer_pool_close(*pool);
         *pool = NULL;
     }
-    if (!*pool && !(*pool = rtomod_buffer_pool_new(size, BUFFERS_KEPT)))
+    if (!*pool && !(*pool = rtomod_buffer_pool_new(size, buffers_kept(w))))
         return NULL;
     return rtomod_buffer_pool_get(*pool);
 }
@@ -408,18 +377,19 @@ static void slice_header(const plan_state *s,
     h->compute_ms = 1e3 * s->set_seconds;
 }
 
-/* Back-project rows[first, first+n) of the job into one buffer and post each
- * slice.  Returns 0, or -1 when the engine failed. */
+/* Back-project rows[first, first+n) of the job into one buffer of `batch`
+ * slices and hand the slices to the finisher.  Returns 0, or -1 when the
+ * engine failed. */
 static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
-                      int first, int n)
+                      int first, int n, int batch)
 {
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
     size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
     /* Every batch of the job fits a buffer of a full batch. */
-    int batch = rc->batch < rc->n_rows ? rc->batch : rc->n_rows;
-    rtomod_buffer *buf = pooled_buffer(&s->slices, pixels * sizeof(float) *
-                                                       (size_t)batch);
+    int slices = batch < rc->n_rows ? batch : rc->n_rows;
+    rtomod_buffer *buf = pooled_buffer(w, &s->slices, pixels * sizeof(float) *
+                                                       (size_t)slices);
     rtomo_error err;
     if (!buf) {
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for %d slices", n);
@@ -448,6 +418,8 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     rtomod_buffer_unref(buf);
     post_stats(w, job->serial, -1, n, 0, after.updates - before.updates,
                bp > 0 ? bp : seconds);
+    /* Statistics and publication of this batch overlap the next one. */
+    flush_results(w);
     return 0;
 }
 
@@ -466,11 +438,12 @@ static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         engine_failed(w, s, job->serial, "reconstruction", &err);
         return;
     }
-    for (int first = 0; first < rc->n_rows; first += rc->batch) {
+    int batch = rc->batch;
+    for (int first = 0; first < rc->n_rows; first += batch) {
         if (atomic_load(&w->abort_serial) == job->serial)
             return;
-        int n = rc->n_rows - first < rc->batch ? rc->n_rows - first : rc->batch;
-        if (tomo_batch(w, s, job, first, n) != 0)
+        int n = rc->n_rows - first < batch ? rc->n_rows - first : batch;
+        if (tomo_batch(w, s, job, first, n, batch) != 0)
             return;
     }
     /* A window's compute_ms counts the filtering since the previous
@@ -509,7 +482,8 @@ static void sbdx_buffers_free(sbdx_buffers *b)
     rtomod_buffer_unref(b->depth);
 }
 
-static int sbdx_buffers_new(plan_state *s, sbdx_buffers *b,
+static int sbdx_buffers_new(const rtomod_worker *w, plan_state *s,
+                            sbdx_buffers *b,
                             rtomo_sbdx_output *out)
 {
     const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
@@ -519,7 +493,7 @@ static int sbdx_buffers_new(plan_state *s, sbdx_buffers *b,
     int ok = 1;
     if (s->sbdx_out.planes != RTOMO_PLANES_NONE) {
         size_t sample = s->sbdx_out.planes == RTOMO_PLANES_UINT16 ? 2 : 4;
-        ok &= (b->planes = pooled_buffer(&s->planes, pixels * sample *
+        ok &= (b->planes = pooled_buffer(w, &s->planes, pixels * sample *
                                          (size_t)g->n_planes)) != NULL;
         if (b->planes && sample == 2) {
             out->planes_u16 = (uint16_t *)b->planes->data;
@@ -530,8 +504,8 @@ static int sbdx_buffers_new(plan_state *s, sbdx_buffers *b,
         }
     }
     if (s->sbdx_out.composite) {
-        b->composite = pooled_buffer(&s->composite, pixels * sizeof(float));
-        b->depth = pooled_buffer(&s->depth, pixels * sizeof(uint16_t));
+        b->composite = pooled_buffer(w, &s->composite, pixels * sizeof(float));
+        b->depth = pooled_buffer(w, &s->depth, pixels * sizeof(uint16_t));
         ok &= b->composite && b->depth;
         if (ok) {
             out->composite = (float *)b->composite->data;
@@ -603,7 +577,7 @@ static int sbdx_collect_into(rtomod_worker *w, plan_state *s,
     rtomo_sbdx_output out;
     rtomo_error err;
     uint64_t tag;
-    if (discard || sbdx_buffers_new(s, &b, &out) != 0) {
+    if (discard || sbdx_buffers_new(w, s, &b, &out) != 0) {
         if (!discard)
             post_error(w, s->serial, 0, "out-of-memory",
                        "out of memory for an SBDX frame's results");
@@ -640,6 +614,8 @@ static void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard)
     if (sbdx_collect_into(w, s, &f, discard) != 0)
         post_dropped(w, s->serial, 1, f.seq);
     post_set_done(w, s->serial, f.index, f.seq, f.t_input);
+    /* The frame's statistics overlap the next frame's submit. */
+    flush_results(w);
 }
 
 static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
@@ -765,14 +741,17 @@ static void *worker_main(void *arg)
         rtomod_job *job = next_job(w, state.n_pending > 0, &stop);
         if (stop)
             break;
-        uint64_t t0 = (uint64_t)(now_seconds() * 1e9);
+        double t0 = now_seconds();
+        w->blocked_seconds = 0.0;
         if (job) {
             handle_job(w, &state, job);
             rtomod_job_free(job);
         } else {
             sbdx_collect_one(w, &state, 0);
         }
-        atomic_fetch_add(&w->busy_ns, (uint64_t)(now_seconds() * 1e9) - t0);
+        flush_results(w);
+        double busy = now_seconds() - t0 - w->blocked_seconds;
+        atomic_fetch_add(&w->busy_ns, (uint64_t)(busy > 0 ? busy * 1e9 : 0));
     }
     plan_close(&state);
     pthread_mutex_lock(&w->lock);
@@ -796,13 +775,17 @@ static int cpu_share(const rtomo_engine_options *options, int n)
 
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
                       const int *devices, int n_devices, int cpu_workers,
-                      int max_jobs, size_t max_bytes, struct ev_loop *loop,
-                      ev_async *wake_loop, char *error, size_t error_size)
+                      int max_jobs, size_t max_bytes, int stats_threads,
+                      struct ev_loop *loop, ev_async *wake_loop, char *error,
+                      size_t error_size)
 {
     memset(pool, 0, sizeof *pool);
     pool->n = n_devices > 0 ? n_devices : cpu_workers > 0 ? cpu_workers : 1;
     pool->max_jobs = max_jobs;
     pool->max_bytes = max_bytes;
+    /* Every finisher thread busy with a unit and one more unit waiting:
+     * the worker is then a whole unit ahead of the finisher, no more. */
+    pool->finish_capacity = (stats_threads > 0 ? stats_threads : 1) + 1;
     pool->loop = loop;
     pool->wake_loop = wake_loop;
     pthread_mutex_init(&pool->lock, NULL);
@@ -828,6 +811,15 @@ int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
         }
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->wake, NULL);
+        w->finisher = rtomod_finisher_start(stats_threads,
+                                            pool->finish_capacity,
+                                            deliver_to_loop, pool,
+                                            &w->abort_serial, error,
+                                            error_size);
+        if (!w->finisher) {
+            rtomod_pool_stop(pool, 1);
+            return -1;
+        }
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
             snprintf(error, error_size, "cannot start worker %d: %s", i,
@@ -869,8 +861,12 @@ void rtomod_pool_stop(rtomod_pool *pool, int discard)
         pthread_mutex_lock(&w->lock);
         if (discard) {
             long dropped = purge_worker(w, 0);
-            if (dropped)
-                post_dropped(w, 0, dropped, -1);
+            rtomod_result *r = dropped ? result_new(w, RTOMOD_RESULT_DROPPED,
+                                                    0) : NULL;
+            if (r) {
+                r->dropped = dropped;
+                deliver_to_loop(pool, r);
+            }
         }
         w->stopping = 1;
         pthread_cond_signal(&w->wake);
@@ -881,6 +877,9 @@ void rtomod_pool_stop(rtomod_pool *pool, int discard)
         if (w->started)
             pthread_join(w->thread, NULL);
         w->started = 0;
+        /* After its worker: everything the worker made is delivered. */
+        rtomod_finisher_stop(w->finisher);
+        w->finisher = NULL;
     }
 }
 
@@ -980,7 +979,8 @@ int rtomod_pool_queued_frames(rtomod_pool *pool)
     return n;
 }
 
-int rtomod_pool_queued_results(rtomod_pool *pool)
+/* Results the loop has not taken yet. */
+static int results_for_loop(rtomod_pool *pool)
 {
     pthread_mutex_lock(&pool->lock);
     int n = pool->n_results;
@@ -988,6 +988,18 @@ int rtomod_pool_queued_results(rtomod_pool *pool)
     return n;
 }
 
+int rtomod_pool_queued_results(rtomod_pool *pool)
+{
+    int n = 0;
+    for (int i = 0; i < pool->n; i++)
+        if (pool->workers[i].finisher)
+            n += rtomod_finisher_pending(pool->workers[i].finisher);
+    return n + results_for_loop(pool);
+}
+
+/* Results move forward only (worker, finisher, loop), each handed on
+ * before its holder reports itself empty: checked in that order, nothing
+ * can slip past unseen. */
 int rtomod_pool_idle(rtomod_pool *pool)
 {
     for (int i = 0; i < pool->n; i++) {
