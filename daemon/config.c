@@ -288,7 +288,7 @@ static const field fields[] = {
     CUSTOM("reconstruction", "roi", parse_roi, dump_roi, 1),
     CUSTOM("reconstruction", "rows", parse_rows, dump_rows, 0),
     INT("reconstruction", "slice_size", reconstruction.slice_size, 0, 65536, 0),
-    INT("reconstruction", "batch", reconstruction.batch, 1, 4096, 0),
+    INT("reconstruction", "batch", reconstruction.batch, 0, 4096, 0),
     INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,
         1 << 16, 0),
     INT("queue", "frames", queue.frames, 1, 1 << 20, 0),
@@ -335,7 +335,9 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->reconstruction.cutoff = 1.0;
     cfg->reconstruction.interpolation = RTOMO_INTERP_LINEAR;
     cfg->reconstruction.slices.kind = RTOMO_SLICES_ALL;
-    cfg->reconstruction.batch = 16;
+    /* A GPU wants more slices per call than the CPU: the worker decides
+     * by its backend. */
+    cfg->reconstruction.batch = 0;
     /* Two windows in flight keep a GPU busy; more only add latency. */
     cfg->reconstruction.window_backlog = 2;
     cfg->queue.frames = 64;

@@ -57,7 +57,8 @@ typedef struct rtomod_config {
         rtomo_slice_selection slices;
         int roi[4];             /* x, y, w, h; all 0 = the whole grid */
         int slice_size;         /* 0 = the detector width */
-        int batch;              /* slices per back-projection call */
+        int batch;              /* slices per back-projection call;
+                                   0 = by backend (worker.c) */
         int window_backlog;     /* continuous: windows that may wait; a
                                    window due beyond is skipped (0 = never
                                    skip) */

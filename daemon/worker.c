@@ -377,6 +377,33 @@ static void slice_header(const plan_state *s,
     h->compute_ms = 1e3 * s->set_seconds;
 }
 
+/* Slices per engine call when the reconstruction leaves it to the worker
+ * (batch 0).  Every call drains the engine's pipeline: on a GPU the last
+ * launch's download and host copy overlap nothing, and the call's set-up
+ * (sync, kernel choice, constants) is paid again.  At 2048^2 a launch
+ * holds 4 slices, so 16 slices per call leave a quarter of the launches
+ * unoverlapped and 64 a sixteenth; the CPU backend has no such tail.  A
+ * call's slices stay within AUTO_BATCH_BYTES, since the worker keeps a few
+ * batch buffers alive (the finisher's and those being sent). */
+#define AUTO_BATCH_CUDA 64
+#define AUTO_BATCH_CPU 16
+#define AUTO_BATCH_BYTES ((size_t)1 << 30)
+
+static int batch_slices(const plan_state *s,
+                        const rtomod_tomo_reconstruct_job *rc)
+{
+    if (rc->batch > 0)
+        return rc->batch;
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    size_t slice = (size_t)g->roi_width * (size_t)g->roi_height *
+                   sizeof(float);
+    size_t n = rtomo_fbp_backend(s->fbp) == RTOMO_BACKEND_CUDA
+                   ? AUTO_BATCH_CUDA : AUTO_BATCH_CPU;
+    if (n * slice > AUTO_BATCH_BYTES)
+        n = AUTO_BATCH_BYTES / slice;
+    return n > 0 ? (int)n : 1;
+}
+
 /* Back-project rows[first, first+n) of the job into one buffer of `batch`
  * slices and hand the slices to the finisher.  Returns 0, or -1 when the
  * engine failed. */
@@ -438,7 +465,7 @@ static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         engine_failed(w, s, job->serial, "reconstruction", &err);
         return;
     }
-    int batch = rc->batch;
+    int batch = batch_slices(s, rc);
     for (int first = 0; first < rc->n_rows; first += batch) {
         if (atomic_load(&w->abort_serial) == job->serial)
             return;
