@@ -276,6 +276,27 @@ const daemon_image *daemon_find_image(const daemon_inbox *in,
     return NULL;
 }
 
+void daemon_assert_image_stats(const daemon_image *im, double rel_tol)
+{
+    int is_u16 = im->h.dtype == RTOMO_DTYPE_U16;
+    size_t n = im->size / (is_u16 ? sizeof(uint16_t) : sizeof(float));
+    double lo = n ? INFINITY : 0.0, hi = n ? -INFINITY : 0.0, sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double v = is_u16 ? ((const uint16_t *)im->data)[i]
+                          : ((const float *)im->data)[i];
+        lo = fmin(lo, v);
+        hi = fmax(hi, v);
+        sum += v;
+    }
+    double mean = n ? sum / (double)n : 0.0;
+    double tol = rel_tol * fmax(fabs(lo), fabs(hi));
+    ck_assert_msg(fabs(im->h.min - lo) <= tol && fabs(im->h.max - hi) <= tol &&
+                  fabs(im->h.mean - mean) <= tol,
+                  "%s %lld/%d of %s: header min %g max %g mean %g, payload "
+                  "%g %g %g", im->h.topic, (long long)im->h.frame, im->h.index,
+                  im->h.scan, im->h.min, im->h.max, im->h.mean, lo, hi, mean);
+}
+
 static int event_matches(const rtomo_event *ev, const char *event,
                          const char *reason, const char *scan)
 {

@@ -98,6 +98,10 @@ int daemon_count_images(const daemon_inbox *in, const char *topic,
 const daemon_image *daemon_find_image(const daemon_inbox *in,
                                       const char *topic, const char *scan,
                                       int64_t frame, int index);
+/* Assert that the image's header min, max and mean describe its payload
+ * (float32 or uint16 samples, recomputed in double) to rel_tol times the
+ * largest magnitude among them. */
+void daemon_assert_image_stats(const daemon_image *im, double rel_tol);
 /* Wait for an event named `event` (reason, scan: NULL = any) that arrived
  * after the first `after` events; asserts within the timeout. */
 const rtomo_event *daemon_wait_event(daemon_inbox *in, const char *event,

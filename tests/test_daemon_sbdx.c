@@ -192,6 +192,7 @@ START_TEST(stream_of_frames_end_to_end)
             ck_assert_int_eq(im->h.dtype, RTOMO_DTYPE_F32);
             assert_close(im->data, want.planes + pixels * k, pixels, "plane",
                          f);
+            daemon_assert_image_stats(im, 1e-6);
         }
         const daemon_image *comp = daemon_find_image(in, RTOMO_TOPIC_COMPOSITE,
                                                      "fluoro", f, 0);
@@ -203,6 +204,8 @@ START_TEST(stream_of_frames_end_to_end)
         ck_assert_msg(memcmp(depth->data, want.depth,
                              pixels * sizeof(uint16_t)) == 0,
                       "frame %d depth map differs from the engine's", f);
+        daemon_assert_image_stats(comp, 1e-6);
+        daemon_assert_image_stats(depth, 1e-6);
         engine_result_free(&want);
     }
     json_t *st = daemon_status(c);
@@ -266,6 +269,7 @@ START_TEST(uint16_planes_without_composite_and_frame_rejects)
             ck_assert_msg(memcmp(im->data, want.planes_u16 + pixels * k,
                                  pixels * sizeof(uint16_t)) == 0,
                           "frame %d plane %d: uint16 values differ", f, k);
+            daemon_assert_image_stats(im, 1e-6);
         }
         engine_result_free(&want);
     }
@@ -275,15 +279,16 @@ START_TEST(uint16_planes_without_composite_and_frame_rejects)
 }
 END_TEST
 
-/* Three workers take frames in turn and finish them in any order; the
- * subscriber still sees frame after frame, each whole (planes, composite,
- * depth) before the next, each equal to the engine's. */
+/* Three workers take frames in turn and finish them in any order, each
+ * with three finisher threads; the subscriber still sees frame after
+ * frame, each whole (planes, composite, depth) before the next, each equal
+ * to the engine's. */
 START_TEST(several_workers_keep_frame_order)
 {
     enum { FRAMES = 15 };
     daemon_session t;
     const char *args[] = {"--set", "engine.workers=3", "--cpu-threads", "3",
-                          NULL};
+                          "--set", "publish.stats_threads=3", NULL};
     daemon_session_open(&t, args, 1);
     rtomo_sbdx_spec spec;
     stream_spec(&spec, "ordered");
@@ -303,6 +308,8 @@ START_TEST(several_workers_keep_frame_order)
     for (int i = 0; i < t.in.n_images; i++) {
         const rtomo_image_header *h = &t.in.images[i].h;
         int f = i / (N_PLANES + 2), k = i % (N_PLANES + 2);
+        /* Finished side by side, each image keeps its own statistics. */
+        daemon_assert_image_stats(&t.in.images[i], 1e-6);
         ck_assert_msg(h->frame == f, "image %d is of frame %lld, expected %d",
                       i, (long long)h->frame, f);
         if (k < N_PLANES) {
