@@ -1,6 +1,7 @@
 /*
  * rtomod.h — the state of rtomod shared by its subsystems, all of which run
- * on the event loop's thread (only worker.c has threads of its own):
+ * on the event loop's thread (only worker.c and finisher.c have threads of
+ * their own):
  *
  *   daemon.c     start-up, the result dispatch, signals, drain and exit
  *   ingest.c     the PULL socket: receive, validate, reject, dispatch
@@ -11,6 +12,7 @@
  *   telemetry.c  rates, state and the periodic telemetry message
  *   publish.c    the PUB socket
  *   worker.c     engine threads and their queues
+ *   finisher.c   image statistics and delivery of the workers' results
  */
 #ifndef RTOMOD_DAEMON_H
 #define RTOMOD_DAEMON_H

@@ -641,10 +641,12 @@ static void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard)
     if (sbdx_collect_into(w, s, &f, discard) != 0)
         post_dropped(w, s->serial, 1, f.seq);
     post_set_done(w, s->serial, f.index, f.seq, f.t_input);
-    /* The frame's statistics overlap the next frame's submit. */
-    flush_results(w);
 }
 
+/* Submit the job's frame, first collecting the oldest when the engine's
+ * pipeline is full.  The collected frame's results stay in the outbox
+ * until after the submit (worker_main flushes it): should the finisher be
+ * full, the engine has its next frame before the worker waits. */
 static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
     int depth = rtomo_sbdx_pipeline_depth(s->sbdx);
