@@ -86,6 +86,11 @@ START_TEST(defaults_and_example_file)
     ck_assert_str_eq(value_at(cfg, "control", "endpoint"),
                      RTOMO_DEFAULT_CONTROL_ENDPOINT);
     ck_assert_str_eq(value_at(cfg, "reconstruction", "slices"), "all");
+    /* Batch size by backend, statistics off the worker's path. */
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(cfg, "reconstruction"), "batch")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(cfg, "publish"), "stats_threads")), 2);
     const char *sections[] = {"ingest", "publish", "control", "engine",
                               "reconstruction", "queue", "telemetry", "log",
                               "shutdown"};
@@ -142,6 +147,8 @@ START_TEST(bad_configurations_are_refused_by_name)
     expect_refusal("--set ingest.bogus=1", "ingest.bogus");
     expect_refusal("--set ingest.rcvhwm=0", "ingest.rcvhwm");
     expect_refusal("--set publish.nodrop=3", "publish.nodrop");
+    expect_refusal("--set publish.stats_threads=0", "publish.stats_threads");
+    expect_refusal("--set reconstruction.batch=-1", "reconstruction.batch");
     expect_refusal("--set reconstruction.roi=[1,2,3]", "reconstruction.roi");
     expect_refusal("--set reconstruction.slices=7", "reconstruction.slices");
     expect_refusal("--devices 0,0", "engine.devices");
