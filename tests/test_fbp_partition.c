@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "fbp_partition.h"
 #include "rtomo_sim.h"
 
@@ -201,9 +202,5 @@ int main(void)
     tcase_add_test(tc, slabs_are_shared_by_all_parts);
     tcase_add_test(tc, strided_requests_are_spread);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rtomo_check_run(s);
 }
