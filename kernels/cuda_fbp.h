@@ -6,12 +6,17 @@
  * files include it).
  *
  * Shape of a plan
- *   The kept detector rows are split into contiguous ranges, one per "slot";
- *   a slot is one CUDA device (more slots per device only under the test hook
- *   RTOMO_CUDA_FBP_SPLIT, see cuda_fbp_backend.cu).  Every slot holds the
- *   filtered sinograms of its rows, three streams (upload, compute,
- *   download) and a host worker thread that runs its share of each
- *   reconstruction.
+ *   The kept detector rows are dealt to "slots" in groups of 4 consecutive
+ *   rows (fbp_partition.h), so that every request, a slab of consecutive
+ *   slices above all, is shared by all slots; a slot is one CUDA device
+ *   (more slots per device only under the test hook RTOMO_CUDA_FBP_SPLIT,
+ *   see cuda_fbp_backend.cu).  Every slot holds the filtered sinograms of
+ *   its rows in its local order, three streams (upload, compute, download)
+ *   and a host worker thread that runs its share of each reconstruction.
+ *
+ *   Frames are staged on the host in "staged order": slot 0's rows in its
+ *   local order, then slot 1's, and so on, so that each slot uploads one
+ *   contiguous part of every staged frame.
  */
 #ifndef RTOMO_CUDA_FBP_H
 #define RTOMO_CUDA_FBP_H
@@ -23,6 +28,7 @@
 #include <cufft.h>
 
 #include "cuda_common.h"
+#include "fbp_partition.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -151,9 +157,11 @@ typedef struct cuda_fbp_recon_state {
 } cuda_fbp_recon_state;
 
 typedef struct cuda_fbp_slot {
-    int index;                  /* slot number */
+    int index;                  /* slot number: its part of the deal */
     int device;                 /* CUDA ordinal */
-    int row_begin, row_count;   /* kept rows (offsets in the kept range) */
+    int row_count;              /* kept rows it owns */
+    int stage_row;              /* where its rows start in a staged frame */
+    int rows_last_call;         /* rows of the latest reconstruct call */
     int sm_count;
     cudaStream_t upload, compute, download;
     float *sino;                /* row_count x n_proj x sino_pitch bytes */
@@ -193,8 +201,15 @@ void cuda_fbp_copier_destroy(cuda_fbp_copier *c);
 void cuda_fbp_copy(cuda_fbp_copier *c, const cuda_fbp_copy_segment *segs,
                    int n_segs);
 
-/* Host side of one staging bank: up to bank_frames frames' kept rows, in
- * pinned memory shared by all slots. */
+/* One run of the staged order: `rows` consecutive kept rows from
+ * `kept_row` on, at consecutive local indices of one slot, which go to
+ * staged row `staged_row` on. */
+typedef struct cuda_fbp_stage_run {
+    int kept_row, staged_row, rows;
+} cuda_fbp_stage_run;
+
+/* Host side of one staging bank: up to bank_frames frames' kept rows (in
+ * staged order), in pinned memory shared by all slots. */
 typedef struct cuda_fbp_bank {
     void *staging;
     int count;                  /* frames waiting in it */
@@ -207,6 +222,12 @@ typedef struct cuda_fbp_impl {
     rtomo_fbp *plan;
     int n_slots;
     cuda_fbp_slot *slots;
+    fbp_partition deal;         /* kept rows to slots (parts = n_slots) */
+    /* Kept order to staged order: n_stage_runs runs, and as many copy
+     * segments of scratch for staging one frame. */
+    cuda_fbp_stage_run *stage_runs;
+    cuda_fbp_copy_segment *stage_segs;
+    int n_stage_runs;
     cuda_fbp_copier *copier;
     /* Double-buffered staging: frames gather in banks[current] while the
      * other bank's frames upload and filter. */
@@ -250,9 +271,12 @@ rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot, const rtomo_fbp *plan,
 void cuda_fbp_filter_free(cuda_fbp_slot *slot);
 /* Device bytes cuda_fbp_filter_init will allocate for `rows` rows. */
 size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows, int frames);
-/* Upload the averaged dark and flat of the slot's rows. */
+/* Upload the averaged dark and flat of the slot's rows: slot->row_count
+ * rows of det_width floats each, in the slot's local order. */
 rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
                                             const rtomo_fbp *plan,
+                                            const float *dark,
+                                            const float *flat,
                                             rtomo_error *err);
 /* Queue upload, normalisation and filtering of the frames in staging bank
  * `bank` on every slot.  Asynchronous. */

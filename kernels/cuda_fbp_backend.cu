@@ -3,18 +3,22 @@
  * GPUs, the operations table the front end (fbp_engine.c) dispatches to,
  * and the hand-off between the caller's thread and the per-device workers.
  *
- * The kept rows are partitioned into contiguous ranges, one per device
- * (rtomo_cuda_plan_devices); each device keeps the filtered sinograms of its
- * rows for the whole scan, so a reconstruction needs no transfer but the
- * slices.  Frames are copied once, into pinned staging, and filtered
- * asynchronously (cuda_fbp_filter.cu); reconstructions run on one host
- * thread per device (cuda_fbp_pipeline.cu, cuda_fbp_workers.cu), with the
- * kernel, slices per pass and hybrid ratio resolved by the autotuner where
- * the options leave them on AUTO (cuda_fbp_autotune.cu).
+ * The kept rows are dealt to the devices (rtomo_cuda_plan_devices) in
+ * groups of 4 consecutive rows (fbp_partition.h), so that every
+ * reconstruct call, typically a slab of consecutive slices, keeps all of
+ * them busy; each device keeps the filtered sinograms of its rows for the
+ * whole scan, so a reconstruction needs no transfer but the slices.
+ * Frames are copied once, into pinned staging where each device's rows lie
+ * together, and filtered asynchronously (cuda_fbp_filter.cu);
+ * reconstructions run on one host thread per device (cuda_fbp_pipeline.cu,
+ * cuda_fbp_workers.cu), each copying its slices straight to their places
+ * in the caller's array, with the kernel, slices per pass and hybrid ratio
+ * resolved by the autotuner where the options leave them on AUTO
+ * (cuda_fbp_autotune.cu).
  *
  * Test hooks (environment, read at plan creation):
  *   RTOMO_CUDA_FBP_SPLIT=n          give each device n slots, so that the
- *                                   multi-device partition runs on one GPU;
+ *                                   multi-device deal runs on one GPU;
  *   RTOMO_CUDA_FBP_TEXTURE_CHUNK=n  at most n projections per texture, so
  *                                   that chunked back-projection runs on
  *                                   small scans.
@@ -26,6 +30,7 @@
 #include <string.h>
 
 #include "cuda_fbp.h"
+#include "cuda_fbp_debug.h"
 
 #define MAX_SPLIT 8
 /* Row pitch of the filtered sinograms: coalesced lines. */
@@ -91,9 +96,10 @@ static rtomo_status plan_slots(const rtomo_fbp *plan, int *devices, int *n,
     for (int i = 0; i < n_dev; i++)
         for (int j = 0; j < split; j++)
             devices[count++] = ids[i];
-    /* Never more slots than rows: every slot owns at least one row. */
-    if (count > plan->geom.row_count)
-        count = plan->geom.row_count;
+    /* Never more slots than groups of rows: every slot owns rows. */
+    const int most = fbp_partition_max_parts(plan->geom.row_count);
+    if (count > most)
+        count = most;
     *n = count;
     return RTOMO_OK;
 }
@@ -213,9 +219,53 @@ static void cuda_destroy(rtomo_fbp *plan)
         if (impl->banks[j].staging)
             cudaFreeHost(impl->banks[j].staging);
     cuda_fbp_copier_destroy(impl->copier);
+    free(impl->stage_runs);
+    free(impl->stage_segs);
     free(impl->slots);
     free(impl);
     plan->impl = NULL;
+}
+
+/* The runs that take a frame's kept rows to staged order: slot by slot,
+ * the longest stretches of its local rows that are consecutive kept rows
+ * (one run in all for one slot). */
+static rtomo_status make_stage_runs(cuda_fbp_impl *impl, rtomo_error *err)
+{
+    const int rows = impl->plan->geom.row_count;
+    const size_t most = (size_t)fbp_partition_max_parts(rows);
+    impl->stage_runs = (cuda_fbp_stage_run *)malloc(most * sizeof *impl->stage_runs);
+    impl->stage_segs = (cuda_fbp_copy_segment *)malloc(most * sizeof *impl->stage_segs);
+    if (!impl->stage_runs || !impl->stage_segs)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for the staging map of %d rows", rows);
+    int n = 0;
+    for (int i = 0; i < impl->n_slots; i++) {
+        const cuda_fbp_slot *slot = &impl->slots[i];
+        for (int local = 0; local < slot->row_count;) {
+            cuda_fbp_stage_run *run = &impl->stage_runs[n++];
+            run->kept_row = fbp_partition_row(&impl->deal, i, local);
+            run->staged_row = slot->stage_row + local;
+            run->rows = fbp_partition_run(&impl->deal, run->kept_row, rows);
+            local += run->rows;
+        }
+    }
+    impl->n_stage_runs = n;
+    return RTOMO_OK;
+}
+
+/* Copy the kept rows of one frame (lines of `line` bytes, kept order) to
+ * `staged` in staged order. */
+static void stage_rows(cuda_fbp_impl *impl, const void *kept, size_t line,
+                       void *staged)
+{
+    for (int i = 0; i < impl->n_stage_runs; i++) {
+        const cuda_fbp_stage_run *run = &impl->stage_runs[i];
+        cuda_fbp_copy_segment *seg = &impl->stage_segs[i];
+        seg->dst = (char *)staged + (size_t)run->staged_row * line;
+        seg->src = (const char *)kept + (size_t)run->kept_row * line;
+        seg->bytes = (size_t)run->rows * line;
+    }
+    cuda_fbp_copy(impl->copier, impl->stage_segs, impl->n_stage_runs);
 }
 
 static rtomo_status create_slots(cuda_fbp_impl *impl, rtomo_error *err)
@@ -230,14 +280,19 @@ static rtomo_status create_slots(cuda_fbp_impl *impl, rtomo_error *err)
     impl->slots = (cuda_fbp_slot *)calloc((size_t)impl->n_slots, sizeof(cuda_fbp_slot));
     if (!impl->slots)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for devices");
-    const int rows = plan->geom.row_count;
+    impl->deal = fbp_partition_make(plan->geom.row_count, impl->n_slots);
+    int staged = 0;
     for (int i = 0; i < impl->n_slots; i++) {
         cuda_fbp_slot *slot = &impl->slots[i];
         slot->index = i;
         slot->device = devices[i];
-        slot->row_begin = (int)((long)rows * i / impl->n_slots);
-        slot->row_count = (int)((long)rows * (i + 1) / impl->n_slots) - slot->row_begin;
+        slot->row_count = fbp_partition_count(&impl->deal, i);
+        slot->stage_row = staged;
+        staged += slot->row_count;
     }
+    st = make_stage_runs(impl, err);
+    if (st != RTOMO_OK)
+        return st;
     return check_memory(impl, err);
 }
 
@@ -286,15 +341,33 @@ static void collect_filter_time(rtomo_fbp *plan)
     }
 }
 
+/* The averaged dark and flat, in staged order, to every slot. */
 static rtomo_status cuda_begin_projections(rtomo_fbp *plan, rtomo_error *err)
 {
+    if (!plan->normalise)
+        return RTOMO_OK;
     cuda_fbp_impl *impl = impl_of(plan);
-    for (int i = 0; i < impl->n_slots; i++) {
-        rtomo_status st = cuda_fbp_filter_set_flat_field(&impl->slots[i], plan, err);
-        if (st != RTOMO_OK)
-            return st;
+    const size_t width = (size_t)plan->geom.det_width;
+    const size_t values = (size_t)plan->geom.row_count * width;
+    float *dark = (float *)malloc(sizeof(float) * values);
+    float *flat = (float *)malloc(sizeof(float) * values);
+    rtomo_status st = RTOMO_OK;
+    if (!dark || !flat)
+        st = rtomo_set_error(err, RTOMO_E_NOMEM,
+                             "out of memory for the dark and flat of %d rows",
+                             plan->geom.row_count);
+    if (st == RTOMO_OK) {
+        stage_rows(impl, plan->dark, sizeof(float) * width, dark);
+        stage_rows(impl, plan->flat, sizeof(float) * width, flat);
     }
-    return RTOMO_OK;
+    for (int i = 0; i < impl->n_slots && st == RTOMO_OK; i++) {
+        cuda_fbp_slot *slot = &impl->slots[i];
+        const size_t first = (size_t)slot->stage_row * width;
+        st = cuda_fbp_filter_set_flat_field(slot, plan, dark + first, flat + first, err);
+    }
+    free(dark);
+    free(flat);
+    return st;
 }
 
 /* Send the current bank's frames to the GPUs and start gathering in the
@@ -345,10 +418,8 @@ static rtomo_status cuda_add_projection(rtomo_fbp *plan, int index,
     const rtomo_fbp_geometry *g = &plan->geom;
     const size_t line = (size_t)g->det_width * rtomo_dtype_size(dtype);
     const size_t bytes = (size_t)g->row_count * line;
-    cuda_fbp_copy_segment seg = {(char *)bank->staging + (size_t)bank->count * bytes,
-                                 (const char *)frame + (size_t)g->row_first * line,
-                                 bytes};
-    cuda_fbp_copy(impl->copier, &seg, 1);
+    stage_rows(impl, (const char *)frame + (size_t)g->row_first * line, line,
+               (char *)bank->staging + (size_t)bank->count * bytes);
     bank->dtype = dtype;
     bank->index[bank->count++] = index;
     plan->stats.projections_filtered++;
@@ -374,12 +445,7 @@ static rtomo_status cuda_sync(rtomo_fbp *plan, rtomo_error *err)
 /* The slot holding kept row `row`. */
 static cuda_fbp_slot *slot_of(cuda_fbp_impl *impl, int row)
 {
-    for (int i = 0; i < impl->n_slots; i++) {
-        cuda_fbp_slot *s = &impl->slots[i];
-        if (row >= s->row_begin && row < s->row_begin + s->row_count)
-            return s;
-    }
-    return NULL;
+    return &impl->slots[fbp_partition_owner(&impl->deal, row)];
 }
 
 static rtomo_status cuda_set_filtered(rtomo_fbp *plan, int kept_row, int rows,
@@ -393,18 +459,22 @@ static rtomo_status cuda_set_filtered(rtomo_fbp *plan, int kept_row, int rows,
     const size_t per_row = (size_t)plan->geom.n_proj;
     for (int r = kept_row; r < kept_row + rows;) {
         cuda_fbp_slot *slot = slot_of(impl, r);
-        const int end = slot->row_begin + slot->row_count;
-        const int n = (kept_row + rows < end ? kept_row + rows : end) - r;
+        const int n = fbp_partition_run(&impl->deal, r, kept_row + rows);
+        const int local = fbp_partition_local(&impl->deal, r);
         RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
-        /* Consecutive rows are consecutive in both layouts, so one 2-D copy
-         * of n * n_proj lines moves them all.  On the compute stream, which
+        /* A run's rows are consecutive in both layouts, so one 2-D copy of
+         * n * n_proj lines moves them all.  On the compute stream, which
          * is the one that reads them. */
         RTOMO_CUDA_TRY(err, cudaMemcpy2DAsync(
-            (char *)slot->sino + cuda_fbp_row_offset(slot, plan, r - slot->row_begin),
+            (char *)slot->sino + cuda_fbp_row_offset(slot, plan, local),
             slot->sino_pitch, sinograms + (size_t)(r - kept_row) * per_row * plan->geom.det_width,
             line, line, (size_t)n * per_row, cudaMemcpyHostToDevice, slot->compute));
-        RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->compute));
         r += n;
+    }
+    /* The caller's array must outlive the copies. */
+    for (int i = 0; i < impl->n_slots; i++) {
+        RTOMO_CUDA_TRY(err, cudaSetDevice(impl->slots[i].device));
+        RTOMO_CUDA_TRY(err, cudaStreamSynchronize(impl->slots[i].compute));
     }
     return RTOMO_OK;
 }
@@ -415,12 +485,14 @@ static rtomo_status cuda_get_filtered(rtomo_fbp *plan, int kept_row,
     rtomo_status st = cuda_sync(plan, err);
     if (st != RTOMO_OK)
         return st;
-    cuda_fbp_slot *slot = slot_of(impl_of(plan), kept_row);
+    cuda_fbp_impl *impl = impl_of(plan);
+    cuda_fbp_slot *slot = slot_of(impl, kept_row);
+    const int local = fbp_partition_local(&impl->deal, kept_row);
     const size_t line = (size_t)plan->geom.det_width * sizeof(float);
     RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
     RTOMO_CUDA_TRY(err, cudaMemcpy2DAsync(
         sinogram, line,
-        (const char *)slot->sino + cuda_fbp_row_offset(slot, plan, kept_row - slot->row_begin),
+        (const char *)slot->sino + cuda_fbp_row_offset(slot, plan, local),
         slot->sino_pitch, line, (size_t)plan->geom.n_proj, cudaMemcpyDeviceToHost,
         slot->compute));
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->compute));
@@ -429,26 +501,33 @@ static rtomo_status cuda_get_filtered(rtomo_fbp *plan, int kept_row,
 
 /* ----------------------------------------------------- reconstruction ---- */
 
-/* Split the requested rows by slot: jobs[i] gets slot i's rows (slot-local)
- * and their places in the output.  `lists` holds 2 * n_rows ints. */
+/* Split the requested rows by slot: jobs[i] gets slot i's rows (local
+ * indices, in request order, so that a slab's groups of 4 pack as on one
+ * device) and their places in the output; each slot's count is kept for
+ * the test hook.  `lists` holds 2 * n_rows ints. */
 static void assign_rows(cuda_fbp_impl *impl, const int *kept_rows, int n_rows,
                         int *lists, cuda_fbp_recon_job *jobs)
 {
+    for (int i = 0; i < impl->n_slots; i++)
+        impl->slots[i].rows_last_call = 0;
+    for (int k = 0; k < n_rows; k++)
+        slot_of(impl, kept_rows[k])->rows_last_call++;
+    /* Each slot's lists start where the previous slot's end. */
+    int *rows[RTOMO_MAX_DEVICES * MAX_SPLIT], *targets[RTOMO_MAX_DEVICES * MAX_SPLIT];
     int used = 0;
     for (int i = 0; i < impl->n_slots; i++) {
-        cuda_fbp_slot *slot = &impl->slots[i];
-        int *rows = lists + used, n = 0;
-        for (int k = 0; k < n_rows; k++)
-            if (slot_of(impl, kept_rows[k]) == slot)
-                rows[n++] = kept_rows[k] - slot->row_begin;
-        int *targets = lists + n_rows + used, m = 0;
-        for (int k = 0; k < n_rows; k++)
-            if (slot_of(impl, kept_rows[k]) == slot)
-                targets[m++] = k;
-        jobs[i].rows = rows;
-        jobs[i].targets = targets;
-        jobs[i].n_rows = n;
-        used += n;
+        rows[i] = lists + used;
+        targets[i] = lists + n_rows + used;
+        jobs[i].rows = rows[i];
+        jobs[i].targets = targets[i];
+        jobs[i].n_rows = 0;
+        used += impl->slots[i].rows_last_call;
+    }
+    for (int k = 0; k < n_rows; k++) {
+        const int i = slot_of(impl, kept_rows[k])->index;
+        rows[i][jobs[i].n_rows] = fbp_partition_local(&impl->deal, kept_rows[k]);
+        targets[i][jobs[i].n_rows] = k;
+        jobs[i].n_rows++;
     }
 }
 
@@ -492,8 +571,10 @@ static rtomo_status cuda_reconstruct(rtomo_fbp *plan, const int *kept_rows,
             impl->slots[i].backproject_seconds = 0.0;
         }
         st = cuda_fbp_workers_run(impl, cuda_fbp_recon_run, jobs, sizeof *jobs, err);
-        /* Devices work in parallel: the call's back-projection time is the
-         * longest of theirs. */
+        /* Every slot has its own worker thread and all of them run at
+         * once (cuda_fbp_workers_run), so the call's back-projection time
+         * is the longest slot's: the wall time of the concurrent part,
+         * less any time a device waited for its worker. */
         double longest = 0.0;
         for (int i = 0; i < impl->n_slots; i++)
             if (impl->slots[i].backproject_seconds > longest)
@@ -503,6 +584,23 @@ static rtomo_status cuda_reconstruct(rtomo_fbp *plan, const int *kept_rows,
     free(lists);
     free(jobs);
     return st;
+}
+
+/* ---------------------------------------------------------- test hook ---- */
+
+extern "C" int rtomo_cuda_fbp_debug_slots(const rtomo_fbp *plan,
+                                          rtomo_cuda_fbp_debug_slot *slots,
+                                          int capacity)
+{
+    if (!plan || plan->ops != &rtomo_cuda_fbp_ops || !plan->impl)
+        return -1;
+    const cuda_fbp_impl *impl = impl_of(plan);
+    for (int i = 0; i < impl->n_slots && i < capacity; i++) {
+        slots[i].device = impl->slots[i].device;
+        slots[i].rows_owned = impl->slots[i].row_count;
+        slots[i].rows_last_call = impl->slots[i].rows_last_call;
+    }
+    return impl->n_slots;
 }
 
 extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {

@@ -201,21 +201,22 @@ extern "C" void cuda_fbp_filter_free(cuda_fbp_slot *slot)
 
 extern "C" rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
                                                        const rtomo_fbp *plan,
+                                                       const float *dark,
+                                                       const float *flat,
                                                        rtomo_error *err)
 {
     if (!plan->normalise)
         return RTOMO_OK;
     cuda_fbp_filter_state *f = &slot->filter;
     const size_t bytes = raw_bytes(plan, slot->row_count);
-    const size_t first = (size_t)slot->row_begin * (size_t)plan->geom.det_width;
     RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
     if (!f->dark)
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->dark, bytes));
     if (!f->flat)
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->flat, bytes));
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->dark, plan->dark + first, bytes,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->dark, dark, bytes,
                                         cudaMemcpyHostToDevice, slot->compute));
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->flat, plan->flat + first, bytes,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->flat, flat, bytes,
                                         cudaMemcpyHostToDevice, slot->compute));
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->compute));
     return RTOMO_OK;
@@ -249,8 +250,8 @@ static void launch_pack(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
 }
 
 /* Upload this slot's rows of a bank's frames (one strided copy: the slot's
- * rows are one range of every staged frame) and filter them into their
- * projections. */
+ * rows are one range of every staged frame, already in its local order)
+ * and filter them into their projections. */
 static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
                                  int bank, rtomo_error *err)
 {
@@ -260,7 +261,7 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     const size_t line = (size_t)plan->geom.det_width * rtomo_dtype_size(b->dtype);
     const size_t frame = (size_t)plan->geom.row_count * line;
     const size_t part = (size_t)slot->row_count * line;
-    const char *src = (const char *)b->staging + (size_t)slot->row_begin * line;
+    const char *src = (const char *)b->staging + (size_t)slot->stage_row * line;
 
     RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
     RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->upload, f->consumed[bank], 0));

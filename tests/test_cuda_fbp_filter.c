@@ -4,7 +4,9 @@
  * normalisation with -log, and cuFFT filtering with every window, compared
  * with the CPU backend's filtered sinograms (rtomo_fbp_get_filtered); then
  * the whole path on the Shepp-Logan phantom (uint16 camera frames with
- * darks and flats) for every back-projection mode, against the CPU.
+ * darks and flats) for every back-projection mode, against the CPU; and
+ * frames filtered by plans whose rows are dealt to several slots, against
+ * one slot.
  */
 #include "config.h"
 
@@ -182,6 +184,115 @@ START_TEST(large_frames_match_cpu)
 }
 END_TEST
 
+/* Layouts of slots compared with one slot: one GPU split by the test hook
+ * RTOMO_CUDA_FBP_SPLIT into 2 and 3, and two GPUs where there are two. */
+static const int split_layouts[][2] = {{1, 2}, {1, 3}, {2, 1}};
+#define N_SPLIT_LAYOUTS ((int)(sizeof split_layouts / sizeof split_layouts[0]))
+
+static rtomo_fbp *create_split(const rtomo_fbp_geometry *g, int devices, int split)
+{
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_ALU, 2, RTOMO_PRECISION_FLOAT);
+    opt.n_devices = devices;
+    for (int d = 0; d < devices; d++)
+        opt.device_ids[d] = d;
+    char value[8];
+    snprintf(value, sizeof value, "%d", split);
+    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
+    rtomo_fbp *plan = test_create(g, &opt);
+    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    return plan;
+}
+
+/* All kept rows' filtered sinograms, row after row. */
+static float *all_filtered(rtomo_fbp *plan)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(plan);
+    const size_t n = (size_t)g->n_proj * g->det_width;
+    float *a = malloc(sizeof(float) * n * (size_t)g->row_count);
+    ck_assert_ptr_nonnull(a);
+    test_poison(a, n * (size_t)g->row_count);
+    rtomo_error err;
+    for (int r = 0; r < g->row_count; r++)
+        ck_assert_msg(rtomo_fbp_get_filtered(plan, g->row_first + r, a + n * (size_t)r, &err) == RTOMO_OK,
+                      "%s", err.message);
+    return a;
+}
+
+/*
+ * Loop index: sample type.  Frames (with darks and flats) fed to plans
+ * whose rows are dealt to several slots: each slot stages, normalises and
+ * filters its own rows, which must come out as on one slot (and as on the
+ * CPU), row by row; the slices of all rows then match one slot's.  33 kept
+ * rows from row 3 on: 8 groups of 4 and a lone row, so that slots own
+ * interleaved groups and one of them a half-empty filter pair.
+ */
+START_TEST(split_slots_filter_like_one)
+{
+    const rtomo_dtype dtype = (rtomo_dtype)_i;
+    uint64_t seed = 0x5b117ULL + (uint64_t)_i;
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = 61;
+    g.det_height = 40;
+    g.n_proj = 29;
+    g.row_first = 3;
+    g.row_count = 33;
+    frames f;
+    make_frames(&f, &seed, dtype, (size_t)g.det_width * g.det_height, g.n_proj, 1);
+    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *one = create_split(&g, 1, 1);
+    feed(cpu, &f);
+    feed(one, &f);
+    float *ref = all_filtered(cpu), *single = all_filtered(one);
+    const size_t n = (size_t)g.n_proj * g.det_width * (size_t)g.row_count;
+    const double rel_one = test_rel_l2(single, ref, n);
+    ck_assert_msg(rel_one <= FILTER_BOUND, "one slot: relative L2 %g", rel_one);
+    int rows[33];
+    for (int r = 0; r < g.row_count; r++)
+        rows[r] = g.row_first + r;
+    const size_t voxels = (size_t)g.det_width * g.det_width * (size_t)g.row_count;
+    float *slices_one = malloc(sizeof(float) * voxels), *slices = malloc(sizeof(float) * voxels);
+    ck_assert(slices_one && slices);
+    test_reconstruct(one, rows, g.row_count, slices_one);
+    for (int l = 0; l < N_SPLIT_LAYOUTS; l++) {
+        const int devices = split_layouts[l][0], split = split_layouts[l][1];
+        if (devices > rtomo_cuda_device_count())
+            continue;
+        rtomo_fbp *parts = create_split(&g, devices, split);
+        feed(parts, &f);
+        float *out = all_filtered(parts);
+        const double rel = test_rel_l2(out, single, n);
+        const double rel_cpu = test_rel_l2(out, ref, n);
+        printf("filter %s on %d device(s) x %d slots: relative L2 %.3e to one slot "
+               "(%s), %.3e to the CPU\n", rtomo_dtype_name(dtype), devices, split, rel,
+               memcmp(out, single, sizeof(float) * n) ? "not bit-identical" : "bit-identical",
+               rel_cpu);
+        /* The same rows in the same filter pairs: only cuFFT's batch size
+         * differs, which may change the last bits. */
+        ck_assert_msg(rel <= 1e-6, "%s, %d x %d slots: relative L2 %g to one slot",
+                      rtomo_dtype_name(dtype), devices, split, rel);
+        ck_assert_msg(rel_cpu <= FILTER_BOUND, "%s, %d x %d slots: relative L2 %g to "
+                      "the CPU", rtomo_dtype_name(dtype), devices, split, rel_cpu);
+        test_poison(slices, voxels);
+        test_reconstruct(parts, rows, g.row_count, slices);
+        const double rel_slices = test_rel_l2(slices, slices_one, voxels);
+        ck_assert_msg(rel_slices <= 1e-6, "%s, %d x %d slots: slices differ from "
+                      "one slot's by relative L2 %g", rtomo_dtype_name(dtype),
+                      devices, split, rel_slices);
+        free(out);
+        rtomo_fbp_destroy(parts);
+    }
+    free(slices_one);
+    free(slices);
+    free(ref);
+    free(single);
+    rtomo_fbp_destroy(cpu);
+    rtomo_fbp_destroy(one);
+    free_frames(&f);
+}
+END_TEST
+
 /* ----------------------------------------------- phantom, full path ---- */
 
 typedef struct phantom_scan {
@@ -319,6 +430,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, filtering_matches_cpu, 0, 3 * 2 * 5);
     tcase_add_test(tc, large_frames_match_cpu);
+    tcase_add_loop_test(tc, split_slots_filter_like_one, 0, 3);
     tcase_add_loop_test(tc, phantom_full_path_matches_cpu, 0, TEST_MODES);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);

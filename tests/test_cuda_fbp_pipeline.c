@@ -1,8 +1,10 @@
 /*
  * test_cuda_fbp_pipeline.c — the parts of the CUDA FBP backend around the
- * kernels: the multi-device partition and worker threads (an explicit
- * device list, and one GPU split into several slots by the test hook
- * RTOMO_CUDA_FBP_SPLIT: results must be identical to one slot), the
+ * kernels: the deal of rows to several slots and their worker threads (one
+ * GPU split into several slots by the test hook RTOMO_CUDA_FBP_SPLIT, and
+ * two GPUs where there are two: results must be identical to one slot, and
+ * every slab of slices must be spread over all slots, as the backend's
+ * debug hook counts them), the
  * double-buffered batch pipeline over many rows, ROI and interpolation
  * changes on a live plan, scans with projections never fed, the autotuner
  * and its cache file, option checks, statistics, and the clear refusal of
@@ -16,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_fbp_debug.h"
+#include "fbp_partition.h"
 #include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
 
@@ -90,40 +94,169 @@ static float *run_cpu(const scan *s)
     return run_new_plan(s, &opt);
 }
 
-/* The multi-device path with device 0 listed explicitly, and one GPU split
- * into 2 and 3 slots: the same pixels, bit for bit, as one slot. */
-START_TEST(device_partitions_give_identical_results)
-{
-    scan s;
-    make_scan(&s, 0xd1517ULL, 57, 11, 73);
-    float *ref = run_cpu(&s);
-    rtomo_engine_options opt;
-    test_gpu_options(&opt, RTOMO_BP_ALU, 2, RTOMO_PRECISION_FLOAT);
-    float *one = run_new_plan(&s, &opt);
-    const size_t n = (size_t)57 * 57 * 11;
-    const double rel = test_rel_l2(one, ref, n);
-    printf("partition: one slot relative L2 to CPU %.3e\n", rel);
-    ck_assert_msg(rel <= ALU_BOUND, "one slot: relative L2 %g", rel);
+/* ---------------------------------------------------- the deal of rows ---- */
 
-    opt.n_devices = 1;
-    opt.device_ids[0] = 0;
-    float *listed = run_new_plan(&s, &opt);
-    ck_assert_msg(memcmp(listed, one, sizeof(float) * n) == 0,
-                  "device list {0} differs from the default device set");
-    for (int split = 2; split <= 3; split++) {
-        char value[8];
-        snprintf(value, sizeof value, "%d", split);
-        setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-        float *parts = run_new_plan(&s, &opt);
-        unsetenv("RTOMO_CUDA_FBP_SPLIT");
-        ck_assert_msg(memcmp(parts, one, sizeof(float) * n) == 0,
-                      "%d slots differ from one slot (max %g)", split,
-                      test_max_abs_diff(parts, one, n));
-        free(parts);
+/* A plan of SPLIT_ROWS kept rows (23 groups of 4 and a half group) asked
+ * for in slabs as a service asks: consecutive rows, ascending, from
+ * multiples of 4. */
+#define SPLIT_ROWS 94
+#define SPLIT_WIDTH 40
+#define SPLIT_PROJ 37
+static const int split_slabs[][2] = {{0, 32}, {32, 32}, {64, 30}, {0, SPLIT_ROWS}};
+#define N_SPLIT_SLABS ((int)(sizeof split_slabs / sizeof split_slabs[0]))
+#define MAX_TEST_SLOTS 16
+
+/* The slot layouts compared with one slot on device 0: one GPU split by
+ * RTOMO_CUDA_FBP_SPLIT and, where two GPUs are visible, two devices. */
+typedef struct slot_layout {
+    int devices, split;
+} slot_layout;
+static const slot_layout layouts[] = {{1, 2}, {1, 3}, {2, 1}, {2, 2}};
+#define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
+
+static int layout_usable(const slot_layout *l)
+{
+    return l->devices <= rtomo_cuda_device_count();
+}
+
+static rtomo_fbp *create_with_layout(const rtomo_fbp_geometry *g,
+                                     rtomo_engine_options opt,
+                                     const slot_layout *l)
+{
+    opt.n_devices = l->devices;
+    for (int d = 0; d < l->devices; d++)
+        opt.device_ids[d] = d;
+    char value[8];
+    snprintf(value, sizeof value, "%d", l->split);
+    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
+    rtomo_fbp *plan = test_create(g, &opt);
+    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    return plan;
+}
+
+/* The plan's slots, from the backend's test hook; `expected` of them,
+ * owning nearly equal shares of the kept rows (memory ~1/n per slot). */
+static int plan_slots(const rtomo_fbp *plan, int expected,
+                      rtomo_cuda_fbp_debug_slot *slots)
+{
+    const int n = rtomo_cuda_fbp_debug_slots(plan, slots, MAX_TEST_SLOTS);
+    ck_assert_int_eq(n, expected);
+    int total = 0, lo = slots[0].rows_owned, hi = lo;
+    for (int i = 0; i < n; i++) {
+        total += slots[i].rows_owned;
+        if (slots[i].rows_owned < lo) lo = slots[i].rows_owned;
+        if (slots[i].rows_owned > hi) hi = slots[i].rows_owned;
     }
-    free(listed);
-    free(one);
-    free(ref);
+    ck_assert_int_eq(total, rtomo_fbp_geometry_of(plan)->row_count);
+    ck_assert_msg(hi - lo <= FBP_PARTITION_GROUP, "slots own %d to %d rows", lo, hi);
+    return n;
+}
+
+/* The rows of the latest call went to every slot, within two groups of
+ * each other: a slab that lands on one slot fails here. */
+static void check_call_spread(const rtomo_fbp *plan, int expected, int n_rows,
+                              const char *what)
+{
+    rtomo_cuda_fbp_debug_slot slots[MAX_TEST_SLOTS];
+    const int n = plan_slots(plan, expected, slots);
+    int total = 0, lo = slots[0].rows_last_call, hi = lo;
+    char shares[128] = "";
+    for (int i = 0; i < n; i++) {
+        const int c = slots[i].rows_last_call;
+        total += c;
+        if (c < lo) lo = c;
+        if (c > hi) hi = c;
+        snprintf(shares + strlen(shares), sizeof shares - strlen(shares), "%s%d@%d",
+                 i ? " " : "", c, slots[i].device);
+    }
+    printf("  %s: %d rows over %d slots as rows@device: %s\n", what, n_rows, n, shares);
+    ck_assert_int_eq(total, n_rows);
+    ck_assert_msg(hi - lo <= 2 * FBP_PARTITION_GROUP,
+                  "%s: slots got %d to %d of %d rows", what, lo, hi, n_rows);
+    if (n_rows >= 2 * n * FBP_PARTITION_GROUP)
+        ck_assert_msg(lo > 0, "%s: a slot got none of %d rows", what, n_rows);
+}
+
+/* Reconstruct kept rows rows[0..n-1] into a new, poisoned array. */
+static float *reconstruct_rows(rtomo_fbp *plan, const int *rows, int n)
+{
+    const size_t size = output_size(plan, n);
+    float *out = malloc(sizeof(float) * size);
+    ck_assert_ptr_nonnull(out);
+    test_poison(out, size);
+    test_reconstruct(plan, rows, n, out);
+    return out;
+}
+
+/*
+ * Loop index: kernel (standard, texture, ALU) x slices x precision.  One GPU
+ * split into 2 and 3 slots, and two GPUs with 1 and 2 slots each where
+ * there are two, reconstruct every slab bit for bit as one slot does, and
+ * every slab is spread over all slots.  Half storage scales each packed
+ * group by its own maximum, so bit-identity needs the same packing
+ * partners as one slot: the slabs start at multiples of 4, and groups of 4
+ * rows stay on one slot.  Float storage keeps slices apart, so the whole
+ * scan asked in reverse order (other partners) must match too.  (The
+ * hybrid kernel is left out: its blocks choose their path at run time, so
+ * it does not repeat itself bit for bit even on one slot.)
+ */
+START_TEST(slot_layouts_give_identical_results)
+{
+    static const int slice_choices[] = {1, 2, 4};
+    const rtomo_bp_kernel kernel = (rtomo_bp_kernel)(RTOMO_BP_STANDARD + _i / 6);
+    const int slices = slice_choices[(_i / 2) % 3];
+    const rtomo_precision precision = (rtomo_precision)(_i % 2);
+    const char *name = test_mode_name(kernel, slices, precision, RTOMO_INTERP_LINEAR);
+    scan s;
+    make_scan(&s, 0xd1517ULL + (uint64_t)_i, SPLIT_WIDTH, SPLIT_ROWS, SPLIT_PROJ);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, kernel, slices, precision);
+    const slot_layout single = {1, 1};
+    rtomo_fbp *one = create_with_layout(&s.g, opt, &single);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_fbp_set_filtered(one, 0, SPLIT_ROWS, s.sinograms, &err), RTOMO_OK);
+    const size_t image = (size_t)SPLIT_WIDTH * SPLIT_WIDTH;
+    if (precision == RTOMO_PRECISION_FLOAT) {
+        float *ref = run_cpu(&s);
+        float *out = reconstruct_rows(one, s.rows, s.n_rows);
+        const double rel = test_rel_l2(out, ref, image * SPLIT_ROWS);
+        const double bound = kernel == RTOMO_BP_ALU ? ALU_BOUND : TEXTURE_BOUND;
+        printf("%s: one slot relative L2 to CPU %.3e\n", name, rel);
+        ck_assert_msg(rel <= bound, "%s, one slot: relative L2 %g", name, rel);
+        free(out);
+        free(ref);
+    }
+    for (int l = 0; l < N_LAYOUTS; l++) {
+        if (!layout_usable(&layouts[l]))
+            continue;
+        const int expected = layouts[l].devices * layouts[l].split;
+        rtomo_fbp *parts = create_with_layout(&s.g, opt, &layouts[l]);
+        ck_assert_int_eq(rtomo_fbp_set_filtered(parts, 0, SPLIT_ROWS, s.sinograms, &err), RTOMO_OK);
+        char what[96];
+        for (int k = 0; k <= N_SPLIT_SLABS; k++) {
+            const int reversed = k == N_SPLIT_SLABS;
+            if (reversed && precision == RTOMO_PRECISION_HALF)
+                break;
+            const int first = reversed ? 0 : split_slabs[k][0];
+            const int n = reversed ? s.n_rows : split_slabs[k][1];
+            int rows[SPLIT_ROWS];
+            for (int i = 0; i < n; i++)
+                rows[i] = reversed ? s.rows[i] : first + i;
+            snprintf(what, sizeof what, "%s, %d device(s) x %d, rows %s%d..%d", name,
+                     layouts[l].devices, layouts[l].split, reversed ? "reversed " : "",
+                     first, first + n - 1);
+            float *a = reconstruct_rows(one, rows, n);
+            float *b = reconstruct_rows(parts, rows, n);
+            check_call_spread(parts, expected, n, what);
+            ck_assert_msg(memcmp(a, b, sizeof(float) * image * (size_t)n) == 0,
+                          "%s: differs from one slot (max %g)", what,
+                          test_max_abs_diff(b, a, image * (size_t)n));
+            free(a);
+            free(b);
+        }
+        rtomo_fbp_destroy(parts);
+    }
+    rtomo_fbp_destroy(one);
     free_scan(&s);
 }
 END_TEST
@@ -382,7 +515,7 @@ int main(void)
     Suite *s = suite_create("cuda_fbp_pipeline");
     TCase *tc = tcase_create("pipeline");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, device_partitions_give_identical_results);
+    tcase_add_loop_test(tc, slot_layouts_give_identical_results, 0, 3 * 3 * 2);
     tcase_add_loop_test(tc, many_batches_match_cpu, 0, 2);
     tcase_add_test(tc, roi_and_interp_changes_apply);
     tcase_add_test(tc, unfed_projections_contribute_nothing);

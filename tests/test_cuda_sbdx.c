@@ -24,6 +24,7 @@
 #include "sbdx_lut.h"
 #include "sbdx_composite.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 #define PLANE_TOL 1e-4
 /* Depth may differ from the CPU's only where the two planes' local
@@ -566,11 +567,6 @@ int main(void)
         printf("no CUDA device: skipped\n");
         return 77;
     }
-    SRunner *sr = srunner_create(suite());
     /* The CUDA context lives in this process: no fork per test. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run_in_process(suite());
 }

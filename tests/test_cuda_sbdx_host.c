@@ -20,6 +20,7 @@
 #include "rtomo_sim.h"
 #include "sbdx_composite.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 /* Only reports failures: Check's ck_assert costs a write per call. */
 #define REQUIRE(cond, ...)                                                  \
@@ -691,9 +692,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(suite());
 }

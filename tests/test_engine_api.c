@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rtomo_engine.h"
+#include "check_run.h"
 
 START_TEST(names_round_trip)
 {
@@ -165,9 +166,5 @@ static Suite *engine_api_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(engine_api_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(engine_api_suite());
 }

@@ -15,6 +15,7 @@
 
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 /* ------------------------------------------------------------ helpers ---- */
 
@@ -296,9 +297,5 @@ int main(void)
     tcase_add_test(tc, filtered_round_trip);
     tcase_add_test(tc, missing_projections_contribute_nothing);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

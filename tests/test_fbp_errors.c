@@ -13,6 +13,7 @@
 
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 #define W 16
 #define H 4
@@ -360,9 +361,5 @@ int main(void)
     tcase_add_test(tc, bad_and_late_references);
     tcase_add_test(tc, bad_rows_and_buffers);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -16,6 +16,7 @@
 #include "fbp_filter_design.h"
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 /* ------------------------------------------------------------ helpers ---- */
 
@@ -436,9 +437,5 @@ int main(void)
     tcase_add_test(tc, flat_field_removes_gain_and_offset);
     tcase_add_test(tc, impossible_samples_are_clamped);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -16,6 +16,7 @@
 
 #include "image_png.h"
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 static char dir[256];
 
@@ -206,9 +207,5 @@ int main(void)
     tcase_add_test(tc, bad_arguments_and_paths);
     tcase_add_test(tc, raw_holds_the_floats);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -22,6 +22,7 @@
 
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 #define DET_HEIGHT 4
 #define SLICE_ROW 2         /* z = -0.25 for 4 rows */
@@ -475,9 +476,5 @@ int main(void)
     tcase_add_test(tc, roi_is_crop_of_full_slice);
     tcase_add_test(tc, camera_frames_match_line_integrals);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rtomo_engine.h"
+#include "check_run.h"
 
 static char dir[256];
 static char program[1024];
@@ -190,9 +191,5 @@ int main(void)
     tcase_add_test(tc, small_scan);
     tcase_add_test(tc, missing_backend_is_a_runtime_failure);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "rtomo_sim.h"
+#include "check_run.h"
 
 #define WIDTH 512           /* fine grid: pixel-sum errors stay small */
 #define HEIGHT 4
@@ -313,9 +314,5 @@ int main(void)
     tcase_add_test(tc, region_masks);
     tcase_add_test(tc, masked_statistics);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

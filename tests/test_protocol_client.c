@@ -19,6 +19,7 @@
 
 #include "rtomo_client.h"
 #include "test_protocol_common.h"
+#include "check_run.h"
 
 #define RECEIVE_TIMEOUT_MS 5000
 
@@ -575,9 +576,5 @@ static Suite *client_suite(void)
 int main(void)
 {
     test_base_seed();
-    SRunner *runner = srunner_create(client_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed ? 1 : 0;
+    return rtomo_check_run(client_suite());
 }

@@ -19,6 +19,7 @@
 
 #include "rtomo_protocol.h"
 #include "test_protocol_common.h"
+#include "check_run.h"
 
 /* ------------------------------------------------------------ helpers ---- */
 
@@ -1282,9 +1283,5 @@ static Suite *codec_suite(void)
 int main(void)
 {
     test_base_seed();
-    SRunner *runner = srunner_create(codec_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed ? 1 : 0;
+    return rtomo_check_run(codec_suite());
 }

@@ -21,6 +21,7 @@
 #include "rtomo_sim.h"
 #include "sbdx_composite.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 /* Depths may differ from the brute force only where its two largest
  * variances are this close, relative to the stack's squared value range:
@@ -347,9 +348,5 @@ int main(void)
     tcase_add_loop_test(tc, bands_give_identical_results, 0, 2);
     tcase_add_test(tc, ties_go_to_the_lowest_plane);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

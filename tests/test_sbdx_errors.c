@@ -13,6 +13,7 @@
 #include "rtomo_sim.h"
 #include "sbdx_composite.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 static rtomo_engine_options cpu_options(void)
 {
@@ -246,7 +247,7 @@ START_TEST(composite_refuses_bad_arguments)
     const float *rx[2] = {resp, resp};
     float composite[12];
     uint16_t depth[12];
-    rtomo_sbdx_stack s = {planes, 2, 4, 3, NULL, NULL};
+    rtomo_sbdx_stack s = {planes, 2, 4, 3, NULL, NULL, 0};
     rtomo_error err;
     ck_assert_int_eq(rtomo_sbdx_composite(NULL, 2, composite, depth, &err),
                      RTOMO_E_INVALID);
@@ -283,9 +284,5 @@ int main(void)
     tcase_add_test(tc, simulator_refuses_bad_scenes);
     tcase_add_test(tc, composite_refuses_bad_arguments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

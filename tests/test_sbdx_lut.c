@@ -19,6 +19,7 @@
 #include "rtomo_sim.h"
 #include "sbdx_lut.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 #define N_GEOMETRIES 60
 
@@ -339,9 +340,5 @@ int main(void)
                         8);
     tcase_add_test(tc, invalid_geometry_builds_no_tables);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -13,6 +13,7 @@
 
 #include "rtomo_sim.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 static rtomo_sbdx *cpu_plan(const rtomo_sbdx_geometry *g)
 {
@@ -171,9 +172,5 @@ int main(void)
     tcase_add_loop_test(tc, outputs_are_independent_of_each_other, 0, 2);
     tcase_add_test(tc, pipeline_returns_tags_and_counts_stats);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -19,6 +19,7 @@
 
 #include "rtomo_sim.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 /* Both methods add the same float32 products in the same order, so they
  * should agree exactly; the bound allows a compiler's reassociation. */
@@ -379,9 +380,5 @@ int main(void)
     tcase_add_test(tc, sample_types_are_equivalent);
     tcase_add_loop_test(tc, uniform_frames_reconstruct_to_their_value, 0, 4);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

@@ -16,6 +16,7 @@
 
 #include "rtomo_sim.h"
 #include "test_sbdx_support.h"
+#include "check_run.h"
 
 #define BACKGROUND 200.0
 #define ABSORPTION 150.0
@@ -315,9 +316,5 @@ int main(void)
     tcase_add_loop_test(tc, composite_separates_two_depths, 0, 2);
     tcase_add_test(tc, simulator_follows_its_ray_model);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }

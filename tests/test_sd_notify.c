@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sd_notify.h"
+#include "check_run.h"
 
 /* Bind a datagram socket at `addr` ('@' = abstract) the way systemd does. */
 static int listen_at(const char *addr)
@@ -127,9 +128,5 @@ int main(void)
     tcase_add_test(tc, abstract_socket_and_watchdog_period);
     tcase_add_test(tc, outside_systemd_is_a_no_op_and_bad_addresses_are_reported);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rtomo_check_run(s);
 }
