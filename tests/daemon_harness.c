@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_run.h"
 #include "daemon_harness.h"
 #include "rtomo_sim.h"
 
@@ -356,11 +357,7 @@ int daemon_run_tests(const char *name, const TTest *const *tests,
     for (int i = 0; i < n_tests; i++)
         tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rtomo_check_run(s);
 }
 
 /* ----------------------------------------------------- phantom scans ---- */

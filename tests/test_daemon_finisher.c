@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_run.h"
 #include "rtomo_sim.h"
 #include "rtomod_buffer.h"
 #include "rtomod_finisher.h"
@@ -332,9 +333,5 @@ int main(void)
     tcase_add_test(tc, full_finisher_blocks_the_pusher);
     tcase_add_test(tc, aborted_scan_goes_without_statistics);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return rtomo_check_run(s);
 }
