@@ -4,7 +4,8 @@
 # (their multi-device cases run when two GPUs are visible), then one and two
 # GPUs side by side in the same run: the FBP engine's 2048^3 end to end, the
 # SBDX engine's reference stream, a 2048^3 scan through rtomod, the SBDX
-# stream through rtomod; and rtomod's ingest rate.  A log and a tarball of
+# stream through rtomod (and at 30 frames/s over one and two connections),
+# a continuous tomography stream; and rtomod's ingest rate.  A log and a tarball of
 # the JSON results go to $OUT; the tables are printed.
 set -u
 bundle=${1:-.gpu}
@@ -42,6 +43,12 @@ step daemon-scan 240 "$b/bench_daemon_scan" --rtomod "$b/rtomod" --backend cuda 
   --devices 0 --devices 0,1 --json "$json/daemon-scan.json"
 step daemon-sbdx30 120 "$b/bench_daemon_stream" --rtomod "$b/rtomod" \
   --backend cuda --devices 0 --rate 30 --frames 300 --json "$json/daemon-sbdx30.json"
+step daemon-sbdx30-2conn 120 "$b/bench_daemon_stream" --rtomod "$b/rtomod" \
+  --backend cuda --devices 0 --rate 30 --frames 300 --connections 2 \
+  --json "$json/daemon-sbdx30-2conn.json"
+step daemon-continuous 120 "$b/bench_daemon_stream" --rtomod "$b/rtomod" \
+  --backend cuda --devices 0 --mode continuous --projections 1800 --every 180 \
+  --slices 64 --rate 600 --frames 3600 --json "$json/daemon-continuous.json"
 for d in 0 0,1; do
   step "daemon-sbdxmax-$d" 120 "$b/bench_daemon_stream" --rtomod "$b/rtomod" \
     --backend cuda --devices "$d" --rate 0 --frames 300 --connections 2 \
