@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
 
@@ -19,12 +20,8 @@ int test_run_gpu_suite(Suite *s)
         (void)s;        /* Check has no public way to free an unrun suite */
         return TEST_SKIP;
     }
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    /* The CUDA context lives in this process: no fork per test. */
+    return rtomo_check_run_in_process(s);
 }
 
 void test_fill_uniform(uint64_t *seed, float *a, size_t n, double lo, double hi)
