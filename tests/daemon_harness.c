@@ -529,13 +529,8 @@ static float *reference(const daemon_scan *s, const int *rows, int n_rows,
                         const int *roi)
 {
     rtomo_fbp_geometry g = s->spec.geometry;
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 1;
+    rtomo_fbp *plan = test_create_cpu(&g, 1);
     rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
-    ck_assert_msg(plan, "reference plan: %s", err.message);
     size_t n = s->frame_samples;
     for (int i = 0; i < s->spec.n_darks; i++)
         ck_assert(rtomo_fbp_add_dark(plan, s->darks + n * (size_t)i,
@@ -556,8 +551,7 @@ static float *reference(const daemon_scan *s, const int *rows, int n_rows,
     size_t pixels = (size_t)pg->roi_width * (size_t)pg->roi_height;
     float *out = malloc(sizeof(float) * pixels * (size_t)n_rows);
     ck_assert(out);
-    ck_assert_msg(rtomo_fbp_reconstruct(plan, rows, n_rows, out, &err) ==
-                  RTOMO_OK, "reference reconstruction: %s", err.message);
+    test_reconstruct(plan, rows, n_rows, out);
     rtomo_fbp_destroy(plan);
     return out;
 }
@@ -576,22 +570,6 @@ float *daemon_reference_window(const daemon_scan *s, const int *rows,
     ck_assert_int_lt(last, s->n_projections);
     return reference(s, rows, n_rows, last - s->spec.geometry.n_proj + 1,
                      last, NULL, roi);
-}
-
-double daemon_max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - (double)b[i]));
-    return m;
-}
-
-double daemon_max_abs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i]));
-    return m;
 }
 
 int *daemon_shuffled(int n, uint64_t *seed)

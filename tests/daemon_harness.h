@@ -23,6 +23,7 @@
 #include "rtomo_client.h"
 #include "rtomo_engine.h"
 #include "rtomo_protocol.h"
+#include "test_util.h"
 
 #define DAEMON_TIMEOUT_MS 30000
 
@@ -176,10 +177,6 @@ float *daemon_reference_slices(const daemon_scan *s, const int *rows,
  * last - n_proj + 1 .. last, each in slot index mod n_proj at its angle. */
 float *daemon_reference_window(const daemon_scan *s, const int *rows,
                                int n_rows, int last, const int *roi);
-
-/* max |a - b| over n samples, and max |b|. */
-double daemon_max_abs_diff(const float *a, const float *b, size_t n);
-double daemon_max_abs(const float *a, size_t n);
 
 /* A random permutation of 0..n-1 (malloc'd). */
 int *daemon_shuffled(int n, uint64_t *seed);

@@ -52,10 +52,7 @@ static void make_case(bp_case *c, uint64_t seed, int width, int height,
                       int n_proj, int slice, rtomo_interp interp)
 {
     rtomo_fbp_geometry *g = &c->g;
-    rtomo_fbp_geometry_init(g);
-    g->det_width = width;
-    g->det_height = height;
-    g->n_proj = n_proj;
+    *g = test_fbp_geometry(width, height, n_proj);
     c->angles = malloc(sizeof(double) * (size_t)n_proj);
     c->shifts = malloc(sizeof(double) * (size_t)n_proj);
     ck_assert(c->angles && c->shifts);
@@ -114,7 +111,7 @@ static float *run_plan(rtomo_fbp *plan, const bp_case *c)
 
 static float *run_cpu(const bp_case *c)
 {
-    rtomo_fbp *plan = test_create_cpu(&c->g);
+    rtomo_fbp *plan = test_create_cpu(&c->g, 0);
     float *out = run_plan(plan, c);
     rtomo_fbp_destroy(plan);
     return out;

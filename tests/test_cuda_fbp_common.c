@@ -4,13 +4,11 @@
  */
 #include "config.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_run.h"
-#include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
 
 int test_run_gpu_suite(Suite *s)
@@ -22,12 +20,6 @@ int test_run_gpu_suite(Suite *s)
     }
     /* The CUDA context lives in this process: no fork per test. */
     return rtomo_check_run_in_process(s);
-}
-
-void test_fill_uniform(uint64_t *seed, float *a, size_t n, double lo, double hi)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] = (float)(lo + (hi - lo) * rtomo_random_uniform(seed));
 }
 
 void test_smooth_lines(float *a, size_t lines, int width, int box)
@@ -47,56 +39,6 @@ void test_smooth_lines(float *a, size_t lines, int width, int box)
     free(tmp);
 }
 
-void test_poison(float *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] = NAN;
-}
-
-double test_rel_l2(const float *a, const float *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]))
-            return INFINITY;
-        double d = (double)a[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
-double test_max_abs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(a[i]) > m)
-            m = fabs(a[i]);
-    return m;
-}
-
-double test_max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i]))
-            return INFINITY;
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > m)
-            m = d;
-    }
-    return m;
-}
-
-double test_fraction_over(const float *a, const float *b, size_t n, double limit)
-{
-    size_t over = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i]) || !isfinite(b[i]) || fabs((double)a[i] - (double)b[i]) > limit)
-            over++;
-    return n ? (double)over / (double)n : 0.0;
-}
-
 void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
                       int slices, rtomo_precision precision)
 {
@@ -108,30 +50,6 @@ void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
     /* A fixed ratio keeps the autotuner out of tests that are about
      * correctness; it is tested on its own. */
     opt->hybrid_ratio = kernel == RTOMO_BP_HYBRID ? 0.5 : 0.0;
-}
-
-rtomo_fbp *test_create(const rtomo_fbp_geometry *g,
-                       const rtomo_engine_options *opt)
-{
-    rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(g, opt, &err);
-    ck_assert_msg(plan != NULL, "plan creation failed: %s", err.message);
-    return plan;
-}
-
-rtomo_fbp *test_create_cpu(const rtomo_fbp_geometry *g)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    return test_create(g, &opt);
-}
-
-void test_reconstruct(rtomo_fbp *plan, const int *rows, int n_rows, float *out)
-{
-    rtomo_error err;
-    rtomo_status st = rtomo_fbp_reconstruct(plan, rows, n_rows, out, &err);
-    ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
 }
 
 const char *test_mode_name(rtomo_bp_kernel kernel, int slices,

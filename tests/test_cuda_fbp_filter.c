@@ -96,11 +96,8 @@ START_TEST(filtering_matches_cpu)
     const int with_flats = (_i / 3) % 2;
     const rtomo_window window = (rtomo_window)(_i / 6);
     uint64_t seed = 0xf117e400ULL + (uint64_t)_i;
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 77;           /* odd, and not a power of two */
-    g.det_height = 7;
-    g.n_proj = 23;
+    /* 77 bins: odd, and not a power of two */
+    rtomo_fbp_geometry g = test_fbp_geometry(77, 7, 23);
     g.row_first = 1;
     g.row_count = 5;            /* odd: the last complex row is half empty */
     g.window = window;
@@ -108,7 +105,7 @@ START_TEST(filtering_matches_cpu)
     frames f;
     make_frames(&f, &seed, dtype, (size_t)g.det_width * g.det_height, g.n_proj, with_flats);
 
-    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_TEXTURE, 1, RTOMO_PRECISION_FLOAT);
     rtomo_fbp *gpu = test_create(&g, &opt);
@@ -149,16 +146,12 @@ END_TEST
  * batch of transforms): a few rows compared over the whole height. */
 START_TEST(large_frames_match_cpu)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 1501;
-    g.det_height = 1500;
-    g.n_proj = 3;
+    rtomo_fbp_geometry g = test_fbp_geometry(1501, 1500, 3);
     uint64_t seed = 0x1a76e;
     frames f;
     make_frames(&f, &seed, RTOMO_DTYPE_U16, (size_t)g.det_width * g.det_height,
                 g.n_proj, 1);
-    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_TEXTURE, 1, RTOMO_PRECISION_FLOAT);
     rtomo_fbp *gpu = test_create(&g, &opt);
@@ -231,16 +224,12 @@ START_TEST(split_slots_filter_like_one)
 {
     const rtomo_dtype dtype = (rtomo_dtype)_i;
     uint64_t seed = 0x5b117ULL + (uint64_t)_i;
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 61;
-    g.det_height = 40;
-    g.n_proj = 29;
+    rtomo_fbp_geometry g = test_fbp_geometry(61, 40, 29);
     g.row_first = 3;
     g.row_count = 33;
     frames f;
     make_frames(&f, &seed, dtype, (size_t)g.det_width * g.det_height, g.n_proj, 1);
-    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_fbp *one = create_split(&g, 1, 1);
     feed(cpu, &f);
     feed(one, &f);
@@ -306,10 +295,7 @@ typedef struct phantom_scan {
 static void make_phantom_scan(phantom_scan *s, rtomo_interp interp)
 {
     rtomo_fbp_geometry *g = &s->g;
-    rtomo_fbp_geometry_init(g);
-    g->det_width = 128;
-    g->det_height = 8;
-    g->n_proj = 181;
+    *g = test_fbp_geometry(128, 8, 181);
     g->row_first = 2;
     g->row_count = 4;
     g->interp = interp;

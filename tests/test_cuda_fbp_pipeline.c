@@ -37,10 +37,7 @@ typedef struct scan {
 /* `height` kept rows of random sinograms; all of them requested. */
 static void make_scan(scan *s, uint64_t seed, int width, int height, int n_proj)
 {
-    rtomo_fbp_geometry_init(&s->g);
-    s->g.det_width = width;
-    s->g.det_height = height;
-    s->g.n_proj = n_proj;
+    s->g = test_fbp_geometry(width, height, n_proj);
     s->g.axis = 0.5 * (width - 1) + 1.3;
     const size_t n = (size_t)height * n_proj * width;
     s->sinograms = malloc(sizeof(float) * n);
@@ -288,7 +285,7 @@ START_TEST(roi_and_interp_changes_apply)
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_HYBRID, 1, RTOMO_PRECISION_FLOAT);
     rtomo_fbp *gpu = test_create(&s.g, &opt);
-    rtomo_fbp *cpu = test_create_cpu(&s.g);
+    rtomo_fbp *cpu = test_create_cpu(&s.g, 0);
     rtomo_error err;
     for (int step = 0; step < 2; step++) {
         ck_assert_int_eq(rtomo_fbp_set_roi(gpu, 5 + step, 9, 31, 17 + step, &err), RTOMO_OK);
@@ -314,16 +311,12 @@ END_TEST
  * contribute nothing on either backend. */
 START_TEST(unfed_projections_contribute_nothing)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 48;
-    g.det_height = 3;
-    g.n_proj = 40;
+    rtomo_fbp_geometry g = test_fbp_geometry(48, 3, 40);
     uint64_t seed = 0x4a1f;
     const size_t pixels = (size_t)g.det_width * g.det_height;
     float *frame = malloc(sizeof(float) * pixels);
     ck_assert_ptr_nonnull(frame);
-    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
     rtomo_fbp *gpu = test_create(&g, &opt);
@@ -362,17 +355,13 @@ END_TEST
  * type between frames is handled. */
 START_TEST(refed_projections_replace_old_data)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 33;
-    g.det_height = 4;
-    g.n_proj = 12;
+    rtomo_fbp_geometry g = test_fbp_geometry(33, 4, 12);
     uint64_t seed = 0x4efed;
     const size_t pixels = (size_t)g.det_width * g.det_height;
     float *frame = malloc(sizeof(float) * pixels);
     uint16_t *counts = malloc(sizeof(uint16_t) * pixels);
     ck_assert(frame && counts);
-    rtomo_fbp *cpu = test_create_cpu(&g);
+    rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
     rtomo_fbp *gpu = test_create(&g, &opt);
@@ -426,8 +415,8 @@ static int count_lines(const char *path)
  * error. */
 START_TEST(autotune_chooses_and_caches)
 {
-    char dir[] = "/tmp/rtomo-autotune-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[200];
+    test_make_temp_dir("rtomo-autotune", dir, sizeof dir);
     char path[256];
     snprintf(path, sizeof path, "%s/fbp-autotune-v1.txt", dir);
     setenv("RTOMO_CACHE_DIR", dir, 1);
@@ -455,8 +444,7 @@ START_TEST(autotune_chooses_and_caches)
     const double rel = test_rel_l2(out, ref, n);
     ck_assert_msg(rel <= TEXTURE_BOUND, "hybrid, tuned ratio: relative L2 %g", rel);
     unsetenv("RTOMO_CACHE_DIR");
-    unlink(path);
-    rmdir(dir);
+    test_remove_tree(dir);
     free(out);
     free(ref);
     free_scan(&s);
@@ -465,11 +453,7 @@ END_TEST
 
 START_TEST(options_are_checked)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 16;
-    g.det_height = 1;
-    g.n_proj = 8;
+    rtomo_fbp_geometry g = test_fbp_geometry(16, 1, 8);
     rtomo_engine_options opt;
     rtomo_error err;
     test_gpu_options(&opt, RTOMO_BP_TEXTURE, 3, RTOMO_PRECISION_FLOAT);
@@ -495,11 +479,7 @@ END_TEST
  * RTOMO_E_NOMEM and the numbers, before anything is allocated. */
 START_TEST(oversized_plan_is_refused)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 65536;
-    g.det_height = 65536;
-    g.n_proj = 65536;
+    rtomo_fbp_geometry g = test_fbp_geometry(65536, 65536, 65536);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
     rtomo_error err;

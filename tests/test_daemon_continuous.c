@@ -63,8 +63,8 @@ static void check_window(daemon_inbox *in, const daemon_scan *s, int window,
                                 degrees(g->angle_start + last * g->angle_step),
                                 1e-9);
         const float *want = ref + pixels * (size_t)i;
-        double scale = daemon_max_abs(want, pixels);
-        double diff = daemon_max_abs_diff(im->data, want, pixels);
+        double scale = test_max_abs(want, pixels);
+        double diff = test_max_abs_diff(im->data, want, pixels);
         ck_assert_msg(scale > 0 && diff <= SAME_AS_ENGINE * scale,
                       "window %d, slice %d: max difference %g to the engine "
                       "(scale %g)", window, rows[i], diff, scale);

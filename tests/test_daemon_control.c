@@ -188,8 +188,8 @@ START_TEST(set_config_reaches_the_next_scan)
     s.spec.geometry.interp = RTOMO_INTERP_NEAREST;
     const int row = 2, roi[4] = {4, 6, 20, 10};
     float *ref = daemon_reference_slices(&s, &row, 1, NULL, roi);
-    double diff = daemon_max_abs_diff(im->data, ref, 200);
-    ck_assert_msg(diff <= 1e-5 * daemon_max_abs(ref, 200),
+    double diff = test_max_abs_diff(im->data, ref, 200);
+    ck_assert_msg(diff <= 1e-5 * test_max_abs(ref, 200),
                   "configured slice differs from the engine by %g", diff);
 
     free(ref);
@@ -256,8 +256,8 @@ START_TEST(abort_a_scan_that_never_ends)
         const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
                                                    "after-abort", -1, i);
         ck_assert(im);
-        ck_assert(daemon_max_abs_diff(im->data, ref + 32 * 32 * i, 32 * 32) <=
-                  1e-5 * daemon_max_abs(ref + 32 * 32 * i, 32 * 32));
+        ck_assert(test_max_abs_diff(im->data, ref + 32 * 32 * i, 32 * 32) <=
+                  1e-5 * test_max_abs(ref + 32 * 32 * i, 32 * 32));
     }
     ck_assert_int_eq(daemon_count_images(in, RTOMO_TOPIC_SLICE, "endless"), 0);
 

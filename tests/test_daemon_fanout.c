@@ -108,8 +108,8 @@ static void check_union(daemon_inbox *in, const char *scan, const int *rows,
         ck_assert_int_eq(whole->h.count, n_rows);
         size_t n = whole->size / sizeof(float);
         ck_assert_uint_eq(part->size, whole->size);
-        double scale = daemon_max_abs(whole->data, n);
-        double diff = daemon_max_abs_diff(part->data, whole->data, n);
+        double scale = test_max_abs(whole->data, n);
+        double diff = test_max_abs_diff(part->data, whole->data, n);
         ck_assert_msg(diff <= SAME_AS_ENGINE * scale, "slice %d differs by "
                       "%g (scale %g)", rows[i], diff, scale);
     }
@@ -139,8 +139,8 @@ START_TEST(two_daemons_split_one_stream)
     float *ref = daemon_reference_slices(&a, all, 6, NULL, NULL);
     for (int i = 0; i < 6; i++) {
         const daemon_image *im = slice_from(&in, 2, "shared-all", i);
-        double scale = daemon_max_abs(ref + 64 * 64 * i, 64 * 64);
-        ck_assert(daemon_max_abs_diff(im->data, ref + 64 * 64 * i, 64 * 64) <=
+        double scale = test_max_abs(ref + 64 * 64 * i, 64 * 64);
+        ck_assert(test_max_abs_diff(im->data, ref + 64 * 64 * i, 64 * 64) <=
                   SAME_AS_ENGINE * scale);
     }
     free(ref);

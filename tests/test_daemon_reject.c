@@ -157,8 +157,8 @@ static void check_slices(daemon_inbox *in, const daemon_scan *s,
         const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE, id,
                                                    -1, i);
         ck_assert(im && im->h.slice == rows[i]);
-        double diff = daemon_max_abs_diff(im->data, ref + pixels * i, pixels);
-        ck_assert_msg(diff <= 1e-5 * daemon_max_abs(ref + pixels * i, pixels),
+        double diff = test_max_abs_diff(im->data, ref + pixels * i, pixels);
+        ck_assert_msg(diff <= 1e-5 * test_max_abs(ref + pixels * i, pixels),
                       "scan %s slice %d differs from the engine by %g", id, i,
                       diff);
     }

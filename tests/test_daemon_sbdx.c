@@ -154,8 +154,8 @@ static void engine_result_free(engine_result *r)
 static void assert_close(const float *got, const float *want, size_t n,
                          const char *what, int frame)
 {
-    double diff = daemon_max_abs_diff(got, want, n);
-    double scale = daemon_max_abs(want, n);
+    double diff = test_max_abs_diff(got, want, n);
+    double scale = test_max_abs(want, n);
     ck_assert_msg(diff <= 1e-5 * scale, "frame %d %s differs by %g (scale %g)",
                   frame, what, diff, scale);
 }

@@ -47,8 +47,8 @@ static void check_slices(daemon_inbox *in, const char *scan, const int *rows,
         ck_assert_uint_eq(im->size, pixels * sizeof(float));
         const float *got = im->data;
         const float *want = reference + pixels * (size_t)i;
-        double scale = daemon_max_abs(want, pixels);
-        double diff = daemon_max_abs_diff(got, want, pixels);
+        double scale = test_max_abs(want, pixels);
+        double diff = test_max_abs_diff(got, want, pixels);
         ck_assert_msg(diff <= SAME_AS_ENGINE * scale,
                       "slice %d (row %d): max difference %g to the engine "
                       "(scale %g)", i, rows[i], diff, scale);
@@ -356,7 +356,7 @@ START_TEST(several_workers_match_one_worker)
     float *a = slices_through_daemon(&s, one, rows, 5, full);
     float *b = slices_through_daemon(&s, three, rows, 5, full);
     size_t n = 64 * 64 * 5;
-    double diff = daemon_max_abs_diff(a, b, n), scale = daemon_max_abs(a, n);
+    double diff = test_max_abs_diff(a, b, n), scale = test_max_abs(a, n);
     printf("three workers vs one: max difference %.3g (scale %.3g)\n", diff,
            scale);
     ck_assert_msg(diff <= SAME_AS_ENGINE * scale, "three workers differ "

@@ -44,8 +44,8 @@ static void check_against_engine(daemon_inbox *in, const daemon_scan *s,
         const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
                                                    s->spec.scan, -1, i);
         ck_assert_msg(im, "slice %d of %s is missing", i, s->spec.scan);
-        ck_assert(daemon_max_abs_diff(im->data, ref + pixels * i, pixels) <=
-                  1e-5 * daemon_max_abs(ref + pixels * i, pixels));
+        ck_assert(test_max_abs_diff(im->data, ref + pixels * i, pixels) <=
+                  1e-5 * test_max_abs(ref + pixels * i, pixels));
     }
     free(ref);
     free(rows);

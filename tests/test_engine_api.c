@@ -13,6 +13,7 @@
 
 #include "rtomo_engine.h"
 #include "check_run.h"
+#include "test_util.h"
 
 START_TEST(names_round_trip)
 {
@@ -115,11 +116,7 @@ START_TEST(cuda_request_without_gpu_is_refused_clearly)
 {
     if (rtomo_cuda_device_count() > 0)
         return;     /* only meaningful where no GPU is present */
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = 32;
-    g.det_height = 2;
-    g.n_proj = 16;
+    rtomo_fbp_geometry g = test_fbp_geometry(32, 2, 16);
     rtomo_engine_options opt;
     rtomo_engine_options_init(&opt);
     opt.backend = RTOMO_BACKEND_CUDA;

@@ -16,29 +16,9 @@
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
 #include "check_run.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------ helpers ---- */
-
-static rtomo_fbp *create_cpu_plan(const rtomo_fbp_geometry *g, int threads)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = threads;
-    rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(g, &opt, &err);
-    ck_assert_msg(plan, "plan creation failed: %s", err.message);
-    return plan;
-}
-
-static float *random_sinograms(int rows, int n_proj, int width, uint64_t *rng)
-{
-    size_t n = (size_t)rows * n_proj * width;
-    float *s = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++)
-        s[i] = (float)rtomo_random_normal(rng);
-    return s;
-}
 
 /* Bin j of a projection row, 0 outside the detector. */
 static double bin_value(const float *q, int width, long j)
@@ -120,11 +100,7 @@ static rtomo_fbp_geometry irregular_geometry(int width, int n_proj, int slice,
                                              double *angles, double *shifts,
                                              uint64_t *rng)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = width;
-    g.det_height = 6;
-    g.n_proj = n_proj;
+    rtomo_fbp_geometry g = test_fbp_geometry(width, 6, n_proj);
     for (int p = 0; p < n_proj; p++) {
         angles[p] = 2 * M_PI * rtomo_random_uniform(rng);
         shifts[p] = 6.0 * (rtomo_random_uniform(rng) - 0.5);
@@ -147,8 +123,8 @@ static void check_definition(rtomo_interp interp, uint64_t seed)
     /* a grid larger than the detector: many samples fall off its ends */
     rtomo_fbp_geometry g = irregular_geometry(37, 50, 53, angles, shifts, &rng);
     g.interp = interp;
-    rtomo_fbp *plan = create_cpu_plan(&g, 3);
-    float *sino = random_sinograms(4, 50, 37, &rng);
+    rtomo_fbp *plan = test_create_cpu(&g, 3);
+    float *sino = test_random_normal(&rng, (size_t)4 * 50 * 37);
     rtomo_error err;
     ck_assert(rtomo_fbp_set_filtered(plan, 1, 4, sino, &err) == RTOMO_OK);
     const int rows[3] = {4, 1, 3};
@@ -178,13 +154,13 @@ START_TEST(threads_do_not_change_results)
     uint64_t rng = 0xb9003;
     double angles[64], shifts[64];
     rtomo_fbp_geometry g = irregular_geometry(64, 64, 64, angles, shifts, &rng);
-    float *sino = random_sinograms(4, 64, 64, &rng);
+    float *sino = test_random_normal(&rng, (size_t)4 * 64 * 64);
     float *out[3];
     const int threads[3] = {1, 2, 5};
     const int rows[4] = {1, 2, 3, 4};
     rtomo_error err;
     for (int t = 0; t < 3; t++) {
-        rtomo_fbp *plan = create_cpu_plan(&g, threads[t]);
+        rtomo_fbp *plan = test_create_cpu(&g, threads[t]);
         ck_assert(rtomo_fbp_set_filtered(plan, 1, 4, sino, &err) == RTOMO_OK);
         out[t] = malloc(sizeof(float) * 4 * 64 * 64);
         ck_assert(rtomo_fbp_reconstruct(plan, rows, 4, out[t], &err) == 0);
@@ -203,8 +179,8 @@ START_TEST(filtered_round_trip)
     uint64_t rng = 0xb9004;
     double angles[20], shifts[20];
     rtomo_fbp_geometry g = irregular_geometry(33, 20, 0, angles, shifts, &rng);
-    rtomo_fbp *plan = create_cpu_plan(&g, 2);
-    float *sino = random_sinograms(2, 20, 33, &rng);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
+    float *sino = test_random_normal(&rng, (size_t)2 * 20 * 33);
     float back[20 * 33];
     rtomo_error err;
     /* kept rows are 1..4: set rows 2 and 3, leave 1 and 4 untouched */
@@ -239,9 +215,9 @@ START_TEST(missing_projections_contribute_nothing)
     double angles[30], shifts[30];
     rtomo_fbp_geometry g = irregular_geometry(width, n_proj, 0, angles,
                                               shifts, &rng);
-    rtomo_fbp *whole = create_cpu_plan(&g, 2), *part[2];
-    part[0] = create_cpu_plan(&g, 2);
-    part[1] = create_cpu_plan(&g, 1);
+    rtomo_fbp *whole = test_create_cpu(&g, 2), *part[2];
+    part[0] = test_create_cpu(&g, 2);
+    part[1] = test_create_cpu(&g, 1);
     float frame[6 * 48];
     unsigned char in_first[30];
     rtomo_error err;

@@ -14,6 +14,7 @@
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
 #include "check_run.h"
+#include "test_util.h"
 
 #define W 16
 #define H 4
@@ -21,11 +22,7 @@
 
 static rtomo_fbp_geometry good_geometry(void)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = W;
-    g.det_height = H;
-    g.n_proj = NPROJ;
+    rtomo_fbp_geometry g = test_fbp_geometry(W, H, NPROJ);
     g.row_first = 1;
     g.row_count = 2;
     return g;
@@ -193,11 +190,7 @@ END_TEST
 static rtomo_fbp *good_plan(void)
 {
     rtomo_fbp_geometry g = good_geometry();
-    rtomo_engine_options opt = cpu_options();
-    rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
-    ck_assert_msg(plan, "%s", err.message);
-    return plan;
+    return test_create_cpu(&g, 2);
 }
 
 /* A frame of line integrals of the phantom at projection p's angle. */

@@ -17,36 +17,9 @@
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
 #include "check_run.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------ helpers ---- */
-
-static rtomo_fbp_geometry small_geometry(int width, int height, int n_proj)
-{
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = width;
-    g.det_height = height;
-    g.n_proj = n_proj;
-    return g;
-}
-
-static rtomo_fbp *create_cpu_plan(const rtomo_fbp_geometry *g, int threads)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = threads;
-    rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(g, &opt, &err);
-    ck_assert_msg(plan, "plan creation failed: %s", err.message);
-    return plan;
-}
-
-static void fill_normal(float *v, size_t n, uint64_t *rng)
-{
-    for (size_t i = 0; i < n; i++)
-        v[i] = (float)rtomo_random_normal(rng);
-}
 
 /* Filtered projection `proj` of detector row `row` (det_width values). */
 static void filtered_row(rtomo_fbp *plan, int row, int proj, float *out)
@@ -59,22 +32,6 @@ static void filtered_row(rtomo_fbp *plan, int row, int proj, float *out)
     memcpy(out, sino + (size_t)proj * g->det_width,
            sizeof(float) * g->det_width);
     free(sino);
-}
-
-static double max_abs_diff(const float *a, const float *b, int n)
-{
-    double m = 0.0;
-    for (int i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
-static double max_abs(const float *a, int n)
-{
-    double m = 0.0;
-    for (int i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i]));
-    return m;
 }
 
 /* DFT bin k of an n-point transform as a frequency in cycles per bin. */
@@ -109,7 +66,7 @@ static double closed_form_window(rtomo_window w, double f, double cutoff)
 static float *filter_response(int width, rtomo_window w, double cutoff,
                               int *n)
 {
-    rtomo_fbp_geometry g = small_geometry(width, 1, 1);
+    rtomo_fbp_geometry g = test_fbp_geometry(width, 1, 1);
     g.window = w;
     g.cutoff = cutoff;
     rtomo_error err;
@@ -216,12 +173,12 @@ START_TEST(packed_rows_match_direct_filtering)
 {
     const int width = 45, height = 5, n_proj = 7, index = 3;
     uint64_t rng = 0xf117e2;
-    rtomo_fbp_geometry g = small_geometry(width, height, n_proj);
+    rtomo_fbp_geometry g = test_fbp_geometry(width, height, n_proj);
     g.window = RTOMO_WINDOW_HAMMING;
     g.cutoff = 0.8;
-    rtomo_fbp *plan = create_cpu_plan(&g, 2);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
     float frame[45 * 5], got[45], single[45];
-    fill_normal(frame, width * height, &rng);
+    test_fill_normal(&rng, frame, width * height);
     rtomo_error err;
     ck_assert(rtomo_fbp_add_projection(plan, index, frame, RTOMO_DTYPE_F32,
                                        NAN, NAN, &err) == RTOMO_OK);
@@ -235,20 +192,20 @@ START_TEST(packed_rows_match_direct_filtering)
         float directf[45];
         for (int i = 0; i < width; i++)
             directf[i] = (float)direct[i];
-        double scale = max_abs(directf, width);
+        double scale = test_max_abs(directf, width);
         worst_direct = fmax(worst_direct,
-                            max_abs_diff(got, directf, width) / scale);
+                            test_max_abs_diff(got, directf, width) / scale);
 
         rtomo_fbp_geometry one = g;
         one.row_first = r;
         one.row_count = 1;
-        rtomo_fbp *alone = create_cpu_plan(&one, 1);
+        rtomo_fbp *alone = test_create_cpu(&one, 1);
         ck_assert(rtomo_fbp_add_projection(alone, index, frame,
                                            RTOMO_DTYPE_F32, NAN, NAN,
                                            &err) == RTOMO_OK);
         filtered_row(alone, r, index, single);
         worst_single = fmax(worst_single,
-                            max_abs_diff(got, single, width) / scale);
+                            test_max_abs_diff(got, single, width) / scale);
         rtomo_fbp_destroy(alone);
     }
     printf("  packed vs direct %.2e, packed vs alone %.2e (of row max)\n",
@@ -258,7 +215,7 @@ START_TEST(packed_rows_match_direct_filtering)
     ck_assert_msg(worst_single < 1e-5, "packed vs alone: %.2e", worst_single);
     /* projections not fed stay empty */
     filtered_row(plan, 0, index + 1, got);
-    ck_assert_double_eq(max_abs(got, width), 0.0);
+    ck_assert_double_eq(test_max_abs(got, width), 0.0);
     rtomo_fbp_stats stats;
     rtomo_fbp_get_stats(plan, &stats);
     ck_assert_int_eq(stats.projections_filtered, 1);
@@ -272,16 +229,17 @@ START_TEST(two_rows_equal_two_single_rows)
 {
     const int width = 200, n_proj = 16;
     uint64_t rng = 0xf117e3;
-    rtomo_fbp_geometry g = small_geometry(width, 2, n_proj);
-    rtomo_fbp *pair = create_cpu_plan(&g, 4);
+    rtomo_fbp_geometry g = test_fbp_geometry(width, 2, n_proj);
+    rtomo_fbp *pair = test_create_cpu(&g, 4);
     rtomo_fbp_geometry g0 = g, g1 = g;
     g0.row_count = g1.row_count = 1;
     g1.row_first = 1;
-    rtomo_fbp *alone0 = create_cpu_plan(&g0, 1), *alone1 = create_cpu_plan(&g1, 1);
+    rtomo_fbp *alone0 = test_create_cpu(&g0, 1);
+    rtomo_fbp *alone1 = test_create_cpu(&g1, 1);
     float frame[400], a[200], b[200];
     rtomo_error err;
     for (int p = 0; p < n_proj; p++) {
-        fill_normal(frame, 2 * width, &rng);
+        test_fill_normal(&rng, frame, 2 * width);
         ck_assert(rtomo_fbp_add_projection(pair, p, frame, RTOMO_DTYPE_F32,
                                            NAN, NAN, &err) == RTOMO_OK);
         ck_assert(rtomo_fbp_add_projection(alone0, p, frame, RTOMO_DTYPE_F32,
@@ -294,7 +252,8 @@ START_TEST(two_rows_equal_two_single_rows)
         for (int r = 0; r < 2; r++) {
             filtered_row(pair, r, p, a);
             filtered_row(r ? alone1 : alone0, r, p, b);
-            worst = fmax(worst, max_abs_diff(a, b, width) / max_abs(b, width));
+            worst = fmax(worst, test_max_abs_diff(a, b, width) /
+                                    test_max_abs(b, width));
         }
     printf("  two rows vs one: %.2e of row max\n", worst);
     /* measured 1.9e-7 */
@@ -314,9 +273,9 @@ START_TEST(flat_field_removes_gain_and_offset)
 {
     enum { W = 64, H = 3, N = W * H, NPROJ = 4 };
     uint64_t rng = 0xf117e4;
-    rtomo_fbp_geometry g = small_geometry(W, H, NPROJ);
-    rtomo_fbp *counts_plan = create_cpu_plan(&g, 2);
-    rtomo_fbp *float_plan = create_cpu_plan(&g, 2);
+    rtomo_fbp_geometry g = test_fbp_geometry(W, H, NPROJ);
+    rtomo_fbp *counts_plan = test_create_cpu(&g, 2);
+    rtomo_fbp *float_plan = test_create_cpu(&g, 2);
     double gain[N], dark[N];
     uint16_t frame[N];
     float integrals[N];
@@ -362,8 +321,8 @@ START_TEST(flat_field_removes_gain_and_offset)
             float a[W], b[W];
             filtered_row(counts_plan, r, p, a);
             filtered_row(float_plan, r, p, b);
-            worst = fmax(worst, max_abs_diff(a, b, W));
-            scale = fmax(scale, max_abs(b, W));
+            worst = fmax(worst, test_max_abs_diff(a, b, W));
+            scale = fmax(scale, test_max_abs(b, W));
         }
     }
     printf("  counts vs line integrals: %.2e of max\n", worst / scale);
@@ -382,9 +341,9 @@ END_TEST
 START_TEST(impossible_samples_are_clamped)
 {
     enum { W = 8, N = W };
-    rtomo_fbp_geometry g = small_geometry(W, 1, 2);
-    rtomo_fbp *plan = create_cpu_plan(&g, 1);
-    rtomo_fbp *expect_plan = create_cpu_plan(&g, 1);
+    rtomo_fbp_geometry g = test_fbp_geometry(W, 1, 2);
+    rtomo_fbp *plan = test_create_cpu(&g, 1);
+    rtomo_fbp *expect_plan = test_create_cpu(&g, 1);
     const float dark[N] = {100, 100, 100, 100, 100, 0, 100, -3e38f};
     const float flat[N] = {1100, 1100, 100, 50, 1100, 1e-30f, 1100, 3e38f};
     const float raw[N] = {100, 20, 500, 500, 600, 1e30f, 1100, 0};
@@ -411,11 +370,12 @@ START_TEST(impossible_samples_are_clamped)
     filtered_row(expect_plan, 0, 0, b);
     for (int i = 0; i < W; i++)
         ck_assert_msg(isfinite(a[i]), "bin %d is %g", i, a[i]);
-    double d = max_abs_diff(a, b, W);
+    double d = test_max_abs_diff(a, b, W);
     printf("  clamped samples vs expected line integrals: %.2e of max\n",
-           d / max_abs(b, W));
+           d / test_max_abs(b, W));
     /* the same float line integrals reach the filter: measured 0 */
-    ck_assert_msg(d <= 1e-5 * max_abs(b, W), "clamped values differ by %g", d);
+    ck_assert_msg(d <= 1e-5 * test_max_abs(b, W), "clamped values differ by %g",
+                  d);
     int row = 0;
     float slice[W * W];
     ck_assert(rtomo_fbp_reconstruct(plan, &row, 1, slice, &err) == RTOMO_OK);

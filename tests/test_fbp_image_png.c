@@ -17,19 +17,18 @@
 #include "image_png.h"
 #include "rtomo_sim.h"
 #include "check_run.h"
+#include "test_util.h"
 
 static char dir[256];
 
 static void make_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/rtomo-png-XXXXXX", tmp ? tmp : "/tmp");
-    ck_assert_msg(mkdtemp(dir), "cannot create a temporary directory");
+    test_make_temp_dir("rtomo-png", dir, sizeof dir);
 }
 
 static void remove_dir(void)
 {
-    rmdir(dir);
+    test_remove_tree(dir);
 }
 
 /* Read an 8-bit gray PNG; returns the pixels (malloc'd). */

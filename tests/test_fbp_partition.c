@@ -17,15 +17,11 @@
 #include "check_run.h"
 #include "fbp_partition.h"
 #include "rtomo_sim.h"
+#include "test_util.h"
 
 #define GROUP FBP_PARTITION_GROUP
 #define MAX_PARTS 16
 #define SLAB_PLAN_ROWS 2048
-
-static int random_int(uint64_t *seed, int lo, int hi)
-{
-    return lo + (int)(rtomo_random_uniform(seed) * (hi - lo + 1));
-}
 
 /* Rows of each part among rows[0..n-1]. */
 static void count_parts(const fbp_partition *p, const int *rows, int n,
@@ -91,7 +87,8 @@ START_TEST(every_row_has_one_owner_and_place)
             check_deal(rows, parts);
     uint64_t seed = 0x9a47ULL;
     for (int k = 0; k < 20; k++)
-        check_deal(random_int(&seed, 151, 20000), random_int(&seed, 1, MAX_PARTS));
+        check_deal(test_rand_int(&seed, 151, 20000),
+                   test_rand_int(&seed, 1, MAX_PARTS));
 }
 END_TEST
 
@@ -99,10 +96,10 @@ START_TEST(runs_are_the_longest_single_copies)
 {
     uint64_t seed = 0x4f2aULL;
     for (int k = 0; k < 4000; k++) {
-        const fbp_partition p = fbp_partition_make(random_int(&seed, 1, 700),
-                                                   random_int(&seed, 1, 6));
-        const int row = random_int(&seed, 0, p.rows - 1);
-        const int end = random_int(&seed, row + 1, p.rows);
+        const fbp_partition p = fbp_partition_make(test_rand_int(&seed, 1, 700),
+                                                   test_rand_int(&seed, 1, 6));
+        const int row = test_rand_int(&seed, 0, p.rows - 1);
+        const int end = test_rand_int(&seed, row + 1, p.rows);
         const int n = fbp_partition_run(&p, row, end);
         ck_assert_msg(n >= 1 && row + n <= end, "run of %d from %d to %d", n, row, end);
         const int o = fbp_partition_owner(&p, row), l = fbp_partition_local(&p, row);
@@ -133,8 +130,8 @@ START_TEST(slabs_are_shared_by_all_parts)
         const fbp_partition p = fbp_partition_make(SLAB_PLAN_ROWS, parts);
         int worst = 0;
         for (int k = 0; k < 3000; k++) {
-            const int length = random_int(&seed, 1, 512);
-            const int first = random_int(&seed, 0, SLAB_PLAN_ROWS - length);
+            const int length = test_rand_int(&seed, 1, 512);
+            const int first = test_rand_int(&seed, 0, SLAB_PLAN_ROWS - length);
             for (int i = 0; i < length; i++)
                 rows[i] = first + i;
             count_parts(&p, rows, length, counts);

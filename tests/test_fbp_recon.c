@@ -23,6 +23,7 @@
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
 #include "check_run.h"
+#include "test_util.h"
 
 #define DET_HEIGHT 4
 #define SLICE_ROW 2         /* z = -0.25 for 4 rows */
@@ -33,27 +34,11 @@
 static rtomo_fbp_geometry phantom_geometry(int width, int n_proj,
                                            double range_deg)
 {
-    rtomo_fbp_geometry g;
-    rtomo_fbp_geometry_init(&g);
-    g.det_width = width;
-    g.det_height = DET_HEIGHT;
-    g.n_proj = n_proj;
+    rtomo_fbp_geometry g = test_fbp_geometry(width, DET_HEIGHT, n_proj);
     g.angle_step = range_deg * M_PI / 180.0 / n_proj;
     g.row_first = SLICE_ROW;
     g.row_count = 1;
     return g;
-}
-
-static rtomo_fbp *create_cpu_plan(const rtomo_fbp_geometry *g)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 2;
-    rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(g, &opt, &err);
-    ck_assert_msg(plan, "plan creation failed: %s", err.message);
-    return plan;
 }
 
 static rtomo_phantom phantom_for(const rtomo_fbp_geometry *g)
@@ -101,7 +86,7 @@ static float *reconstruct(rtomo_fbp *plan)
  * `shifts` as in feed_phantom). */
 static float *phantom_slice(const rtomo_fbp_geometry *g, const double *shifts)
 {
-    rtomo_fbp *plan = create_cpu_plan(g);
+    rtomo_fbp *plan = test_create_cpu(g, 2);
     rtomo_phantom ph = phantom_for(rtomo_fbp_geometry_of(plan));
     feed_phantom(plan, &ph, shifts);
     float *out = reconstruct(plan);
@@ -187,14 +172,6 @@ static double difference_in_head(const rtomo_fbp_geometry *g, const float *a,
     return d;
 }
 
-static double max_abs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 /* A random angle offset in [0, step): any start must work. */
 static void random_start(rtomo_fbp_geometry *g, uint64_t seed)
 {
@@ -273,7 +250,7 @@ static float *wobbling_slice(rtomo_fbp_geometry g, const double *shifts,
     for (int p = 0; p < g.n_proj; p++)
         geometry_shifts[p] = p % 2 && corrected ? shifts[p] : 0.0;
     g.axis_shift = geometry_shifts;
-    rtomo_fbp *plan = create_cpu_plan(&g);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
     const rtomo_fbp_geometry *pg = rtomo_fbp_geometry_of(plan);
     rtomo_phantom ph = phantom_for(pg);
     float *frame = malloc(sizeof(float) * pg->det_width * pg->det_height);
@@ -381,11 +358,11 @@ START_TEST(roi_is_crop_of_full_slice)
     rtomo_fbp_geometry g = phantom_geometry(128, 128, 180);
     uint64_t rng = 0x5eed0009;
     random_start(&g, rng);
-    rtomo_fbp *plan = create_cpu_plan(&g);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
     rtomo_phantom ph = phantom_for(rtomo_fbp_geometry_of(plan));
     feed_phantom(plan, &ph, NULL);
     float *full = reconstruct(plan);
-    const double scale = max_abs(full, 128 * 128);
+    const double scale = test_max_abs(full, 128 * 128);
     rtomo_error err;
     for (int trial = 0; trial < 8; trial++) {
         int w = 1 + (int)(rtomo_random_uniform(&rng) * 127);
@@ -420,7 +397,7 @@ START_TEST(camera_frames_match_line_integrals)
     random_start(&g, 0x5eed000a);
     float *reference = phantom_slice(&g, NULL);
 
-    rtomo_fbp *plan = create_cpu_plan(&g);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
     const rtomo_fbp_geometry *pg = rtomo_fbp_geometry_of(plan);
     rtomo_phantom ph = phantom_for(pg);
     const size_t n = (size_t)pg->det_width * pg->det_height;

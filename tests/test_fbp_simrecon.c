@@ -18,6 +18,7 @@
 
 #include "rtomo_engine.h"
 #include "check_run.h"
+#include "test_util.h"
 
 static char dir[256];
 static char program[1024];
@@ -27,16 +28,12 @@ static void setup(void)
     const char *build = getenv("top_builddir");
     snprintf(program, sizeof program, "%s/rtomo-simrecon", build ? build : ".");
     ck_assert_msg(access(program, X_OK) == 0, "%s is not built", program);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/rtomo-simrecon-XXXXXX", tmp ? tmp : "/tmp");
-    ck_assert(mkdtemp(dir));
+    test_make_temp_dir("rtomo-simrecon", dir, sizeof dir);
 }
 
 static void teardown(void)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    test_remove_tree(dir);
 }
 
 /* Read a whole small file into a static buffer. */

@@ -18,7 +18,8 @@
 #include <zmq.h>
 
 #include "rtomo_client.h"
-#include "test_protocol_common.h"
+#include "rtomo_sim.h"
+#include "test_util.h"
 #include "check_run.h"
 
 #define RECEIVE_TIMEOUT_MS 5000
@@ -96,16 +97,16 @@ START_TEST(push_scan)
     void *ctx = zmq_ctx_new();
     char ep[256];
     void *pull = bind_loopback(ctx, ZMQ_PULL, ep, sizeof ep);
-    int connections = rand_int(&s, 1, 4);
+    int connections = test_rand_int(&s, 1, 4);
     rtomo_client *c = open_client(ep, NULL, NULL, connections);
     ck_assert_int_eq(rtomo_client_connections(c), connections);
 
     rtomo_scan_spec spec;
     rtomo_scan_spec_init(&spec);
-    snprintf(spec.scan, sizeof spec.scan, "loop-%d", rand_int(&s, 0, 999));
-    spec.geometry.det_width = rand_int(&s, 2, 64);
-    spec.geometry.det_height = rand_int(&s, 1, 16);
-    spec.geometry.n_proj = rand_int(&s, 5, 40);
+    snprintf(spec.scan, sizeof spec.scan, "loop-%d", test_rand_int(&s, 0, 999));
+    spec.geometry.det_width = test_rand_int(&s, 2, 64);
+    spec.geometry.det_height = test_rand_int(&s, 1, 16);
+    spec.geometry.n_proj = test_rand_int(&s, 5, 40);
     spec.n_flats = 1;
     rtomo_error err;
     ck_assert_int_eq(rtomo_client_send_scan_begin(c, &spec, &err), RTOMO_OK);
@@ -235,7 +236,7 @@ START_TEST(push_refuses_bad_frames)
     void *pull = bind_loopback(ctx, ZMQ_PULL, ep, sizeof ep);
     rtomo_client *c = open_client(ep, NULL, NULL, 2);
     float samples[6] = {1, 2, 3, 4, 5, 6};
-    samples[rand_int(&(uint64_t){test_seed(103, 0)}, 0, 5)] = NAN;
+    samples[test_rand_int(&(uint64_t){test_seed(103, 0)}, 0, 5)] = NAN;
     rtomo_frame_header f = {.type = RTOMO_MSG_PROJECTION, .scan = "bad",
                             .index = 0, .dtype = RTOMO_DTYPE_F32, .ndim = 2,
                             .shape = {2, 3}, .angle = NAN, .axis_shift = NAN};
@@ -356,9 +357,9 @@ START_TEST(subscribe_images_and_events)
     rtomo_image_header h;
     rtomo_image_header_init(&h);
     snprintf(h.scan, sizeof h.scan, "pub");
-    h.width = rand_int(&s, 1, 200);
-    h.height = rand_int(&s, 1, 200);
-    h.slice = rand_int(&s, 0, 100);
+    h.width = test_rand_int(&s, 1, 200);
+    h.height = test_rand_int(&s, 1, 200);
+    h.slice = test_rand_int(&s, 0, 100);
     h.count = 3;
     h.index = 2;
     size_t n = (size_t)h.width * h.height;

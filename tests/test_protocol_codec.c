@@ -18,7 +18,8 @@
 #include <string.h>
 
 #include "rtomo_protocol.h"
-#include "test_protocol_common.h"
+#include "rtomo_sim.h"
+#include "test_util.h"
 #include "check_run.h"
 
 /* ------------------------------------------------------------ helpers ---- */
@@ -64,14 +65,15 @@ static void assert_close(double a, double b, double tol, const char *what,
 static void random_slices(uint64_t *s, int height, rtomo_slice_selection *sel)
 {
     rtomo_slice_selection_clear(sel);
-    switch (rand_int(s, 0, 2)) {
+    switch (test_rand_int(s, 0, 2)) {
     case 0:
         break;
     case 1:
         sel->kind = RTOMO_SLICES_RANGE;
-        sel->first = rand_int(s, 0, height - 1);
-        sel->step = rand_int(s, 1, 3);
-        sel->count = rand_int(s, 1, (height - 1 - sel->first) / sel->step + 1);
+        sel->first = test_rand_int(s, 0, height - 1);
+        sel->step = test_rand_int(s, 1, 3);
+        sel->count =
+            test_rand_int(s, 1, (height - 1 - sel->first) / sel->step + 1);
         break;
     default: {
         /* Distinct rows in random order: a partial Fisher-Yates shuffle. */
@@ -80,9 +82,9 @@ static void random_slices(uint64_t *s, int height, rtomo_slice_selection *sel)
         for (int r = 0; r < height; r++)
             all[r] = r;
         sel->kind = RTOMO_SLICES_LIST;
-        sel->n_rows = rand_int(s, 1, height < 20 ? height : 20);
+        sel->n_rows = test_rand_int(s, 1, height < 20 ? height : 20);
         for (int i = 0; i < sel->n_rows; i++) {
-            int j = rand_int(s, i, height - 1), t = all[i];
+            int j = test_rand_int(s, i, height - 1), t = all[i];
             all[i] = all[j];
             all[j] = t;
         }
@@ -94,23 +96,23 @@ static void random_slices(uint64_t *s, int height, rtomo_slice_selection *sel)
 static void random_reconstruction(uint64_t *s, rtomo_scan_spec *spec)
 {
     rtomo_fbp_geometry *g = &spec->geometry;
-    spec->given = (unsigned)rand_int(s, 0, 63);
+    spec->given = (unsigned)test_rand_int(s, 0, 63);
     if (spec->given & RTOMO_SPEC_HAS_WINDOW)
-        g->window = (rtomo_window)rand_int(s, 0, RTOMO_WINDOW_HANN);
+        g->window = (rtomo_window)test_rand_int(s, 0, RTOMO_WINDOW_HANN);
     if (spec->given & RTOMO_SPEC_HAS_CUTOFF)
-        g->cutoff = rand_real(s, 0.05, 1.0);
+        g->cutoff = test_rand_real(s, 0.05, 1.0);
     if (spec->given & RTOMO_SPEC_HAS_INTERP)
-        g->interp = (rtomo_interp)rand_int(s, 0, 1);
+        g->interp = (rtomo_interp)test_rand_int(s, 0, 1);
     if (spec->given & RTOMO_SPEC_HAS_SLICES)
         random_slices(s, g->det_height, &spec->slices);
     if (spec->given & RTOMO_SPEC_HAS_SLICE_SIZE)
-        g->slice_size = rand_int(s, 1, 2 * g->det_width);
+        g->slice_size = test_rand_int(s, 1, 2 * g->det_width);
     if (spec->given & RTOMO_SPEC_HAS_ROI) {
         int size = g->slice_size ? g->slice_size : g->det_width;
-        g->roi_x = rand_int(s, 0, size - 1);
-        g->roi_y = rand_int(s, 0, size - 1);
-        g->roi_width = rand_int(s, 1, size - g->roi_x);
-        g->roi_height = rand_int(s, 1, size - g->roi_y);
+        g->roi_x = test_rand_int(s, 0, size - 1);
+        g->roi_y = test_rand_int(s, 0, size - 1);
+        g->roi_width = test_rand_int(s, 1, size - g->roi_x);
+        g->roi_height = test_rand_int(s, 1, size - g->roi_y);
     }
 }
 
@@ -119,7 +121,7 @@ static double *random_list(uint64_t *s, int n, double lo, double hi)
     double *v = malloc((size_t)n * sizeof *v);
     ck_assert_ptr_nonnull(v);
     for (int i = 0; i < n; i++)
-        v[i] = rand_real(s, lo, hi);
+        v[i] = test_rand_real(s, lo, hi);
     return v;
 }
 
@@ -128,30 +130,31 @@ static void random_scan_spec(uint64_t *s, rtomo_scan_spec *spec)
     rtomo_scan_spec_init(spec);
     rtomo_fbp_geometry *g = &spec->geometry;
     snprintf(spec->scan, sizeof spec->scan, "scan-%d.A_b:%d",
-             rand_int(s, 0, 999), rand_int(s, 0, 9));
-    g->det_width = rand_int(s, 2, 2048);
-    g->det_height = rand_int(s, 1, 256);
-    g->n_proj = rand_int(s, 1, 1000);
-    if (rand_int(s, 0, 1)) {
+             test_rand_int(s, 0, 999), test_rand_int(s, 0, 9));
+    g->det_width = test_rand_int(s, 2, 2048);
+    g->det_height = test_rand_int(s, 1, 256);
+    g->n_proj = test_rand_int(s, 1, 1000);
+    if (test_rand_int(s, 0, 1)) {
         spec->angles = random_list(s, g->n_proj, -2 * M_PI, 2 * M_PI);
         g->angles = spec->angles;
     } else {
-        g->angle_start = rand_real(s, -M_PI, M_PI);
-        g->angle_step = rand_int(s, 0, 1) ? rand_real(s, 1e-4, 0.1) : 0.0;
+        g->angle_start = test_rand_real(s, -M_PI, M_PI);
+        g->angle_step =
+            test_rand_int(s, 0, 1) ? test_rand_real(s, 1e-4, 0.1) : 0.0;
     }
-    if (rand_int(s, 0, 1))
-        g->axis = rand_real(s, 0, g->det_width);
-    if (rand_int(s, 0, 1)) {
+    if (test_rand_int(s, 0, 1))
+        g->axis = test_rand_real(s, 0, g->det_width);
+    if (test_rand_int(s, 0, 1)) {
         spec->axis_shift = random_list(s, g->n_proj, -2, 2);
         g->axis_shift = spec->axis_shift;
     }
-    spec->dtype = (rtomo_dtype)rand_int(s, 0, 2);
-    spec->n_darks = rand_int(s, 0, 20);
-    spec->n_flats = rand_int(s, 0, 20);
+    spec->dtype = (rtomo_dtype)test_rand_int(s, 0, 2);
+    spec->n_darks = test_rand_int(s, 0, 20);
+    spec->n_flats = test_rand_int(s, 0, 20);
     random_reconstruction(s, spec);
-    spec->continuous = rand_int(s, 0, 1);
+    spec->continuous = test_rand_int(s, 0, 1);
     if (spec->continuous)
-        spec->window_every = rand_int(s, 1, 2 * g->n_proj);
+        spec->window_every = test_rand_int(s, 1, 2 * g->n_proj);
 }
 
 static void assert_same_slices(const rtomo_slice_selection *a,
@@ -217,7 +220,7 @@ START_TEST(scan_begin_round_trip)
     char *text = rtomo_proto_encode_scan_begin(&spec);
     ck_assert_ptr_nonnull(text);
     rtomo_ingest_msg msg;
-    decode_ok(text, rand_int(&s, 1, 2), "", 0, &msg);
+    decode_ok(text, test_rand_int(&s, 1, 2), "", 0, &msg);
     ck_assert_int_eq(msg.type, RTOMO_MSG_SCAN_BEGIN);
     ck_assert_str_eq(msg.scan, spec.scan);
     ck_assert_ptr_nonnull(msg.scan_spec);
@@ -272,30 +275,32 @@ static void random_sbdx_spec(uint64_t *s, rtomo_sbdx_spec *spec)
 {
     rtomo_sbdx_spec_init(spec);
     rtomo_sbdx_geometry *g = &spec->geometry;
-    snprintf(spec->scan, sizeof spec->scan, "sbdx-%d", rand_int(s, 0, 99999));
-    g->holes_x = rand_int(s, 1, 120);
-    g->holes_y = rand_int(s, 1, 120);
-    g->det_width = rand_int(s, 1, 200);
-    g->det_height = rand_int(s, 1, 200);
-    g->shift_m = rand_int(s, 1, 20);
-    g->n_planes = rand_int(s, 1, 40);
+    snprintf(spec->scan, sizeof spec->scan, "sbdx-%d",
+             test_rand_int(s, 0, 99999));
+    g->holes_x = test_rand_int(s, 1, 120);
+    g->holes_y = test_rand_int(s, 1, 120);
+    g->det_width = test_rand_int(s, 1, 200);
+    g->det_height = test_rand_int(s, 1, 200);
+    g->shift_m = test_rand_int(s, 1, 20);
+    g->n_planes = test_rand_int(s, 1, 40);
     spec->ratios = random_list(s, g->n_planes, 0.1, 5.0);
     g->ratios = spec->ratios;
-    if (rand_int(s, 0, 1)) {
-        g->out_width = rand_int(s, 1, 3000);
-        g->out_height = rand_int(s, 1, 3000);
+    if (test_rand_int(s, 0, 1)) {
+        g->out_width = test_rand_int(s, 1, 3000);
+        g->out_height = test_rand_int(s, 1, 3000);
     }
-    if (rand_int(s, 0, 1)) {
-        g->origin_x = rand_int(s, -100, 100);
-        g->origin_y = rand_int(s, -100, 100);
+    if (test_rand_int(s, 0, 1)) {
+        g->origin_x = test_rand_int(s, -100, 100);
+        g->origin_y = test_rand_int(s, -100, 100);
     }
-    g->composite_radius = rand_int(s, 1, 32);
-    g->flat_field = rand_int(s, 0, 1);
-    spec->dtype = (rtomo_dtype)rand_int(s, 0, 2);
-    spec->planes = (rtomo_plane_format)rand_int(s, 0, 2);
-    spec->u16_scale = (float)rand_real(s, 0.5, 1000);
-    spec->u16_offset = (float)rand_real(s, -100, 100);
-    spec->composite = spec->planes == RTOMO_PLANES_NONE || rand_int(s, 0, 1);
+    g->composite_radius = test_rand_int(s, 1, 32);
+    g->flat_field = test_rand_int(s, 0, 1);
+    spec->dtype = (rtomo_dtype)test_rand_int(s, 0, 2);
+    spec->planes = (rtomo_plane_format)test_rand_int(s, 0, 2);
+    spec->u16_scale = (float)test_rand_real(s, 0.5, 1000);
+    spec->u16_offset = (float)test_rand_real(s, -100, 100);
+    spec->composite =
+        spec->planes == RTOMO_PLANES_NONE || test_rand_int(s, 0, 1);
 }
 
 START_TEST(sbdx_begin_round_trip)
@@ -397,16 +402,16 @@ static void random_frame(uint64_t *s, rtomo_frame_header *f)
         RTOMO_MSG_DARK, RTOMO_MSG_FLAT, RTOMO_MSG_PROJECTION,
         RTOMO_MSG_SBDX_FRAME};
     memset(f, 0, sizeof *f);
-    f->type = types[rand_int(s, 0, 3)];
-    snprintf(f->scan, sizeof f->scan, "f%d", rand_int(s, 0, 1000));
-    f->index = rand_int(s, 0, 1) ? rand_int(s, 0, 5000)
+    f->type = types[test_rand_int(s, 0, 3)];
+    snprintf(f->scan, sizeof f->scan, "f%d", test_rand_int(s, 0, 1000));
+    f->index = test_rand_int(s, 0, 1) ? test_rand_int(s, 0, 5000)
                                  : (int64_t)(rtomo_random_next(s) >> 2);
-    f->dtype = (rtomo_dtype)rand_int(s, 0, 2);
+    f->dtype = (rtomo_dtype)test_rand_int(s, 0, 2);
     f->ndim = f->type == RTOMO_MSG_SBDX_FRAME ? 4 : 2;
     for (int d = 0; d < f->ndim; d++)
-        f->shape[d] = rand_int(s, 1, f->ndim == 4 ? 6 : 40);
-    f->angle = rand_int(s, 0, 1) ? rand_real(s, -720, 720) : NAN;
-    f->axis_shift = rand_int(s, 0, 1) ? rand_real(s, -5, 5) : NAN;
+        f->shape[d] = test_rand_int(s, 1, f->ndim == 4 ? 6 : 40);
+    f->angle = test_rand_int(s, 0, 1) ? test_rand_real(s, -720, 720) : NAN;
+    f->axis_shift = test_rand_int(s, 0, 1) ? test_rand_real(s, -5, 5) : NAN;
 }
 
 START_TEST(frame_round_trip)
@@ -714,9 +719,9 @@ START_TEST(non_finite_payload)
     ck_assert_ptr_nonnull(buf);
     memcpy(payload, samples, 4 * n);
     free(samples);
-    size_t bad = (size_t)rand_int(&s, 0, (int)n - 1);
+    size_t bad = (size_t)test_rand_int(&s, 0, (int)n - 1);
     const float specials[] = {NAN, INFINITY, -INFINITY};
-    float v = specials[rand_int(&s, 0, 2)];
+    float v = specials[test_rand_int(&s, 0, 2)];
     memcpy(payload + 4 * bad, &v, 4);
     char *text = rtomo_proto_encode_frame(&f);
     rtomo_ingest_msg msg;
@@ -910,7 +915,7 @@ END_TEST
 START_TEST(slice_json_round_trip)
 {
     uint64_t s = test_seed(5, _i);
-    int height = rand_int(&s, 1, 500);
+    int height = test_rand_int(&s, 1, 500);
     rtomo_slice_selection sel = {0}, back = {0}, copy = {0};
     random_slices(&s, height, &sel);
     json_t *j = rtomo_slice_selection_to_json(&sel);
@@ -944,28 +949,28 @@ static void random_image_header(uint64_t *s, rtomo_image_header *h)
     static const char *const topics[] = {"slice", "plane", "composite",
                                          "depth"};
     rtomo_image_header_init(h);
-    snprintf(h->topic, sizeof h->topic, "%s", topics[rand_int(s, 0, 3)]);
-    snprintf(h->scan, sizeof h->scan, "img%d", rand_int(s, 0, 99));
-    h->frame = rand_int(s, -1, 100000);
-    h->count = rand_int(s, 1, 64);
-    h->index = rand_int(s, 0, h->count - 1);
-    h->slice = rand_int(s, -1, 2000);
-    h->plane = rand_int(s, -1, 31);
-    h->ratio = rand_int(s, 0, 1) ? rand_real(s, 0.5, 3) : NAN;
-    h->width = rand_int(s, 1, 300);
-    h->height = rand_int(s, 1, 300);
+    snprintf(h->topic, sizeof h->topic, "%s", topics[test_rand_int(s, 0, 3)]);
+    snprintf(h->scan, sizeof h->scan, "img%d", test_rand_int(s, 0, 99));
+    h->frame = test_rand_int(s, -1, 100000);
+    h->count = test_rand_int(s, 1, 64);
+    h->index = test_rand_int(s, 0, h->count - 1);
+    h->slice = test_rand_int(s, -1, 2000);
+    h->plane = test_rand_int(s, -1, 31);
+    h->ratio = test_rand_int(s, 0, 1) ? test_rand_real(s, 0.5, 3) : NAN;
+    h->width = test_rand_int(s, 1, 300);
+    h->height = test_rand_int(s, 1, 300);
     for (int i = 0; i < 4; i++)
-        h->roi[i] = rand_int(s, 0, 300);
-    h->dtype = rand_int(s, 0, 1) ? RTOMO_DTYPE_F32 : RTOMO_DTYPE_U16;
-    h->u16_scale = (float)rand_real(s, 1, 300);
-    h->u16_offset = (float)rand_real(s, -5, 5);
-    h->min = rand_real(s, -1, 0);
-    h->max = rand_real(s, 0, 1);
-    h->mean = rand_int(s, 0, 1) ? rand_real(s, -1, 1) : NAN;
-    h->angle_first = rand_int(s, 0, 1) ? rand_real(s, 0, 360) : NAN;
-    h->angle_last = rand_real(s, 0, 360);
-    h->latency_ms = rand_real(s, 0, 50);
-    h->compute_ms = rand_real(s, 0, 50);
+        h->roi[i] = test_rand_int(s, 0, 300);
+    h->dtype = test_rand_int(s, 0, 1) ? RTOMO_DTYPE_F32 : RTOMO_DTYPE_U16;
+    h->u16_scale = (float)test_rand_real(s, 1, 300);
+    h->u16_offset = (float)test_rand_real(s, -5, 5);
+    h->min = test_rand_real(s, -1, 0);
+    h->max = test_rand_real(s, 0, 1);
+    h->mean = test_rand_int(s, 0, 1) ? test_rand_real(s, -1, 1) : NAN;
+    h->angle_first = test_rand_int(s, 0, 1) ? test_rand_real(s, 0, 360) : NAN;
+    h->angle_last = test_rand_real(s, 0, 360);
+    h->latency_ms = test_rand_real(s, 0, 50);
+    h->compute_ms = test_rand_real(s, 0, 50);
 }
 
 START_TEST(image_header_round_trip)
@@ -1002,7 +1007,7 @@ START_TEST(image_header_round_trip)
     for (int i = 0; i < 8; i++)
         assert_close(want[i], have[i], 0, "numbers", i);
     /* One byte more or less is refused, naming the size fields. */
-    size_t wrong = rand_int(&s, 0, 1) ? bytes + 1 : bytes - 1;
+    size_t wrong = test_rand_int(&s, 0, 1) ? bytes + 1 : bytes - 1;
     ck_assert_int_eq(rtomo_proto_decode_image_header(text, strlen(text), wrong,
                                                      &got, &why), -1);
     expect_check(-1, &why, RTOMO_REJECT_SIZE, "\"width\"");
@@ -1053,12 +1058,13 @@ START_TEST(event_round_trip)
 {
     uint64_t s = test_seed(7, _i);
     rtomo_event ev = {0}, got;
-    snprintf(ev.event, sizeof ev.event, "ev_%d", rand_int(&s, 0, 1 << 20));
-    if (rand_int(&s, 0, 1))
-        snprintf(ev.scan, sizeof ev.scan, "scan.%d", rand_int(&s, 0, 999));
-    ev.index = rand_int(&s, 0, 1) ? -1 : (int64_t)(rtomo_random_next(&s) >> 3);
+    snprintf(ev.event, sizeof ev.event, "ev_%d", test_rand_int(&s, 0, 1 << 20));
+    if (test_rand_int(&s, 0, 1))
+        snprintf(ev.scan, sizeof ev.scan, "scan.%d", test_rand_int(&s, 0, 999));
+    ev.index = test_rand_int(&s, 0, 1) ? -1
+                                       : (int64_t)(rtomo_random_next(&s) >> 3);
     snprintf(ev.reason, sizeof ev.reason, "%s",
-             rtomo_reject_name((rtomo_reject)rand_int(&s, 0,
+             rtomo_reject_name((rtomo_reject)test_rand_int(&s, 0,
                                                       RTOMO_REJECT_COUNT - 1)));
     /* A message that fills the buffer and ends in a multi-byte character
      * cut in half: the encoder must still produce valid JSON. */
@@ -1148,12 +1154,12 @@ START_TEST(fuzz_random_bytes)
     const rtomo_reject allowed[] = {RTOMO_REJECT_JSON, RTOMO_REJECT_FIELD,
                                     RTOMO_REJECT_VERSION};
     for (int k = 0; k < 200; k++) {
-        size_t n = (size_t)rand_int(&s, 0, 300);
+        size_t n = (size_t)test_rand_int(&s, 0, 300);
         unsigned char buf[300];
         /* Half the inputs start like JSON to get past the first byte. */
         for (size_t i = 0; i < n; i++)
             buf[i] = (unsigned char)rtomo_random_next(&s);
-        if (n && rand_int(&s, 0, 1))
+        if (n && test_rand_int(&s, 0, 1))
             buf[0] = '{';
         rtomo_ingest_msg msg;
         rtomo_reject_info why;
@@ -1210,13 +1216,14 @@ START_TEST(fuzz_mutated)
     for (int k = 0; k < 200; k++) {
         char *t = strdup(texts[k % 2]);
         size_t len = strlen(t);
-        for (int m = rand_int(&s, 1, 4); m > 0; m--)
-            t[rand_int(&s, 0, (int)len - 1)] = "{}[]\":,-0123456789.eEtfn x"
-                [rand_int(&s, 0, 26)];
-        size_t size = rand_int(&s, 0, 3) ? bytes : (size_t)rand_int(&s, 0, 64);
+        for (int m = test_rand_int(&s, 1, 4); m > 0; m--)
+            t[test_rand_int(&s, 0, (int)len - 1)] =
+                "{}[]\":,-0123456789.eEtfn x"[test_rand_int(&s, 0, 26)];
+        size_t size =
+            test_rand_int(&s, 0, 3) ? bytes : (size_t)test_rand_int(&s, 0, 64);
         rtomo_ingest_msg msg;
         rtomo_reject_info why;
-        if (rtomo_proto_decode_ingest(rand_int(&s, 1, 2), t, len, payload,
+        if (rtomo_proto_decode_ingest(test_rand_int(&s, 1, 2), t, len, payload,
                                       size, &msg, &why) == 0) {
             ck_assert(msg.type >= 0 && msg.type < RTOMO_MSG_TYPE_COUNT);
             ck_assert_int_eq(msg.scan_spec != NULL,
