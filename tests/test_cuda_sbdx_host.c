@@ -22,13 +22,6 @@
 #include "test_sbdx_support.h"
 #include "check_run.h"
 
-/* Only reports failures: Check's ck_assert costs a write per call. */
-#define REQUIRE(cond, ...)                                                  \
-    do {                                                                    \
-        if (!(cond))                                                        \
-            ck_abort_msg(__VA_ARGS__);                                      \
-    } while (0)
-
 /* ------------------------------------------------------------ scenes ---- */
 
 typedef struct scene {
@@ -74,32 +67,9 @@ static void scene_make(scene *s, int which, int flat_field)
         g->out_height = g->shift_m * g->holes_y;
 }
 
-static size_t samples_of(const rtomo_sbdx_geometry *g)
-{
-    return (size_t)g->holes_x * g->holes_y * g->det_width * g->det_height;
-}
-
 static size_t pixels_of(const rtomo_sbdx_geometry *g)
 {
     return (size_t)g->out_width * g->out_height;
-}
-
-static void *random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
-                          uint64_t seed)
-{
-    size_t n = samples_of(g);
-    void *f = malloc(n * rtomo_dtype_size(dtype));
-    ck_assert_ptr_nonnull(f);
-    for (size_t i = 0; i < n; i++) {
-        double u = rtomo_random_uniform(&seed);
-        if (dtype == RTOMO_DTYPE_U8)
-            ((uint8_t *)f)[i] = (uint8_t)(u * 256.0);
-        else if (dtype == RTOMO_DTYPE_U16)
-            ((uint16_t *)f)[i] = (uint16_t)(u * 65536.0);
-        else
-            ((float *)f)[i] = (float)(u * 1100.0 - 100.0);
-    }
-    return f;
 }
 
 static double sample_value(const void *f, rtomo_dtype dtype, size_t i)
@@ -160,9 +130,9 @@ static double *reference_planes(const rtomo_sbdx_geometry *g, const void *f,
 {
     double *ref = raw_reference_planes(g, f, dtype);
     if (g->flat_field) {
-        float *ones = malloc(sizeof(float) * samples_of(g));
+        float *ones = malloc(sizeof(float) * sbdx_frame_samples(g));
         ck_assert_ptr_nonnull(ones);
-        for (size_t i = 0; i < samples_of(g); i++)
+        for (size_t i = 0; i < sbdx_frame_samples(g); i++)
             ones[i] = 1.0f;
         double *response = raw_reference_planes(g, ones, RTOMO_DTYPE_F32);
         sbdx_flat_field_reference(g, ref, response);
@@ -184,8 +154,8 @@ static double plane_error(const rtomo_sbdx_geometry *g, const float *a,
             double r = ref[k * n + i];
             max_ref = fmax(max_ref, fabs(r));
             max_diff = fmax(max_diff, fabs(a[k * n + i] - r));
-            REQUIRE(isfinite(a[k * n + i]), "plane %d pixel %zu is %g", k, i,
-                    (double)a[k * n + i]);
+            SBDX_REQUIRE(isfinite(a[k * n + i]), "plane %d pixel %zu is %g",
+                         k, i, (double)a[k * n + i]);
         }
         double e = max_ref > 0.0 ? max_diff / max_ref : max_diff;
         worst = fmax(worst, e);
@@ -414,10 +384,11 @@ START_TEST(test_tables_are_the_transposed_taps)
             for (int d = 0; d < a->n_det; d++) {
                 double tt = g->ratios[k] * (d - (a->n_det - 1) / 2.0);
                 double off = floor(tt);
-                REQUIRE(dc[d].offset == (int)off &&
-                        dc[d].w_lo == (float)(1.0 - (tt - off)) &&
-                        dc[d].w_hi == (float)(tt - off),
-                        "axis %d plane %d element %d: wrong dc entry", axis, k, d);
+                SBDX_REQUIRE(dc[d].offset == (int)off &&
+                             dc[d].w_lo == (float)(1.0 - (tt - off)) &&
+                             dc[d].w_hi == (float)(tt - off),
+                             "axis %d plane %d element %d: wrong dc entry",
+                             axis, k, d);
                 for (int hi = 0; hi < 2; hi++) {
                     float w = hi ? dc[d].w_hi : dc[d].w_lo;
                     if (w == 0.0f)
@@ -426,12 +397,13 @@ START_TEST(test_tables_are_the_transposed_taps)
                     int delta = (int)floor((double)o / m);
                     int rho = o - delta * m;
                     int e = start[rho] + next[rho]++;
-                    REQUIRE(e < start[rho + 1], "axis %d plane %d: list %d too "
-                            "short", axis, k, rho);
-                    REQUIRE(ent[e].j == d - delta * a->stride && ent[e].w == w,
-                            "axis %d plane %d element %d tap %d: entry %d is "
-                            "(%d, %g)", axis, k, d, hi, e, ent[e].j,
-                            (double)ent[e].w);
+                    SBDX_REQUIRE(e < start[rho + 1], "axis %d plane %d: "
+                                 "list %d too short", axis, k, rho);
+                    SBDX_REQUIRE(ent[e].j == d - delta * a->stride &&
+                                     ent[e].w == w,
+                                 "axis %d plane %d element %d tap %d: entry "
+                                 "%d is (%d, %g)", axis, k, d, hi, e,
+                                 ent[e].j, (double)ent[e].w);
                     taps++;
                 }
             }
@@ -451,7 +423,7 @@ static void check_against_equations(int which, int flat_field,
 {
     scene s;
     scene_make(&s, which, flat_field);
-    void *frame = random_frame(&s.g, dtype, seed);
+    void *frame = sbdx_random_frame(&s.g, dtype, &seed);
     double *ref = reference_planes(&s.g, frame, dtype);
     emulation e = default_emulation();
     e.method = method;
@@ -492,7 +464,8 @@ START_TEST(test_splits_do_not_change_the_result)
 {
     scene s;
     scene_make(&s, _i % 3, _i / 3);
-    void *frame = random_frame(&s.g, RTOMO_DTYPE_U8, 61 + _i);
+    uint64_t seed = 61 + _i;
+    void *frame = sbdx_random_frame(&s.g, RTOMO_DTYPE_U8, &seed);
     emulation e = default_emulation();
     result whole = run(&s.g, &e, frame, RTOMO_DTYPE_U8);
 
@@ -540,7 +513,7 @@ START_TEST(test_responses_are_the_uniform_frame)
     scene s;
     scene_make(&s, _i, 0);
     const rtomo_sbdx_geometry *g = &s.g;
-    size_t n = samples_of(g), np = pixels_of(g);
+    size_t n = sbdx_frame_samples(g), np = pixels_of(g);
     float *ones = malloc(sizeof(float) * n);
     ck_assert_ptr_nonnull(ones);
     for (size_t i = 0; i < n; i++)
@@ -554,9 +527,9 @@ START_TEST(test_responses_are_the_uniform_frame)
                 double r = (double)t.p.x.response[k * g->out_width + i] *
                            t.p.y.response[k * g->out_height + j];
                 double want = ref[k * np + (size_t)j * g->out_width + i];
-                REQUIRE(fabs(r - want) <= 1e-6 * fmax(1.0, want),
-                        "plane %d pixel (%d, %d): response %.9g, a frame of "
-                        "ones gives %.9g", k, i, j, r, want);
+                SBDX_REQUIRE(fabs(r - want) <= 1e-6 * fmax(1.0, want),
+                             "plane %d pixel (%d, %d): response %.9g, a "
+                             "frame of ones gives %.9g", k, i, j, r, want);
             }
     tables_free(&t);
     free(ref);
@@ -571,7 +544,8 @@ START_TEST(test_composite_rule)
     scene s;
     scene_make(&s, _i % 3, _i / 3);
     const rtomo_sbdx_geometry *g = &s.g;
-    void *frame = random_frame(g, RTOMO_DTYPE_U8, 71 + _i);
+    uint64_t seed = 71 + _i;
+    void *frame = sbdx_random_frame(g, RTOMO_DTYPE_U8, &seed);
     emulation e = default_emulation();
     e.bands = 2;
     result r = run(g, &e, frame, RTOMO_DTYPE_U8);
@@ -590,14 +564,16 @@ START_TEST(test_composite_rule)
                     best_var = v, best = k;
             }
             int d = r.depth[p];
-            REQUIRE(d >= 0 && d < g->n_planes, "depth %d at %zu", d, p);
-            REQUIRE(r.composite[p] == r.planes[d * n + p],
-                    "composite at %zu is not plane %d's value", p, d);
+            SBDX_REQUIRE(d >= 0 && d < g->n_planes, "depth %d at %zu", d, p);
+            SBDX_REQUIRE(r.composite[p] == r.planes[d * n + p],
+                         "composite at %zu is not plane %d's value", p, d);
             if (d != best) {
                 double vd = window_variance(g, &t, r.planes, d, i, j);
-                REQUIRE(fabs(vd - best_var) <= 1e-9 * fmax(1.0, best_var),
-                        "pixel (%d, %d): depth %d (variance %.17g) but plane "
-                        "%d has %.17g", i, j, d, vd, best, best_var);
+                SBDX_REQUIRE(fabs(vd - best_var) <=
+                                 1e-9 * fmax(1.0, best_var),
+                             "pixel (%d, %d): depth %d (variance %.17g) but "
+                             "plane %d has %.17g", i, j, d, vd, best,
+                             best_var);
                 ties++;
             }
         }
@@ -629,8 +605,8 @@ START_TEST(test_u16_formula)
     for (size_t i = 0; i < n * g->n_planes; i++) {
         float t = roundf((planes[i] - 10.0f) * 300.0f);
         uint16_t want = !(t > 0.0f) ? 0 : t >= 65535.0f ? 65535 : (uint16_t)t;
-        REQUIRE(out[i] == want, "value %g: code %u, want %u",
-                (double)planes[i], out[i], want);
+        SBDX_REQUIRE(out[i] == want, "value %g: code %u, want %u",
+                     (double)planes[i], out[i], want);
     }
     ck_assert_int_eq(out[3], 0);
     ck_assert_int_eq(out[4], 65535);
@@ -663,9 +639,12 @@ START_TEST(test_bands_cover_rows_and_holes)
                         int row = (int)floor(Y) - g->origin_y;
                         int reaches = row + 1 >= band.ext_first &&
                                       row < band.ext_first + band.ext_rows;
-                        REQUIRE(!reaches || (cy >= band.hole_first &&
-                                             cy < band.hole_first + band.hole_rows),
-                                "band %d/%d misses hole row %d", b, count, cy);
+                        SBDX_REQUIRE(!reaches ||
+                                         (cy >= band.hole_first &&
+                                          cy < band.hole_first +
+                                                   band.hole_rows),
+                                     "band %d/%d misses hole row %d", b,
+                                     count, cy);
                     }
         }
         ck_assert_int_eq(next, g->out_height);

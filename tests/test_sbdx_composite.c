@@ -236,14 +236,8 @@ START_TEST(engine_composite_is_the_rule_on_its_planes)
     float *composite = malloc(sizeof(float) * img);
     uint16_t *depth = malloc(sizeof(uint16_t) * img);
     ck_assert(planes && composite && depth);
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 3;
-    opt.sbdx_method = (rtomo_sbdx_method)(_i % 2);
+    rtomo_sbdx *plan = sbdx_create_cpu(&g, (rtomo_sbdx_method)(_i % 2), 3);
     rtomo_error err;
-    rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
     rtomo_sbdx_output out = {.planes = planes, .composite = composite,
                              .depth = depth};
     ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, frame, RTOMO_DTYPE_U8, &out,

@@ -99,11 +99,7 @@ END_TEST
 static rtomo_sbdx *small_plan(rtomo_sbdx_geometry *g)
 {
     sbdx_small_geometry(g);
-    rtomo_engine_options opt = cpu_options();
-    rtomo_error err;
-    rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
-    return plan;
+    return sbdx_create_cpu(g, RTOMO_SBDX_PIXEL_CENTRIC, 2);
 }
 
 START_TEST(bad_calls_get_a_status_not_a_crash)
@@ -181,16 +177,11 @@ START_TEST(zero_composite_radius_means_two)
     ck_assert(d0 && d2 && d5);
     uint16_t *depths[3] = {d0, d2, d5};
     int radii[3] = {0, 2, 5};
-    rtomo_engine_options opt = cpu_options();
-    rtomo_error err;
     for (int t = 0; t < 3; t++) {
         g.composite_radius = radii[t];
-        rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
-        ck_assert_msg(plan != NULL, "%s", err.message);
         rtomo_sbdx_output out = {.depth = depths[t]};
-        ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, frame, RTOMO_DTYPE_U8,
-                                                &out, &err), RTOMO_OK);
-        rtomo_sbdx_destroy(plan);
+        sbdx_reconstruct_into(&g, RTOMO_SBDX_PIXEL_CENTRIC, 2, frame,
+                              RTOMO_DTYPE_U8, &out);
     }
     ck_assert(memcmp(d0, d2, 2 * img) == 0);
     ck_assert(memcmp(d2, d5, 2 * img) != 0);  /* the radius does matter */

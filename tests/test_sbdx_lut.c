@@ -276,25 +276,15 @@ START_TEST(uniform_response_is_what_ones_reconstruct_to)
     ck_assert(ones && planes);
     for (size_t i = 0; i < n; i++)
         ones[i] = 1.0f;
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.sbdx_method = (rtomo_sbdx_method)(_i % 2);
-    rtomo_error err;
+    const rtomo_sbdx_method method = (rtomo_sbdx_method)(_i % 2);
     rtomo_sbdx_output out = {.planes = planes};
     ck_assert_int_eq(g.flat_field, 1);  /* the default */
-    rtomo_sbdx *plan = rtomo_sbdx_create(&g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
-    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, ones, RTOMO_DTYPE_F32, &out,
-                                            &err), RTOMO_OK);
-    rtomo_sbdx_destroy(plan);
+    sbdx_reconstruct_into(&g, method, 0, ones, RTOMO_DTYPE_F32, &out);
     sbdx_require_flat_uniform(&g, planes, 1.0, 1e-5);
 
     g.flat_field = 0;
-    plan = rtomo_sbdx_create(&g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
-    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, ones, RTOMO_DTYPE_F32, &out,
-                                            &err), RTOMO_OK);
+    sbdx_reconstruct_into(&g, method, 0, ones, RTOMO_DTYPE_F32, &out);
+    rtomo_error err;
     rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(&g, &err);
     ck_assert_ptr_nonnull(lut);
     for (int k = 0; k < g.n_planes; k++)
@@ -308,7 +298,6 @@ START_TEST(uniform_response_is_what_ones_reconstruct_to)
                              k, i, j, got, want);
             }
     rtomo_sbdx_lut_destroy(lut);
-    rtomo_sbdx_destroy(plan);
     free(ones);
     free(planes);
 }

@@ -15,18 +15,6 @@
 #include "test_sbdx_support.h"
 #include "check_run.h"
 
-static rtomo_sbdx *cpu_plan(const rtomo_sbdx_geometry *g)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 2;
-    rtomo_error err;
-    rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
-    return plan;
-}
-
 /* The contract of rtomo_sbdx_output, evaluated independently: the product
  * in float32 as the engine does, the rounding and clamping in double. */
 static uint16_t expected_u16(float v, float offset, float scale)
@@ -49,7 +37,7 @@ START_TEST(u16_planes_follow_their_formula)
     float *planes = malloc(n * sizeof *planes);
     uint16_t *u16 = malloc(n * sizeof *u16);
     ck_assert(planes && u16);
-    rtomo_sbdx *plan = cpu_plan(&g);
+    rtomo_sbdx *plan = sbdx_create_cpu(&g, RTOMO_SBDX_PIXEL_CENTRIC, 2);
     rtomo_sbdx_output out = {.planes = planes};
     rtomo_error err;
     ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, frame, RTOMO_DTYPE_U8, &out,
@@ -98,7 +86,7 @@ START_TEST(outputs_are_independent_of_each_other)
     float *p1 = malloc(n * 4), *c1 = malloc(img * 4), *c2 = malloc(img * 4);
     uint16_t *d1 = malloc(img * 2), *d2 = malloc(img * 2);
     ck_assert(p1 && c1 && c2 && d1 && d2);
-    rtomo_sbdx *plan = cpu_plan(&g);
+    rtomo_sbdx *plan = sbdx_create_cpu(&g, RTOMO_SBDX_PIXEL_CENTRIC, 2);
     rtomo_error err;
     rtomo_sbdx_output all = {.planes = p1, .composite = c1, .depth = d1};
     ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, frame, RTOMO_DTYPE_U16,
@@ -135,7 +123,7 @@ START_TEST(pipeline_returns_tags_and_counts_stats)
     sbdx_small_geometry(&g);
     uint64_t seed = 0x7a9u;
     void *frame = sbdx_random_frame(&g, RTOMO_DTYPE_U8, &seed);
-    rtomo_sbdx *plan = cpu_plan(&g);
+    rtomo_sbdx *plan = sbdx_create_cpu(&g, RTOMO_SBDX_PIXEL_CENTRIC, 2);
     ck_assert_int_eq(rtomo_sbdx_pipeline_depth(plan), 1);
     ck_assert_int_eq(rtomo_sbdx_backend(plan), RTOMO_BACKEND_CPU);
     rtomo_error err;

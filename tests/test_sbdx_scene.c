@@ -67,17 +67,9 @@ static scene_result reconstruct_scene(const rtomo_sbdx_geometry *g,
     r.object = malloc(sizeof(float) * sbdx_planes_pixels(g));
     r.depth = malloc(sizeof(uint16_t) * img);
     ck_assert(r.object && r.depth);
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 2;
-    rtomo_error err;
-    rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);
-    ck_assert_msg(plan != NULL, "%s", err.message);
     rtomo_sbdx_output out = {.planes = r.object, .depth = r.depth};
-    ck_assert_int_eq(rtomo_sbdx_reconstruct(plan, scene, RTOMO_DTYPE_U8, &out,
-                                            &err), RTOMO_OK);
-    rtomo_sbdx_destroy(plan);
+    sbdx_reconstruct_into(g, RTOMO_SBDX_PIXEL_CENTRIC, 2, scene,
+                          RTOMO_DTYPE_U8, &out);
     r.background = sbdx_reconstruct(g, RTOMO_SBDX_PIXEL_CENTRIC, 2, empty,
                                     RTOMO_DTYPE_U8);
     free(scene);

@@ -73,8 +73,8 @@ void *sbdx_random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
     return frame;
 }
 
-float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
-                        int threads, const void *frame, rtomo_dtype dtype)
+rtomo_sbdx *sbdx_create_cpu(const rtomo_sbdx_geometry *g,
+                            rtomo_sbdx_method method, int threads)
 {
     rtomo_engine_options opt;
     rtomo_engine_options_init(&opt);
@@ -84,12 +84,28 @@ float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
     rtomo_error err;
     rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);
     ck_assert_msg(plan != NULL, "create failed: %s", err.message);
+    return plan;
+}
+
+void sbdx_reconstruct_into(const rtomo_sbdx_geometry *g,
+                           rtomo_sbdx_method method, int threads,
+                           const void *frame, rtomo_dtype dtype,
+                           const rtomo_sbdx_output *out)
+{
+    rtomo_sbdx *plan = sbdx_create_cpu(g, method, threads);
+    rtomo_error err;
+    rtomo_status st = rtomo_sbdx_reconstruct(plan, frame, dtype, out, &err);
+    ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
+    rtomo_sbdx_destroy(plan);
+}
+
+float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
+                        int threads, const void *frame, rtomo_dtype dtype)
+{
     float *planes = malloc(sizeof(float) * sbdx_planes_pixels(g));
     ck_assert_ptr_nonnull(planes);
     rtomo_sbdx_output out = {.planes = planes};
-    rtomo_status st = rtomo_sbdx_reconstruct(plan, frame, dtype, &out, &err);
-    ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
-    rtomo_sbdx_destroy(plan);
+    sbdx_reconstruct_into(g, method, threads, frame, dtype, &out);
     return planes;
 }
 

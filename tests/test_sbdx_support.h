@@ -43,9 +43,19 @@ size_t sbdx_planes_pixels(const rtomo_sbdx_geometry *g);
 void *sbdx_random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
                         uint64_t *seed);
 
-/* Reconstruct one frame on the CPU backend with the given method and thread
- * count; returns the planes (caller frees).  Fails the running test on any
- * engine error. */
+/* A CPU plan with the given method and thread count (0 = one per core);
+ * fails the running test on an engine error. */
+rtomo_sbdx *sbdx_create_cpu(const rtomo_sbdx_geometry *g,
+                            rtomo_sbdx_method method, int threads);
+
+/* Reconstruct one frame into *out with a new CPU plan (destroyed after);
+ * fails the running test on any engine error. */
+void sbdx_reconstruct_into(const rtomo_sbdx_geometry *g,
+                           rtomo_sbdx_method method, int threads,
+                           const void *frame, rtomo_dtype dtype,
+                           const rtomo_sbdx_output *out);
+
+/* The same into new planes, which it returns (caller frees). */
 float *sbdx_reconstruct(const rtomo_sbdx_geometry *g, rtomo_sbdx_method method,
                         int threads, const void *frame, rtomo_dtype dtype);
 
