@@ -124,9 +124,6 @@ static void usage(FILE *out)
 
 /* ----------------------------------------------------------- options ---- */
 
-/* A usage error (printed) for functions that return 0 or -1. */
-#define usage_failed(...) (tool_usage_error(__VA_ARGS__), -1)
-
 enum {
     OPT_SIZE = 256, OPT_HEIGHT, OPT_RANGE, OPT_DARKS, OPT_FLATS, OPT_NOISE,
     OPT_SLICES, OPT_FILTER, OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
@@ -141,19 +138,17 @@ static int parse_ratios(const char *text, push_options *o)
                &o->ratio_count, &extra) != 3 || !(o->ratio_first > 0) ||
         !(o->ratio_last > 0) || o->ratio_count < 1 ||
         o->ratio_count > RTOMO_SBDX_MAX_PLANES)
-        return usage_failed(program, "--ratios: '%s' is not A:B:N with "
-                                "A, B > 0 and 1 <= N <= %d", text,
-                                RTOMO_SBDX_MAX_PLANES);
+        return tool_option_error(program, "--ratios: '%s' is not A:B:N with "
+                                 "A, B > 0 and 1 <= N <= %d", text,
+                                 RTOMO_SBDX_MAX_PLANES);
     return 0;
 }
 
 static int parse_dtype(const char *text, push_options *o)
 {
-    if (rtomo_dtype_parse(text, &o->dtype) != RTOMO_OK) {
-        tool_usage_error(program, "--dtype: '%s' is not uint8, uint16 or "
-                         "float32", text);
-        return -1;
-    }
+    if (rtomo_dtype_parse(text, &o->dtype) != RTOMO_OK)
+        return tool_option_error(program, "--dtype: '%s' is not uint8, "
+                                 "uint16 or float32", text);
     return 0;
 }
 
@@ -165,8 +160,8 @@ static int apply_option(int c, const char *arg, push_options *o)
     case 'i': o->client.ingest = arg; return 0;
     case OPT_FANOUT:
         if (!strchr(arg, ','))
-            return usage_failed(program, "--fanout: '%s' is not a list "
-                                "EP1,EP2,...", arg);
+            return tool_option_error(program, "--fanout: '%s' is not a list "
+                                     "EP1,EP2,...", arg);
         o->client.ingest = arg;
         return 0;
     case 'c': o->client.control = arg; return 0;
@@ -181,7 +176,7 @@ static int apply_option(int c, const char *arg, push_options *o)
     case 'r': return tool_parse_double(program, "--rate", arg, 0, 1e7, &o->rate);
     case 's':
         if (strlen(arg) >= RTOMO_ID_MAX - 8)
-            return usage_failed(program, "--scan: '%s' is too long", arg);
+            return tool_option_error(program, "--scan: '%s' is too long", arg);
         snprintf(o->scan, sizeof o->scan, "%s", arg);
         return 0;
     case 'R': return tool_parse_int(program, "--repeat", arg, 1, 1000000, &o->repeat);
@@ -193,7 +188,7 @@ static int apply_option(int c, const char *arg, push_options *o)
         if (tool_parse_int(program, "--range", arg, 180, 360, &o->range) != 0)
             return -1;
         return o->range == 180 || o->range == 360 ? 0
-               : usage_failed(program, "--range must be 180 or 360");
+               : tool_option_error(program, "--range must be 180 or 360");
     case OPT_DARKS: return tool_parse_int(program, "--darks", arg, 0, 65536, &o->darks);
     case OPT_FLATS: return tool_parse_int(program, "--flats", arg, 0, 65536, &o->flats);
     case OPT_NOISE: o->noise = 1; return 0;
@@ -213,16 +208,15 @@ static int apply_option(int c, const char *arg, push_options *o)
     case OPT_DTYPE: return parse_dtype(arg, o);
     case OPT_CACHE: return tool_parse_int(program, "--cache-mb", arg, 1, 1 << 20, &o->cache_mb);
     }
-    tool_usage_error(program, "bad option");
-    return -1;
+    return tool_option_error(program, "bad option");
 }
 
 static int fill_reconstruction(const push_options *o, rtomo_scan_spec *spec)
 {
     if (o->filter) {
         if (rtomo_window_parse(o->filter, &spec->geometry.window) != RTOMO_OK)
-            return usage_failed(program, "--filter: unknown filter '%s'",
-                                o->filter);
+            return tool_option_error(program, "--filter: unknown filter '%s'",
+                                     o->filter);
         spec->given |= RTOMO_SPEC_HAS_WINDOW;
     }
     if (!o->slices)
@@ -248,8 +242,8 @@ static int fill_reconstruction(const push_options *o, rtomo_scan_spec *spec)
                   : -1;
     json_decref(value);
     if (r != 0)
-        return usage_failed(program, "--slices '%s': %s", o->slices,
-                            why.message);
+        return tool_option_error(program, "--slices '%s': %s", o->slices,
+                                 why.message);
     spec->given |= RTOMO_SPEC_HAS_SLICES;
     return 0;
 }
@@ -257,15 +251,16 @@ static int fill_reconstruction(const push_options *o, rtomo_scan_spec *spec)
 static int check_combination(push_options *o, int dtype_given)
 {
     if (o->raw && o->shape_n != (o->sbdx ? 4 : 2))
-        return usage_failed(program, "--raw needs --shape with %d values",
-                                o->sbdx ? 4 : 2);
+        return tool_option_error(program, "--raw needs --shape with %d values",
+                                 o->sbdx ? 4 : 2);
     if (!o->raw && o->shape_n)
-        return usage_failed(program, "--shape applies only to --raw");
+        return tool_option_error(program, "--shape applies only to --raw");
     if (!dtype_given)
         o->dtype = o->sbdx ? RTOMO_DTYPE_U8 : RTOMO_DTYPE_U16;
     else if (!o->raw)
-        return usage_failed(program, "--dtype applies only to --raw "
-                                "(simulated frames are uint16, SBDX uint8)");
+        return tool_option_error(program, "--dtype applies only to --raw "
+                                 "(simulated frames are uint16, SBDX "
+                                 "uint8)");
     if (o->scan[0] == '\0')
         snprintf(o->scan, sizeof o->scan, "push-%ld", (long)time(NULL));
     /* --slices and --filter are checked now, and applied per scan. */
@@ -618,12 +613,12 @@ static int prepare_sbdx(const push_options *o, rtomo_sbdx_spec *spec,
                         (spec->planes = RTOMO_PLANES_UINT16, 1)) ||
                        (strcmp(o->planes, "none") == 0 &&
                         (spec->planes = RTOMO_PLANES_NONE, 1))))
-        return usage_failed(program, "--planes: '%s' is not float32, "
-                                "uint16 or none", o->planes);
+        return tool_option_error(program, "--planes: '%s' is not float32, "
+                                 "uint16 or none", o->planes);
     spec->u16_scale = o->dtype == RTOMO_DTYPE_U8 ? 257.0f : 1.0f;
     rtomo_error err;
     if (rtomo_sbdx_geometry_validate(&spec->geometry, &err) != RTOMO_OK)
-        return usage_failed(program, "SBDX geometry: %s", err.message);
+        return tool_option_error(program, "SBDX geometry: %s", err.message);
     if (o->raw)
         return map_raw(o, (size_t)o->shape[0] * o->shape[1] * o->shape[2] *
                               o->shape[3] * rtomo_dtype_size(o->dtype), frames);

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +25,9 @@
 #include "image_png.h"
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "tool_common.h"
 
 #define PROGRAM "rtomo-simrecon"
-#define EXIT_USAGE 2
 /* Dark and flat frames averaged before the scan (more average out noise). */
 #define REFERENCE_FRAMES 8
 /* Pixels kept away from region edges when measuring errors: the truth is
@@ -98,44 +97,15 @@ static void usage(FILE *out)
 
 /* ------------------------------------------------------ option parsing ---- */
 
-/* Print a usage error (printf style) and return EXIT_USAGE. */
-static int fail_usage(const char *format, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int fail_usage(const char *format, ...)
-{
-    va_list ap;
-    fprintf(stderr, PROGRAM ": ");
-    va_start(ap, format);
-    vfprintf(stderr, format, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '" PROGRAM " --help' for the options.\n");
-    return EXIT_USAGE;
-}
-
+/* Option parsers return 0, or -1 after printing a usage error
+ * (tool_common.h).  This one is tool_parse_int for int fields. */
 static int parse_int(const char *text, const char *name, int lo, int hi,
                      int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return fail_usage("%s '%s' is not a whole number in [%d, %d]", name,
-                          text, lo, hi);
+    long v;
+    if (tool_parse_int(PROGRAM, name, text, lo, hi, &v) != 0)
+        return -1;
     *out = (int)v;
-    return 0;
-}
-
-static int parse_double(const char *text, const char *name, double lo,
-                        double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= lo && v <= hi))
-        return fail_usage("%s '%s' is not a number in [%g, %g]", name, text,
-                          lo, hi);
-    *out = v;
     return 0;
 }
 
@@ -156,8 +126,8 @@ static int parse_slices(const char *text, options *o)
             return 0;
         }
     }
-    return fail_usage("--slices '%s' is not ROW, FIRST:COUNT or all (rows "
-                      "count from 0, COUNT >= 1)", text);
+    return tool_option_error(PROGRAM, "--slices '%s' is not ROW, FIRST:COUNT "
+                             "or all (rows count from 0, COUNT >= 1)", text);
 }
 
 static int parse_seed(const char *text, unsigned long long *out)
@@ -166,7 +136,8 @@ static int parse_seed(const char *text, unsigned long long *out)
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
     if (errno || end == text || *end || text[0] == '-')
-        return fail_usage("--seed '%s' is not a whole number >= 0", text);
+        return tool_option_error(PROGRAM, "--seed '%s' is not a whole number "
+                                 ">= 0", text);
     *out = v;
     return 0;
 }
@@ -186,15 +157,16 @@ static int parse_display(const char *text, options *o)
         o->display_hi = hi;
         return 0;
     }
-    return fail_usage("--display '%s' is not auto or LO:HI with LO < HI",
-                      text);
+    return tool_option_error(PROGRAM, "--display '%s' is not auto or LO:HI "
+                             "with LO < HI", text);
 }
 
 static int parse_range(const char *text, options *o)
 {
     int rc = parse_int(text, "--range", 180, 360, &o->range_deg);
     if (rc == 0 && o->range_deg != 180 && o->range_deg != 360)
-        return fail_usage("--range '%s' is not 180 or 360", text);
+        return tool_option_error(PROGRAM, "--range '%s' is not 180 or 360",
+                                 text);
     return rc;
 }
 
@@ -204,7 +176,8 @@ static int parse_named(const char *text, const char *option,
 {
     if (parse(text, out) == RTOMO_OK)
         return 0;
-    return fail_usage("%s '%s' is not one of %s", option, text, choices);
+    return tool_option_error(PROGRAM, "%s '%s' is not one of %s", option,
+                             text, choices);
 }
 
 enum { OPT_ROWS = 256, OPT_RANGE, OPT_AXIS, OPT_NOISE, OPT_DARK, OPT_FLAT,
@@ -259,7 +232,7 @@ static rtomo_status parse_window_any(const char *s, void *o) { return rtomo_wind
 static rtomo_status parse_interp_any(const char *s, void *o) { return rtomo_interp_parse(s, o); }
 static rtomo_status parse_backend_any(const char *s, void *o) { return rtomo_backend_parse(s, o); }
 
-/* One option; returns 0 or EXIT_USAGE. */
+/* One option; returns 0, or -1 after a usage error. */
 static int apply_option(int c, const char *arg, options *o)
 {
     switch (c) {
@@ -267,16 +240,20 @@ static int apply_option(int c, const char *arg, options *o)
     case OPT_ROWS: return parse_int(arg, "--rows", 1, 16384, &o->rows);
     case 'a': return parse_int(arg, "--angles", 1, 1000000, &o->angles);
     case OPT_RANGE: return parse_range(arg, o);
-    case OPT_AXIS: return parse_double(arg, "--axis", -1e6, 1e6, &o->axis);
+    case OPT_AXIS:
+        return tool_parse_double(PROGRAM, "--axis", arg, -1e6, 1e6, &o->axis);
     case OPT_NOISE: o->noise = 1; return 0;
-    case OPT_DARK: return parse_double(arg, "--dark", 0, 65535, &o->dark);
-    case OPT_FLAT: return parse_double(arg, "--flat", 1, 65535, &o->flat);
+    case OPT_DARK:
+        return tool_parse_double(PROGRAM, "--dark", arg, 0, 65535, &o->dark);
+    case OPT_FLAT:
+        return tool_parse_double(PROGRAM, "--flat", arg, 1, 65535, &o->flat);
     case OPT_SEED: return parse_seed(arg, &o->seed);
     case OPT_SLICES: return parse_slices(arg, o);
     case OPT_FILTER:
         return parse_named(arg, "--filter", parse_window_any, &o->window,
                            "ram-lak, shepp-logan, cosine, hamming, hann");
-    case OPT_CUTOFF: return parse_double(arg, "--cutoff", 1e-6, 1, &o->cutoff);
+    case OPT_CUTOFF:
+        return tool_parse_double(PROGRAM, "--cutoff", arg, 1e-6, 1, &o->cutoff);
     case OPT_INTERP:
         return parse_named(arg, "--interp", parse_interp_any, &o->interp,
                            "linear, nearest");
@@ -287,15 +264,15 @@ static int apply_option(int c, const char *arg, options *o)
     case 'o': o->output = arg; return 0;
     case OPT_DISPLAY: return parse_display(arg, o);
     }
-    return fail_usage("unknown option");
+    return tool_option_error(PROGRAM, "unknown option");
 }
 
 /* Checks that need several options together. */
 static int check_options(options *o)
 {
     if (o->flat <= o->dark)
-        return fail_usage("--flat %g must be brighter than --dark %g", o->flat,
-                          o->dark);
+        return tool_option_error(PROGRAM, "--flat %g must be brighter than "
+                                 "--dark %g", o->flat, o->dark);
     if (o->slice_first < 0) {
         /* The row through FEATURE_Z (phantom z grows upwards). */
         double row = 0.5 * (o->rows - 1) - FEATURE_Z * 0.5 * o->rows;
@@ -306,9 +283,9 @@ static int check_options(options *o)
     if (o->slice_count == 0)
         o->slice_count = o->rows - o->slice_first;
     if (o->slice_first + o->slice_count > o->rows)
-        return fail_usage("--slices %d:%d reaches beyond the detector's %d "
-                          "rows (--rows)", o->slice_first, o->slice_count,
-                          o->rows);
+        return tool_option_error(PROGRAM, "--slices %d:%d reaches beyond the "
+                                 "detector's %d rows (--rows)",
+                                 o->slice_first, o->slice_count, o->rows);
     return 0;
 }
 
@@ -325,17 +302,18 @@ static int parse_options(int argc, char **argv, options *o)
             return 0;
         }
         if (c == '?')
-            return fail_usage("unknown option '%s'", argv[optind - 1]);
+            return tool_usage_error(PROGRAM, "unknown option '%s'",
+                                    argv[optind - 1]);
         if (c == ':')
-            return fail_usage("option '%s' needs a value", argv[optind - 1]);
-        int rc = apply_option(c, optarg, o);
-        if (rc)
-            return rc;
+            return tool_usage_error(PROGRAM, "option '%s' needs a value",
+                                    argv[optind - 1]);
+        if (apply_option(c, optarg, o) != 0)
+            return TOOL_USAGE;
     }
     if (optind < argc)
-        return fail_usage("unexpected argument '%s'", argv[optind]);
-    int rc = check_options(o);
-    return rc ? rc : -1;
+        return tool_usage_error(PROGRAM, "unexpected argument '%s'",
+                                argv[optind]);
+    return check_options(o) == 0 ? -1 : TOOL_USAGE;
 }
 
 /* ----------------------------------------------------------- the scan ---- */

@@ -16,15 +16,30 @@
 
 volatile sig_atomic_t tool_interrupted;
 
+static void print_usage_error(const char *program, const char *format,
+                              va_list ap)
+{
+    fprintf(stderr, "%s: ", program);
+    vfprintf(stderr, format, ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", program);
+}
+
 int tool_usage_error(const char *program, const char *format, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", program);
     va_start(ap, format);
-    vfprintf(stderr, format, ap);
+    print_usage_error(program, format, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", program);
     return TOOL_USAGE;
+}
+
+int tool_option_error(const char *program, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    print_usage_error(program, format, ap);
+    va_end(ap);
+    return -1;
 }
 
 int tool_parse_int(const char *program, const char *name, const char *text,
@@ -33,15 +48,9 @@ int tool_parse_int(const char *program, const char *name, const char *text,
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0') {
-        tool_usage_error(program, "%s: '%s' is not an integer", name, text);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        tool_usage_error(program, "%s: %ld is outside [%ld, %ld]", name, v,
-                         lo, hi);
-        return -1;
-    }
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        return tool_option_error(program, "%s '%s' is not a whole number in "
+                                 "[%ld, %ld]", name, text, lo, hi);
     *out = v;
     return 0;
 }
@@ -52,15 +61,9 @@ int tool_parse_double(const char *program, const char *name,
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || end == text || *end != '\0' || !isfinite(v)) {
-        tool_usage_error(program, "%s: '%s' is not a number", name, text);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        tool_usage_error(program, "%s: %g is outside [%g, %g]", name, v, lo,
-                         hi);
-        return -1;
-    }
+    if (errno || end == text || *end != '\0' || !(v >= lo && v <= hi))
+        return tool_option_error(program, "%s '%s' is not a number in "
+                                 "[%g, %g]", name, text, lo, hi);
     *out = v;
     return 0;
 }
@@ -75,19 +78,16 @@ int tool_parse_int_list(const char *program, const char *name,
         return -1;
     for (char *tok = strtok_r(copy, ",x", &save); tok && result == 0;
          tok = strtok_r(NULL, ",x", &save)) {
-        if (count == max) {
-            tool_usage_error(program, "%s: more than %d values in '%s'", name,
-                             max, text);
-            result = -1;
-        } else {
+        if (count == max)
+            result = tool_option_error(program, "%s: more than %d values in "
+                                       "'%s'", name, max, text);
+        else
             result = tool_parse_int(program, name, tok, lo, hi, &out[count++]);
-        }
     }
     free(copy);
-    if (result == 0 && count == 0) {
-        tool_usage_error(program, "%s: no value in '%s'", name, text);
-        result = -1;
-    }
+    if (result == 0 && count == 0)
+        result = tool_option_error(program, "%s: no value in '%s'", name,
+                                   text);
     *n = count;
     return result;
 }
@@ -98,11 +98,9 @@ int tool_parse_pair(const char *program, const char *name, const char *text,
     int n;
     if (tool_parse_int_list(program, name, text, lo, hi, out, 2, &n) != 0)
         return -1;
-    if (n != 2) {
-        tool_usage_error(program, "%s: expected two values A,B, got '%s'",
-                         name, text);
-        return -1;
-    }
+    if (n != 2)
+        return tool_option_error(program, "%s: expected two values A,B, got "
+                                 "'%s'", name, text);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * tool_common.h — what the command-line tools (rtomo-push, rtomo-sub,
- * rtomoctl) share: argument parsing with clear messages, the exit codes,
- * a monotonic clock, and a Ctrl-C flag.
+ * rtomoctl, rtomo-simrecon) and the rtomod benchmarks share: argument
+ * parsing with clear messages, the exit codes, a monotonic clock, and a
+ * Ctrl-C flag.
  *
  * Exit codes: 0 success, 1 failure at run time (daemon refused, did not
  * answer, I/O error), 2 bad usage.
@@ -17,6 +18,9 @@ enum { TOOL_OK = 0, TOOL_FAILED = 1, TOOL_USAGE = 2 };
 /* Print "PROGRAM: message" and "Try 'PROGRAM --help'." to stderr and
  * return TOOL_USAGE. */
 int tool_usage_error(const char *program, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The same for option parsers, which return 0 or -1: returns -1. */
+int tool_option_error(const char *program, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Parse `text` as an integer / number in [lo, hi] for option `name`.
