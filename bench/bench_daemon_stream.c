@@ -106,30 +106,6 @@ enum {
     OPT_SLICES, OPT_HELP
 };
 
-static int parse_ratios(const char *text, options *o)
-{
-    char extra;
-    if (sscanf(text, "%lf:%lf:%ld%c", &o->ratio_first, &o->ratio_last,
-               &o->n_planes, &extra) != 3 || !(o->ratio_first > 0) ||
-        !(o->ratio_last > 0) || o->n_planes < 1 ||
-        o->n_planes > RTOMO_SBDX_MAX_PLANES)
-        return tool_usage_error(PROGRAM, "--ratios: '%s' is not A:B:N", text),
-               -1;
-    return 0;
-}
-
-static int parse_planes(const char *text, options *o)
-{
-    static const char *const names[] = {"float32", "uint16", "none"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(text, names[i]) == 0) {
-            o->planes = (rtomo_plane_format)i;
-            return 0;
-        }
-    return tool_usage_error(PROGRAM, "--planes: '%s' is not float32, uint16 "
-                            "or none", text), -1;
-}
-
 /* One option; 0, 1 for --help, -1 after a usage message. */
 static int apply_option(int c, const char *arg, options *o)
 {
@@ -164,8 +140,15 @@ static int apply_option(int c, const char *arg, options *o)
                                               4096, o->detector);
     case OPT_SHIFT: return tool_parse_int(PROGRAM, "--shift", arg, 1, 1024,
                                           &o->shift);
-    case OPT_RATIOS: return parse_ratios(arg, o);
-    case OPT_PLANES: return parse_planes(arg, o);
+    case OPT_RATIOS:
+        return tool_parse_ratios(PROGRAM, "--ratios", arg,
+                                 RTOMO_SBDX_MAX_PLANES, &o->ratio_first,
+                                 &o->ratio_last, &o->n_planes);
+    case OPT_PLANES:
+        if (rtomo_plane_format_parse(arg, &o->planes) != RTOMO_OK)
+            return tool_option_error(PROGRAM, "--planes: '%s' is not "
+                                     "float32, uint16 or none", arg);
+        return 0;
     case OPT_PLANES_OUT: o->planes_out = 1; return 0;
     case OPT_WIDTH: return tool_parse_int(PROGRAM, "--width", arg, 2, 65536,
                                           &o->width);
@@ -278,11 +261,7 @@ static int send_begin(const options *o, rtomo_client *c)
         g->det_height = (int)o->detector[1];
         g->shift_m = (int)o->shift;
         g->n_planes = (int)o->n_planes;
-        spec.ratios = malloc(sizeof(double) * (size_t)o->n_planes);
-        for (int k = 0; spec.ratios && k < g->n_planes; k++)
-            spec.ratios[k] = g->n_planes == 1 ? o->ratio_first
-                : o->ratio_first + (o->ratio_last - o->ratio_first) * k /
-                                       (g->n_planes - 1);
+        spec.ratios = tool_ratios(o->ratio_first, o->ratio_last, g->n_planes);
         g->ratios = spec.ratios;
         spec.dtype = RTOMO_DTYPE_U8;
         spec.planes = o->planes;
@@ -548,9 +527,8 @@ static void print_table(const options *o, const summary *s)
                "(%.1f MB/frame), m %ld, %ld planes, planes %s, target %.1f "
                "frames/s, backend %s, GPUs: %s\n", o->holes[0], o->holes[1],
                o->detector[0], o->detector[1], frame_bytes(o) / 1e6, o->shift,
-               o->n_planes, o->planes == RTOMO_PLANES_FLOAT32 ? "float32"
-               : o->planes == RTOMO_PLANES_UINT16 ? "uint16" : "none",
-               o->rate, o->backend, gpu_names(s, gpus, sizeof gpus));
+               o->n_planes, rtomo_plane_format_name(o->planes), o->rate,
+               o->backend, gpu_names(s, gpus, sizeof gpus));
     else
         printf("rtomod continuous scan: %ldx%ld uint16 projections (%.1f MB), "
                "window %ld every %ld, %ld slices, target %.1f projections/s, "
@@ -593,8 +571,7 @@ static json_t *results_json(const options *o, const summary *s)
                     "shift", (int)o->shift, "planes", (int)o->n_planes,
                     "ratio_first", o->ratio_first, "ratio_last",
                     o->ratio_last, "plane_format",
-                    o->planes == RTOMO_PLANES_FLOAT32 ? "float32"
-                    : o->planes == RTOMO_PLANES_UINT16 ? "uint16" : "none")
+                    rtomo_plane_format_name(o->planes))
         : json_pack("{s:i, s:i, s:i, s:i, s:i}", "width", (int)o->width,
                     "height", (int)o->height, "projections",
                     (int)o->projections, "every", (int)o->every, "slices",

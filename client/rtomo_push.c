@@ -131,19 +131,6 @@ enum {
     OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT
 };
 
-static int parse_ratios(const char *text, push_options *o)
-{
-    char extra;
-    if (sscanf(text, "%lf:%lf:%ld%c", &o->ratio_first, &o->ratio_last,
-               &o->ratio_count, &extra) != 3 || !(o->ratio_first > 0) ||
-        !(o->ratio_last > 0) || o->ratio_count < 1 ||
-        o->ratio_count > RTOMO_SBDX_MAX_PLANES)
-        return tool_option_error(program, "--ratios: '%s' is not A:B:N with "
-                                 "A, B > 0 and 1 <= N <= %d", text,
-                                 RTOMO_SBDX_MAX_PLANES);
-    return 0;
-}
-
 static int parse_dtype(const char *text, push_options *o)
 {
     if (rtomo_dtype_parse(text, &o->dtype) != RTOMO_OK)
@@ -198,7 +185,10 @@ static int apply_option(int c, const char *arg, push_options *o)
     case OPT_HOLES: return tool_parse_pair(program, "--holes", arg, 1, 4096, o->holes);
     case OPT_DETECTOR: return tool_parse_pair(program, "--detector", arg, 1, 4096, o->detector);
     case OPT_SHIFT: return tool_parse_int(program, "--shift", arg, 1, 1024, &o->shift);
-    case OPT_RATIOS: return parse_ratios(arg, o);
+    case OPT_RATIOS:
+        return tool_parse_ratios(program, "--ratios", arg,
+                                 RTOMO_SBDX_MAX_PLANES, &o->ratio_first,
+                                 &o->ratio_last, &o->ratio_count);
     case OPT_FRAMES: return tool_parse_int(program, "--frames", arg, 1, 1L << 40, &o->frames);
     case OPT_PLANES: o->planes = arg; return 0;
     case OPT_RAW: o->raw = arg; return 0;
@@ -567,11 +557,7 @@ static void sbdx_geometry(const push_options *o, rtomo_sbdx_spec *spec)
     g->det_height = (int)(o->raw ? o->shape[2] : o->detector[1]);
     g->shift_m = (int)o->shift;
     g->n_planes = (int)o->ratio_count;
-    spec->ratios = malloc((size_t)g->n_planes * sizeof *spec->ratios);
-    for (int k = 0; spec->ratios && k < g->n_planes; k++)
-        spec->ratios[k] = g->n_planes == 1 ? o->ratio_first
-            : o->ratio_first + (o->ratio_last - o->ratio_first) * k /
-                                   (g->n_planes - 1);
+    spec->ratios = tool_ratios(o->ratio_first, o->ratio_last, g->n_planes);
     g->ratios = spec->ratios;
     spec->dtype = o->dtype;
 }
@@ -607,12 +593,8 @@ static int prepare_sbdx(const push_options *o, rtomo_sbdx_spec *spec,
     sbdx_geometry(o, spec);
     if (!spec->ratios)
         return -1;
-    if (o->planes && !((strcmp(o->planes, "float32") == 0 &&
-                        (spec->planes = RTOMO_PLANES_FLOAT32, 1)) ||
-                       (strcmp(o->planes, "uint16") == 0 &&
-                        (spec->planes = RTOMO_PLANES_UINT16, 1)) ||
-                       (strcmp(o->planes, "none") == 0 &&
-                        (spec->planes = RTOMO_PLANES_NONE, 1))))
+    if (o->planes &&
+        rtomo_plane_format_parse(o->planes, &spec->planes) != RTOMO_OK)
         return tool_option_error(program, "--planes: '%s' is not float32, "
                                  "uint16 or none", o->planes);
     spec->u16_scale = o->dtype == RTOMO_DTYPE_U8 ? 257.0f : 1.0f;

@@ -104,6 +104,31 @@ int tool_parse_pair(const char *program, const char *name, const char *text,
     return 0;
 }
 
+int tool_parse_ratios(const char *program, const char *name,
+                      const char *text, int max, double *first,
+                      double *last, long *n)
+{
+    double a, b;
+    long count;
+    char extra;
+    if (sscanf(text, "%lf:%lf:%ld%c", &a, &b, &count, &extra) != 3 ||
+        !(a > 0) || !(b > 0) || count < 1 || count > max)
+        return tool_option_error(program, "%s: '%s' is not A:B:N with A, "
+                                 "B > 0 and 1 <= N <= %d", name, text, max);
+    *first = a;
+    *last = b;
+    *n = count;
+    return 0;
+}
+
+double *tool_ratios(double first, double last, int n)
+{
+    double *r = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (int k = 0; r && k < n; k++)
+        r[k] = n == 1 ? first : first + (last - first) * k / (n - 1);
+    return r;
+}
+
 double tool_now(void)
 {
     struct timespec ts;

@@ -37,6 +37,15 @@ int tool_parse_int_list(const char *program, const char *name,
                         const char *text, long lo, long hi, long *out,
                         int max, int *n);
 
+/* SBDX plane ratios given as "A:B:N": N ratios from A to B, with A, B > 0
+ * and 1 <= N <= max.  0, or -1 after a usage error. */
+int tool_parse_ratios(const char *program, const char *name,
+                      const char *text, int max, double *first,
+                      double *last, long *n);
+/* The n ratios themselves, evenly spaced from first to last (first alone
+ * when n is 1); malloc'd, NULL when out of memory. */
+double *tool_ratios(double first, double last, int n);
+
 /* Monotonic clock, seconds. */
 double tool_now(void);
 /* Sleep until monotonic time `t` (seconds); returns at once if past. */

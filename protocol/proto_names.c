@@ -1,6 +1,7 @@
 /*
  * proto_names.c — the stable names of the protocol (message types, reject
- * reasons), reject reporting and control error replies.  These names are
+ * reasons, SBDX plane formats), reject reporting and control error
+ * replies.  These names are
  * part of the wire format: PROTOCOL.md lists them, status counters and
  * events use them, so they never change within a protocol version.
  */
@@ -52,6 +53,31 @@ const char *rtomo_reject_name(rtomo_reject reason)
 {
     return (unsigned)reason < RTOMO_REJECT_COUNT ? reject_names[reason]
                                                  : "unknown";
+}
+
+static const char *const plane_format_names[] = {
+    [RTOMO_PLANES_FLOAT32] = "float32",
+    [RTOMO_PLANES_UINT16] = "uint16",
+    [RTOMO_PLANES_NONE] = "none",
+};
+#define PLANE_FORMAT_COUNT \
+    (sizeof plane_format_names / sizeof plane_format_names[0])
+
+const char *rtomo_plane_format_name(rtomo_plane_format format)
+{
+    return (unsigned)format < PLANE_FORMAT_COUNT ? plane_format_names[format]
+                                                 : "unknown";
+}
+
+rtomo_status rtomo_plane_format_parse(const char *name,
+                                      rtomo_plane_format *out)
+{
+    for (unsigned i = 0; name && i < PLANE_FORMAT_COUNT; i++)
+        if (strcmp(name, plane_format_names[i]) == 0) {
+            *out = (rtomo_plane_format)i;
+            return RTOMO_OK;
+        }
+    return RTOMO_E_INVALID;
 }
 
 /* Length of the valid UTF-8 sequence starting at s (1..4), or 0. */

@@ -150,15 +150,14 @@ static int decode_planes(const json_t *root, rtomo_sbdx_geometry *g,
     return 0;
 }
 
+/* rtomo_plane_format_parse in the form proto_get_enum takes. */
 static int parse_plane_format(const char *name, int *out)
 {
-    static const char *const names[] = {"float32", "uint16", "none"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    return -1;
+    rtomo_plane_format f;
+    if (rtomo_plane_format_parse(name, &f) != RTOMO_OK)
+        return -1;
+    *out = (int)f;
+    return 0;
 }
 
 static int decode_output(const json_t *root, rtomo_sbdx_spec *spec,
@@ -235,12 +234,6 @@ int proto_decode_sbdx_begin(const json_t *root, const char *scan,
 
 /* ------------------------------------------------------------ encoding ---- */
 
-static const char *plane_format_name(rtomo_plane_format f)
-{
-    return f == RTOMO_PLANES_UINT16 ? "uint16"
-         : f == RTOMO_PLANES_NONE ? "none" : "float32";
-}
-
 char *rtomo_proto_encode_sbdx_begin(const rtomo_sbdx_spec *spec)
 {
     const rtomo_sbdx_geometry *g = &spec->geometry;
@@ -261,9 +254,9 @@ char *rtomo_proto_encode_sbdx_begin(const rtomo_sbdx_spec *spec)
         ratios, "dtype", rtomo_dtype_name(spec->dtype), "composite_radius",
         g->composite_radius > 0 ? g->composite_radius : 2, "flat_field",
         g->flat_field, "output", "planes",
-        plane_format_name(spec->planes), "u16_scale", (double)spec->u16_scale,
-        "u16_offset", (double)spec->u16_offset, "composite",
-        spec->composite);
+        rtomo_plane_format_name(spec->planes), "u16_scale",
+        (double)spec->u16_scale, "u16_offset", (double)spec->u16_offset,
+        "composite", spec->composite);
     if (!root)
         return NULL;
     int e = 0;

@@ -165,6 +165,13 @@ typedef enum rtomo_plane_format {
     RTOMO_PLANES_NONE               /* "none": composite only */
 } rtomo_plane_format;
 
+/* The wire name of a plane format ("float32", "uint16", "none"; "unknown"
+ * for any other value), and the inverse: RTOMO_OK, or RTOMO_E_INVALID
+ * (*out untouched) for a name that is none of these. */
+const char *rtomo_plane_format_name(rtomo_plane_format format);
+rtomo_status rtomo_plane_format_parse(const char *name,
+                                      rtomo_plane_format *out);
+
 /* An SBDX stream as announced by "sbdx_begin". */
 typedef struct rtomo_sbdx_spec {
     char scan[RTOMO_ID_MAX];
