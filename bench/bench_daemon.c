@@ -18,6 +18,52 @@
 
 #define MAX_ARGS 128
 
+/* ------------------------------------------------------ command line ---- */
+
+void bench_cli_init(bench_daemon_cli *cli)
+{
+    memset(cli, 0, sizeof *cli);
+    daemon_process_default_path(cli->rtomod, sizeof cli->rtomod);
+    cli->backend = "auto";
+}
+
+int bench_cli_option(const char *program, bench_daemon_cli *cli, int c,
+                     const char *arg)
+{
+    switch (c) {
+    case BENCH_OPT_RTOMOD:
+        snprintf(cli->rtomod, sizeof cli->rtomod, "%s", arg);
+        return 0;
+    case BENCH_OPT_BACKEND: cli->backend = arg; return 0;
+    case BENCH_OPT_JSON: cli->json_path = arg; return 0;
+    case BENCH_OPT_ARG:
+        if (cli->n_args == BENCH_MAX_ARGS)
+            return tool_option_error(program, "too many --arg");
+        cli->args[cli->n_args++] = arg;
+        return 0;
+    }
+    return 1;
+}
+
+void bench_cli_daemon_args(const bench_daemon_cli *cli, const char *devices,
+                           const char **args)
+{
+    int n = 0;
+    args[n++] = "--backend";
+    args[n++] = cli->backend;
+    args[n++] = "--log-level";
+    args[n++] = "warn";
+    if (devices) {
+        args[n++] = "--devices";
+        args[n++] = devices;
+    }
+    for (int i = 0; i < cli->n_args; i++)
+        args[n++] = cli->args[i];
+    args[n] = NULL;
+}
+
+/* ------------------------------------------------------------ daemon ---- */
+
 /* Wait for a telemetry message: the subscription is live from then on. */
 static int wait_subscribed(rtomo_client *c)
 {
@@ -154,6 +200,59 @@ double bench_telemetry(rtomo_client *c, const char *group, const char *name)
     return status_number(c, path, name);
 }
 
+json_t *bench_gpus(rtomo_client *c)
+{
+    json_t *reply = NULL;
+    rtomo_error err;
+    json_t *gpus = NULL;
+    if (rtomo_client_command(c, "status", &reply, &err) == RTOMO_OK)
+        gpus = json_incref(json_object_get(reply, "gpus"));
+    json_decref(reply);
+    return gpus;
+}
+
+/* -------------------------------------------------------------- scans ---- */
+
+void bench_scan_spec(rtomo_scan_spec *spec, const char *id, long width,
+                     long height, long n_proj, long slices)
+{
+    rtomo_scan_spec_init(spec);
+    snprintf(spec->scan, sizeof spec->scan, "%s", id);
+    spec->geometry.det_width = (int)width;
+    spec->geometry.det_height = (int)height;
+    spec->geometry.n_proj = (int)n_proj;
+    spec->dtype = RTOMO_DTYPE_U16;
+    spec->slices.kind = RTOMO_SLICES_RANGE;
+    spec->slices.first = (int)((height - slices) / 2);
+    spec->slices.count = (int)slices;
+    spec->slices.step = 1;
+    spec->given |= RTOMO_SPEC_HAS_SLICES;
+}
+
+void bench_projection_header(rtomo_frame_header *f, const char *id,
+                             long width, long height)
+{
+    memset(f, 0, sizeof *f);
+    f->type = RTOMO_MSG_PROJECTION;
+    snprintf(f->scan, sizeof f->scan, "%s", id);
+    f->dtype = RTOMO_DTYPE_U16;
+    f->ndim = 2;
+    f->shape[0] = height;
+    f->shape[1] = width;
+    f->angle = f->axis_shift = NAN;
+}
+
+uint16_t *bench_smooth_frames(size_t samples, int n)
+{
+    size_t total = samples * (size_t)n;
+    uint16_t *f = malloc(sizeof *f * (total ? total : 1));
+    for (size_t i = 0; f && i < total; i++)
+        f[i] = (uint16_t)(30000 + 20000 * sin(0.001 * (double)i));
+    return f;
+}
+
+/* ------------------------------------------------------------ results ---- */
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -168,4 +267,13 @@ double bench_percentile(double *values, int n, double p)
     int rank = (int)ceil(p / 100.0 * n);
     rank = rank < 1 ? 1 : rank > n ? n : rank;
     return values[rank - 1];
+}
+
+void bench_print_json(const char *program, json_t *json, const char *path)
+{
+    json_dumpf(json, stdout, JSON_INDENT(2));
+    putchar('\n');
+    if (path && json_dump_file(json, path, JSON_INDENT(2)) != 0)
+        fprintf(stderr, "%s: cannot write %s\n", program, path);
+    json_decref(json);
 }

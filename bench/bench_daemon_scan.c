@@ -35,18 +35,13 @@
 
 #define PROGRAM "bench_daemon_scan"
 #define MAX_RUNS 8
-#define MAX_ARGS 64
 
 typedef struct options {
-    char rtomod[1024];
-    const char *backend;
+    bench_daemon_cli cli;       /* --rtomod, --backend, --json, --arg */
     const char *devices[MAX_RUNS];
     int n_runs;
     long size, projections, slices, connections;
     int receive_slices, ipc;
-    const char *json_path;
-    const char *args[MAX_ARGS];
-    int n_args;
 } options;
 
 typedef struct result {
@@ -67,20 +62,21 @@ static void usage(FILE *out)
 }
 
 enum {
-    OPT_RTOMOD = 256, OPT_BACKEND, OPT_DEVICES, OPT_SIZE, OPT_PROJECTIONS,
-    OPT_SLICES, OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_JSON, OPT_ARG,
-    OPT_HELP
+    OPT_DEVICES = 256, OPT_SIZE, OPT_PROJECTIONS, OPT_SLICES,
+    OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_HELP
 };
 
+/* One option; 0, 1 for --help, -1 after a usage message. */
 static int apply_option(int c, const char *arg, options *o)
 {
+    int rc = bench_cli_option(PROGRAM, &o->cli, c, arg);
+    if (rc <= 0)
+        return rc;
     switch (c) {
-    case OPT_RTOMOD: snprintf(o->rtomod, sizeof o->rtomod, "%s", arg); return 0;
-    case OPT_BACKEND: o->backend = arg; return 0;
     case OPT_DEVICES:
         if (o->n_runs == MAX_RUNS)
-            return tool_usage_error(PROGRAM, "at most %d --devices",
-                                    MAX_RUNS), -1;
+            return tool_option_error(PROGRAM, "at most %d --devices",
+                                     MAX_RUNS);
         o->devices[o->n_runs++] = arg;
         return 0;
     case OPT_SIZE: return tool_parse_int(PROGRAM, "--size", arg, 2, 65536,
@@ -93,12 +89,6 @@ static int apply_option(int c, const char *arg, options *o)
                                                 1, 64, &o->connections);
     case OPT_RECEIVE: o->receive_slices = 1; return 0;
     case OPT_IPC: o->ipc = 1; return 0;
-    case OPT_JSON: o->json_path = arg; return 0;
-    case OPT_ARG:
-        if (o->n_args == MAX_ARGS - 1)
-            return tool_usage_error(PROGRAM, "too many --arg"), -1;
-        o->args[o->n_args++] = arg;
-        return 0;
     case OPT_HELP: usage(stdout); return 1;
     }
     usage(stderr);
@@ -108,8 +98,7 @@ static int apply_option(int c, const char *arg, options *o)
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option long_options[] = {
-        {"rtomod", required_argument, NULL, OPT_RTOMOD},
-        {"backend", required_argument, NULL, OPT_BACKEND},
+        BENCH_DAEMON_LONG_OPTIONS,
         {"devices", required_argument, NULL, OPT_DEVICES},
         {"size", required_argument, NULL, OPT_SIZE},
         {"projections", required_argument, NULL, OPT_PROJECTIONS},
@@ -117,13 +106,11 @@ static int parse_options(int argc, char **argv, options *o)
         {"connections", required_argument, NULL, OPT_CONNECTIONS},
         {"receive-slices", no_argument, NULL, OPT_RECEIVE},
         {"ipc", no_argument, NULL, OPT_IPC},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"arg", required_argument, NULL, OPT_ARG},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
-    *o = (options){.backend = "auto", .size = 2048, .projections = 2048,
-                   .slices = 2048, .connections = 4};
-    daemon_process_default_path(o->rtomod, sizeof o->rtomod);
+    *o = (options){.size = 2048, .projections = 2048, .slices = 2048,
+                   .connections = 4};
+    bench_cli_init(&o->cli);
     int c, rc;
     while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
         if ((rc = apply_option(c, optarg, o)) != 0)
@@ -137,38 +124,18 @@ static int parse_options(int argc, char **argv, options *o)
 
 /* ---------------------------------------------------------------- run ---- */
 
-static uint16_t *make_frames(size_t samples)
-{
-    uint16_t *f = malloc(2 * samples * sizeof *f);
-    for (size_t i = 0; f && i < 2 * samples; i++)
-        f[i] = (uint16_t)(30000 + 20000 * sin(0.001 * (double)i));
-    return f;
-}
-
 static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
                      double *t_end)
 {
     rtomo_scan_spec spec;
-    rtomo_scan_spec_init(&spec);
-    snprintf(spec.scan, sizeof spec.scan, "bench-scan");
-    spec.geometry.det_width = (int)o->size;
-    spec.geometry.det_height = (int)o->size;
-    spec.geometry.n_proj = (int)o->projections;
-    spec.dtype = RTOMO_DTYPE_U16;
-    spec.slices.kind = RTOMO_SLICES_RANGE;
-    spec.slices.first = (int)((o->size - o->slices) / 2);
-    spec.slices.count = (int)o->slices;
-    spec.slices.step = 1;
-    spec.given |= RTOMO_SPEC_HAS_SLICES;
+    bench_scan_spec(&spec, "bench-scan", o->size, o->size, o->projections,
+                    o->slices);
     rtomo_error err;
     int rc = rtomo_client_send_scan_begin(c, &spec, &err) == RTOMO_OK ? 0 : -1;
     rtomo_scan_spec_clear(&spec);
     size_t samples = (size_t)o->size * (size_t)o->size;
-    rtomo_frame_header f = {.type = RTOMO_MSG_PROJECTION,
-                            .dtype = RTOMO_DTYPE_U16, .ndim = 2,
-                            .shape = {o->size, o->size}, .angle = NAN,
-                            .axis_shift = NAN};
-    snprintf(f.scan, sizeof f.scan, "bench-scan");
+    rtomo_frame_header f;
+    bench_projection_header(&f, "bench-scan", o->size, o->size);
     /* With several connections the frames may overtake the begin. */
     if (rc == 0 && o->connections > 1 &&
         rtomo_client_wait_for_scan(c, "bench-scan", 0, 30000, &err) !=
@@ -224,20 +191,12 @@ static int run_once(const options *o, const char *devices,
 {
     memset(r, 0, sizeof *r);
     r->devices = devices ? devices : "default";
-    const char *args[MAX_ARGS + 8] = {"--backend", o->backend, "--log-level",
-                                      "warn"};
-    int n = 4;
-    if (devices) {
-        args[n++] = "--devices";
-        args[n++] = devices;
-    }
-    for (int i = 0; i < o->n_args; i++)
-        args[n++] = o->args[i];
-    args[n] = NULL;
+    const char *args[BENCH_MAX_ARGS + 8];
+    bench_cli_daemon_args(&o->cli, devices, args);
     const char *events[] = {RTOMO_TOPIC_EVENT, NULL};
     const char *all[] = {RTOMO_TOPIC_EVENT, RTOMO_TOPIC_SLICE, NULL};
     bench_daemon b;
-    bench_daemon_options bo = {.rtomod = o->rtomod, .args = args,
+    bench_daemon_options bo = {.rtomod = o->cli.rtomod, .args = args,
                                .connections = (int)o->connections,
                                .topics = o->receive_slices ? all : events,
                                .receive_hwm = 100000, .ipc = o->ipc};
@@ -256,12 +215,7 @@ static int run_once(const options *o, const char *devices,
         r->accepted = bench_counter(b.client, "accepted");
         r->dropped = bench_counter(b.client, "dropped");
         r->rejected = bench_counter(b.client, "rejected");
-        json_t *reply = NULL;
-        rtomo_error err;
-        if (rtomo_client_command(b.client, "status", &reply, &err) ==
-            RTOMO_OK)
-            r->gpus = json_incref(json_object_get(reply, "gpus"));
-        json_decref(reply);
+        r->gpus = bench_gpus(b.client);
     }
     r->exit_status = bench_daemon_close(&b);
     return rc == 0 && r->complete ? 0 : -1;
@@ -273,7 +227,7 @@ static void print_table(const options *o, const result *r, int n)
 {
     printf("rtomod scan: %ld projections of %ldx%ld uint16, %ld slices of "
            "%ldx%ld, backend %s, %ld connection%s%s\n", o->projections,
-           o->size, o->size, o->slices, o->size, o->size, o->backend,
+           o->size, o->size, o->slices, o->size, o->size, o->cli.backend,
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
     printf("%-10s %-28s %9s %9s %9s %9s %9s %8s %8s\n", "devices", "GPUs",
@@ -315,7 +269,7 @@ static json_t *results_json(const options *o, const result *r, int n)
             "slices_received", (json_int_t)r[i].slices_received,
             "complete", r[i].complete, "exit_status", r[i].exit_status));
     return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:o}",
-                     "benchmark", "rtomod_scan", "backend", o->backend,
+                     "benchmark", "rtomod_scan", "backend", o->cli.backend,
                      "size", (int)o->size, "projections",
                      (int)o->projections, "slices", (int)o->slices,
                      "connections", (int)o->connections, "receive_slices",
@@ -328,7 +282,8 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
-    uint16_t *frames = make_frames((size_t)o.size * (size_t)o.size);
+    uint16_t *frames = bench_smooth_frames((size_t)o.size * (size_t)o.size,
+                                           2);
     if (!frames) {
         fprintf(stderr, PROGRAM ": out of memory\n");
         return 1;
@@ -344,12 +299,8 @@ int main(int argc, char **argv)
         }
     }
     print_table(&o, results, o.n_runs);
-    json_t *json = results_json(&o, results, o.n_runs);
-    json_dumpf(json, stdout, JSON_INDENT(2));
-    putchar('\n');
-    if (o.json_path && json_dump_file(json, o.json_path, JSON_INDENT(2)) != 0)
-        fprintf(stderr, PROGRAM ": cannot write %s\n", o.json_path);
-    json_decref(json);
+    bench_print_json(PROGRAM, results_json(&o, results, o.n_runs),
+                     o.cli.json_path);
     for (int i = 0; i < o.n_runs; i++)
         json_decref(results[i].gpus);
     free(frames);

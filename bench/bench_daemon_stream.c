@@ -42,21 +42,17 @@
 #include "tool_common.h"
 
 #define PROGRAM "bench_daemon_stream"
-#define MAX_ARGS 64
 #define QUIET_S 20.0            /* give up when nothing arrives this long */
 
 typedef enum { MODE_SBDX, MODE_CONTINUOUS } stream_mode;
 
 typedef struct options {
-    char rtomod[1024];
-    const char *backend, *devices;
+    bench_daemon_cli cli;       /* --rtomod, --backend, --json, --arg */
+    const char *devices;
     stream_mode mode;
     double rate;                /* frames/s, 0 = as fast as accepted */
     long frames, warmup, connections;
     int ipc, planes_out;
-    const char *json_path;
-    const char *args[MAX_ARGS];
-    int n_args;
     /* SBDX */
     long holes[2], detector[2], shift, n_planes;
     double ratio_first, ratio_last;
@@ -99,26 +95,26 @@ static void usage(FILE *out)
 }
 
 enum {
-    OPT_RTOMOD = 256, OPT_BACKEND, OPT_DEVICES, OPT_MODE, OPT_RATE,
-    OPT_FRAMES, OPT_WARMUP, OPT_CONNECTIONS, OPT_IPC, OPT_JSON, OPT_ARG,
-    OPT_HOLES, OPT_DETECTOR, OPT_SHIFT, OPT_RATIOS, OPT_PLANES,
-    OPT_PLANES_OUT, OPT_WIDTH, OPT_HEIGHT, OPT_PROJECTIONS, OPT_EVERY,
-    OPT_SLICES, OPT_HELP
+    OPT_DEVICES = 256, OPT_MODE, OPT_RATE, OPT_FRAMES, OPT_WARMUP,
+    OPT_CONNECTIONS, OPT_IPC, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT, OPT_RATIOS,
+    OPT_PLANES, OPT_PLANES_OUT, OPT_WIDTH, OPT_HEIGHT, OPT_PROJECTIONS,
+    OPT_EVERY, OPT_SLICES, OPT_HELP
 };
 
 /* One option; 0, 1 for --help, -1 after a usage message. */
 static int apply_option(int c, const char *arg, options *o)
 {
+    int rc = bench_cli_option(PROGRAM, &o->cli, c, arg);
+    if (rc <= 0)
+        return rc;
     switch (c) {
-    case OPT_RTOMOD: snprintf(o->rtomod, sizeof o->rtomod, "%s", arg); return 0;
-    case OPT_BACKEND: o->backend = arg; return 0;
     case OPT_DEVICES: o->devices = arg; return 0;
     case OPT_MODE:
         if (strcmp(arg, "sbdx") == 0 || strcmp(arg, "continuous") == 0) {
             o->mode = arg[0] == 's' ? MODE_SBDX : MODE_CONTINUOUS;
             return 0;
         }
-        return tool_usage_error(PROGRAM, "--mode: sbdx or continuous"), -1;
+        return tool_option_error(PROGRAM, "--mode: sbdx or continuous");
     case OPT_RATE: return tool_parse_double(PROGRAM, "--rate", arg, 0, 1e6,
                                             &o->rate);
     case OPT_FRAMES: return tool_parse_int(PROGRAM, "--frames", arg, 1,
@@ -128,12 +124,6 @@ static int apply_option(int c, const char *arg, options *o)
     case OPT_CONNECTIONS: return tool_parse_int(PROGRAM, "--connections", arg,
                                                 1, 64, &o->connections);
     case OPT_IPC: o->ipc = 1; return 0;
-    case OPT_JSON: o->json_path = arg; return 0;
-    case OPT_ARG:
-        if (o->n_args == MAX_ARGS - 1)
-            return tool_usage_error(PROGRAM, "too many --arg"), -1;
-        o->args[o->n_args++] = arg;
-        return 0;
     case OPT_HOLES: return tool_parse_pair(PROGRAM, "--holes", arg, 1, 4096,
                                            o->holes);
     case OPT_DETECTOR: return tool_parse_pair(PROGRAM, "--detector", arg, 1,
@@ -169,8 +159,7 @@ static int apply_option(int c, const char *arg, options *o)
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option long_options[] = {
-        {"rtomod", required_argument, NULL, OPT_RTOMOD},
-        {"backend", required_argument, NULL, OPT_BACKEND},
+        BENCH_DAEMON_LONG_OPTIONS,
         {"devices", required_argument, NULL, OPT_DEVICES},
         {"mode", required_argument, NULL, OPT_MODE},
         {"rate", required_argument, NULL, OPT_RATE},
@@ -178,8 +167,6 @@ static int parse_options(int argc, char **argv, options *o)
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"connections", required_argument, NULL, OPT_CONNECTIONS},
         {"ipc", no_argument, NULL, OPT_IPC},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"arg", required_argument, NULL, OPT_ARG},
         {"holes", required_argument, NULL, OPT_HOLES},
         {"detector", required_argument, NULL, OPT_DETECTOR},
         {"shift", required_argument, NULL, OPT_SHIFT},
@@ -193,21 +180,21 @@ static int parse_options(int argc, char **argv, options *o)
         {"slices", required_argument, NULL, OPT_SLICES},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
-    *o = (options){.backend = "auto", .mode = MODE_SBDX, .rate = 30,
+    *o = (options){.mode = MODE_SBDX, .rate = 30,
                    .frames = 300, .warmup = -1, .connections = 1,
                    .holes = {100, 100}, .detector = {160, 80}, .shift = 10,
                    .n_planes = 32, .ratio_first = 0.6, .ratio_last = 2.25,
                    .width = 2048, .height = 2048, .projections = 1800,
                    .every = 180, .slices = 8};
-    daemon_process_default_path(o->rtomod, sizeof o->rtomod);
+    bench_cli_init(&o->cli);
     int c, rc;
     while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
         if ((rc = apply_option(c, optarg, o)) != 0)
             return rc;
     if (o->mode == MODE_CONTINUOUS && o->frames < o->projections)
-        return tool_usage_error(PROGRAM, "--frames %ld is less than one "
-                                "window (--projections %ld)", o->frames,
-                                o->projections), -1;
+        return tool_option_error(PROGRAM, "--frames %ld is less than one "
+                                 "window (--projections %ld)", o->frames,
+                                 o->projections);
     if (o->slices > o->height)
         o->slices = o->height;
     if (o->warmup < 0)          /* plan creation and first uploads */
@@ -270,19 +257,10 @@ static int send_begin(const options *o, rtomo_client *c)
         rtomo_sbdx_spec_clear(&spec);
     } else {
         rtomo_scan_spec spec;
-        rtomo_scan_spec_init(&spec);
-        snprintf(spec.scan, sizeof spec.scan, "bench-continuous");
-        spec.geometry.det_width = (int)o->width;
-        spec.geometry.det_height = (int)o->height;
-        spec.geometry.n_proj = (int)o->projections;
-        spec.dtype = RTOMO_DTYPE_U16;
+        bench_scan_spec(&spec, "bench-continuous", o->width, o->height,
+                        o->projections, o->slices);
         spec.continuous = 1;
         spec.window_every = (int)o->every;
-        spec.slices.kind = RTOMO_SLICES_RANGE;
-        spec.slices.first = (int)((o->height - o->slices) / 2);
-        spec.slices.count = (int)o->slices;
-        spec.slices.step = 1;
-        spec.given |= RTOMO_SPEC_HAS_SLICES;
         st = rtomo_client_send_scan_begin(c, &spec, &err);
         rtomo_scan_spec_clear(&spec);
     }
@@ -296,24 +274,20 @@ static int send_frame(run *r, long k, const unsigned char *frames,
 {
     const options *o = r->o;
     rtomo_frame_header f;
-    memset(&f, 0, sizeof f);
-    f.index = k;
-    f.angle = f.axis_shift = NAN;
-    f.ndim = o->mode == MODE_SBDX ? 4 : 2;
     if (o->mode == MODE_SBDX) {
+        memset(&f, 0, sizeof f);
+        f.angle = f.axis_shift = NAN;
         f.type = RTOMO_MSG_SBDX_FRAME;
         snprintf(f.scan, sizeof f.scan, "bench-sbdx");
         f.dtype = RTOMO_DTYPE_U8;
+        f.ndim = 4;
         int64_t shape[4] = {o->holes[1], o->holes[0], o->detector[1],
                             o->detector[0]};
         memcpy(f.shape, shape, sizeof shape);
     } else {
-        f.type = RTOMO_MSG_PROJECTION;
-        snprintf(f.scan, sizeof f.scan, "bench-continuous");
-        f.dtype = RTOMO_DTYPE_U16;
-        f.shape[0] = o->height;
-        f.shape[1] = o->width;
+        bench_projection_header(&f, "bench-continuous", o->width, o->height);
     }
+    f.index = k;
     rtomo_error err;
     r->t_send[k] = tool_now();
     /* The frames outlive the client: ZeroMQ sends straight from them. */
@@ -439,17 +413,6 @@ static void latency_stats(const run *r, int daemon_side, double out[3])
     free(v);
 }
 
-static json_t *status_gpus(rtomo_client *c)
-{
-    json_t *reply = NULL;
-    rtomo_error err;
-    json_t *gpus = NULL;
-    if (rtomo_client_command(c, "status", &reply, &err) == RTOMO_OK)
-        gpus = json_incref(json_object_get(reply, "gpus"));
-    json_decref(reply);
-    return gpus ? gpus : json_array();
-}
-
 static void summarise(const run *r, summary *s)
 {
     const options *o = r->o;
@@ -467,29 +430,24 @@ static void summarise(const run *r, summary *s)
     s->dropped = bench_counter(r->c, "dropped");
     s->pub_dropped = bench_counter(r->c, "pub_dropped");
     s->gu_per_s = bench_telemetry(r->c, "reconstruction", "gu_per_s");
-    s->gpus = status_gpus(r->c);
+    s->gpus = bench_gpus(r->c);
+    if (!s->gpus)
+        s->gpus = json_array();
 }
 
 static int run_stream(const options *o, const unsigned char *frames,
                       size_t bytes, summary *s)
 {
-    const char *args[MAX_ARGS + 8] = {"--backend", o->backend, "--log-level",
-                                      "warn"};
-    int n = 4;
-    if (o->devices) {
-        args[n++] = "--devices";
-        args[n++] = o->devices;
-    }
-    for (int i = 0; i < o->n_args; i++)
-        args[n++] = o->args[i];
-    args[n] = NULL;
+    const char *args[BENCH_MAX_ARGS + 8];
+    bench_cli_daemon_args(&o->cli, o->devices, args);
     const char *sbdx_topics[] = {RTOMO_TOPIC_COMPOSITE, RTOMO_TOPIC_EVENT,
                                  o->planes_out ? RTOMO_TOPIC_PLANE : NULL,
                                  NULL};
     const char *tomo_topics[] = {RTOMO_TOPIC_SLICE, RTOMO_TOPIC_EVENT, NULL};
     bench_daemon b;
     bench_daemon_options bo = {
-        .rtomod = o->rtomod, .args = args, .connections = (int)o->connections,
+        .rtomod = o->cli.rtomod, .args = args,
+        .connections = (int)o->connections,
         .topics = o->mode == MODE_SBDX ? sbdx_topics : tomo_topics,
         .receive_hwm = 100000, .ipc = o->ipc};
     if (bench_daemon_open(&b, &bo) != 0)
@@ -528,13 +486,13 @@ static void print_table(const options *o, const summary *s)
                "frames/s, backend %s, GPUs: %s\n", o->holes[0], o->holes[1],
                o->detector[0], o->detector[1], frame_bytes(o) / 1e6, o->shift,
                o->n_planes, rtomo_plane_format_name(o->planes), o->rate,
-               o->backend, gpu_names(s, gpus, sizeof gpus));
+               o->cli.backend, gpu_names(s, gpus, sizeof gpus));
     else
         printf("rtomod continuous scan: %ldx%ld uint16 projections (%.1f MB), "
                "window %ld every %ld, %ld slices, target %.1f projections/s, "
                "backend %s, GPUs: %s\n", o->width, o->height,
                frame_bytes(o) / 1e6, o->projections, o->every, o->slices,
-               o->rate, o->backend, gpu_names(s, gpus, sizeof gpus));
+               o->rate, o->cli.backend, gpu_names(s, gpus, sizeof gpus));
     printf("%8s %10s %8s %10s %8s %8s %8s %8s %8s\n", "sent", "sent/s", "sets",
            "sets/s", "skipped", "missing", "dropped", "pub_drop", "GU/s");
     printf("%8ld %10.1f %8ld %10.2f %8ld %8ld %8ld %8ld %8.1f\n", s->sent,
@@ -581,7 +539,7 @@ static json_t *results_json(const options *o, const summary *s)
         " s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:i}",
         "benchmark", "rtomod_stream",
         "mode", o->mode == MODE_SBDX ? "sbdx" : "continuous",
-        "backend", o->backend, "gpus", s->gpus, "setup", setup,
+        "backend", o->cli.backend, "gpus", s->gpus, "setup", setup,
         "target_rate", o->rate, "frames", (json_int_t)o->frames,
         "warmup", (json_int_t)o->warmup, "connections", (int)o->connections,
         "ipc", o->ipc, "sent_per_s", s->send_rate, "sets_per_s", s->set_rate,
@@ -618,12 +576,7 @@ int main(int argc, char **argv)
         return 1;
     }
     print_table(&o, &s);
-    json_t *json = results_json(&o, &s);
-    json_dumpf(json, stdout, JSON_INDENT(2));
-    putchar('\n');
-    if (o.json_path && json_dump_file(json, o.json_path, JSON_INDENT(2)) != 0)
-        fprintf(stderr, PROGRAM ": cannot write %s\n", o.json_path);
-    json_decref(json);
+    bench_print_json(PROGRAM, results_json(&o, &s), o.cli.json_path);
     json_decref(s.gpus);
     free(frames);
     return s.missing > 0 || s.exit_status != 0 ? 1 : 0;

@@ -34,17 +34,12 @@
 
 #define TIMEOUT_MS BENCH_TIMEOUT_MS
 #define MAX_RUNS 16
-#define MAX_ARGS 32
 
 typedef struct options {
-    char rtomod[1024];
-    const char *backend;
+    bench_daemon_cli cli;       /* --rtomod, --backend, --json, --arg */
     long width, height, frames, slices;
     long connections[MAX_RUNS];
     int n_runs;
-    const char *json_path;
-    const char *args[MAX_ARGS];
-    int n_args;
 } options;
 
 typedef struct result {
@@ -66,9 +61,10 @@ typedef struct result {
 /* One option's value; 0, 1 for --help, or -1 after a usage message. */
 static int parse_option(int c, const char *arg, options *o)
 {
+    int rc = bench_cli_option(PROGRAM, &o->cli, c, arg);
+    if (rc <= 0)
+        return rc;
     switch (c) {
-    case 'r': snprintf(o->rtomod, sizeof o->rtomod, "%s", arg); return 0;
-    case 'b': o->backend = arg; return 0;
     case 'w': return tool_parse_int(PROGRAM, "--width", arg, 2, 65536,
                                     &o->width);
     case 'h': return tool_parse_int(PROGRAM, "--height", arg, 1, 65536,
@@ -80,37 +76,26 @@ static int parse_option(int c, const char *arg, options *o)
     case 'c': return tool_parse_int_list(PROGRAM, "--connections", arg, 1, 64,
                                          o->connections, MAX_RUNS,
                                          &o->n_runs);
-    case 'j': o->json_path = arg; return 0;
     case 'H':
         printf("usage: %s\n", USAGE);
         return 1;
-    case 'a':
-        if (o->n_args == MAX_ARGS - 1)
-            return tool_usage_error(PROGRAM, "too many --arg"), -1;
-        o->args[o->n_args++] = arg;
-        return 0;
     }
-    tool_usage_error(PROGRAM, "usage: %s", USAGE);
-    return -1;
+    return tool_option_error(PROGRAM, "usage: %s", USAGE);
 }
 
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option long_options[] = {
-        {"rtomod", required_argument, NULL, 'r'},
-        {"backend", required_argument, NULL, 'b'},
+        BENCH_DAEMON_LONG_OPTIONS,
         {"width", required_argument, NULL, 'w'},
         {"height", required_argument, NULL, 'h'},
         {"frames", required_argument, NULL, 'f'},
         {"connections", required_argument, NULL, 'c'},
         {"slices", required_argument, NULL, 's'},
-        {"json", required_argument, NULL, 'j'},
-        {"arg", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'H'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
-    daemon_process_default_path(o->rtomod, sizeof o->rtomod);
-    o->backend = "auto";
+    bench_cli_init(&o->cli);
     o->width = o->height = 2048;
     o->frames = 200;
     o->slices = 8;
@@ -123,48 +108,26 @@ static int parse_options(int argc, char **argv, options *o)
         if ((rc = parse_option(c, optarg, o)) != 0)
             return rc;
     if (o->slices > o->height)
-        return tool_usage_error(PROGRAM, "--slices %ld exceeds --height %ld",
-                                o->slices, o->height), -1;
+        return tool_option_error(PROGRAM, "--slices %ld exceeds --height %ld",
+                                 o->slices, o->height);
     return 0;
 }
 
 /* ------------------------------------------------------------- a run ---- */
-
-static void scan_spec(const options *o, const char *id, rtomo_scan_spec *spec)
-{
-    rtomo_scan_spec_init(spec);
-    snprintf(spec->scan, sizeof spec->scan, "%s", id);
-    spec->geometry.det_width = o->width;
-    spec->geometry.det_height = o->height;
-    spec->geometry.n_proj = o->frames;
-    spec->dtype = RTOMO_DTYPE_U16;
-    spec->slices.kind = RTOMO_SLICES_RANGE;
-    spec->slices.first = (o->height - o->slices) / 2;
-    spec->slices.count = o->slices;
-    spec->slices.step = 1;
-    spec->given |= RTOMO_SPEC_HAS_SLICES;
-}
 
 /* Push one scan; fill the ingest figures.  Returns 0 or -1. */
 static int push_scan(const options *o, rtomo_client *c, const uint16_t *frame,
                      result *r, double *t_end_sent)
 {
     rtomo_scan_spec spec;
-    scan_spec(o, "bench", &spec);
+    bench_scan_spec(&spec, "bench", o->width, o->height, o->frames, o->slices);
     rtomo_error err;
     size_t bytes = sizeof(uint16_t) * (size_t)o->width * (size_t)o->height;
     double t0 = tool_now();
     if (rtomo_client_send_scan_begin(c, &spec, &err) != RTOMO_OK)
         goto failed;
     rtomo_frame_header f;
-    memset(&f, 0, sizeof f);
-    f.type = RTOMO_MSG_PROJECTION;
-    snprintf(f.scan, sizeof f.scan, "bench");
-    f.dtype = RTOMO_DTYPE_U16;
-    f.ndim = 2;
-    f.shape[0] = o->height;
-    f.shape[1] = o->width;
-    f.angle = f.axis_shift = NAN;
+    bench_projection_header(&f, "bench", o->width, o->height);
     for (int p = 0; p < o->frames; p++) {
         f.index = p;
         /* Static data: ZeroMQ sends straight from it, no copy. */
@@ -216,14 +179,10 @@ static int run_once(const options *o, int connections, const uint16_t *frame,
 {
     memset(r, 0, sizeof *r);
     r->connections = connections;
-    const char *args[MAX_ARGS + 8] = {"--backend", o->backend, "--log-level",
-                                      "warn"};
-    int n = 4;
-    for (int i = 0; i < o->n_args; i++)
-        args[n++] = o->args[i];
-    args[n] = NULL;
+    const char *args[BENCH_MAX_ARGS + 8];
+    bench_cli_daemon_args(&o->cli, NULL, args);
     bench_daemon b;
-    bench_daemon_options bo = {.rtomod = o->rtomod, .args = args,
+    bench_daemon_options bo = {.rtomod = o->cli.rtomod, .args = args,
                                .connections = connections};
     if (bench_daemon_open(&b, &bo) != 0)
         return -1;
@@ -247,7 +206,8 @@ static void print_table(const options *o, const result *r, int n)
 {
     printf("rtomod ingest: %ldx%ld uint16 frames (%.1f MB), %ld per scan, %ld "
            "slices reconstructed, backend %s\n", o->width, o->height,
-           2.0 * o->width * o->height / 1e6, o->frames, o->slices, o->backend);
+           2.0 * o->width * o->height / 1e6, o->frames, o->slices,
+           o->cli.backend);
     printf("%5s %9s %9s %9s %8s %8s %8s %12s %12s\n", "conn", "GB/s",
            "frames/s", "seconds", "rejected", "dropped", "pub_drop",
            "latency_ms", "client_ms");
@@ -274,7 +234,7 @@ static json_t *results_json(const options *o, const result *r, int n)
             "client_latency_ms", r[i].latency_client_ms,
             "slices", r[i].slices, "exit_status", r[i].exit_status));
     return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o}",
-                     "benchmark", "rtomod_ingest", "backend", o->backend,
+                     "benchmark", "rtomod_ingest", "backend", o->cli.backend,
                      "width", (int)o->width, "height", (int)o->height,
                      "frames", (int)o->frames, "slices", (int)o->slices,
                      "dtype", "uint16", "runs", runs);
@@ -286,15 +246,12 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &o);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
-    size_t samples = (size_t)o.width * (size_t)o.height;
-    uint16_t *frame = malloc(samples * sizeof *frame);
+    uint16_t *frame = bench_smooth_frames((size_t)o.width * (size_t)o.height,
+                                          1);
     if (!frame) {
         fprintf(stderr, "bench_ingest: out of memory\n");
         return 1;
     }
-    /* Plausible counts: a smooth object in front of a flat beam. */
-    for (size_t i = 0; i < samples; i++)
-        frame[i] = (uint16_t)(30000 + 20000 * sin(0.001 * (double)i));
     result results[MAX_RUNS];
     int failures = 0;
     for (int i = 0; i < o.n_runs; i++) {
@@ -305,12 +262,8 @@ int main(int argc, char **argv)
         }
     }
     print_table(&o, results, o.n_runs);
-    json_t *json = results_json(&o, results, o.n_runs);
-    json_dumpf(json, stdout, JSON_INDENT(2));
-    putchar('\n');
-    if (o.json_path && json_dump_file(json, o.json_path, JSON_INDENT(2)) != 0)
-        fprintf(stderr, "bench_ingest: cannot write %s\n", o.json_path);
-    json_decref(json);
+    bench_print_json(PROGRAM, results_json(&o, results, o.n_runs),
+                     o.cli.json_path);
     free(frame);
     return failures ? 1 : 0;
 }
