@@ -28,15 +28,6 @@ static rtomo_fbp_geometry good_geometry(void)
     return g;
 }
 
-static rtomo_engine_options cpu_options(void)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 2;
-    return opt;
-}
-
 static void assert_error(rtomo_status got, const rtomo_error *err,
                          rtomo_status want, const char *word, const char *what)
 {
@@ -141,7 +132,7 @@ START_TEST(bad_geometry_is_refused)
     const bad_geometry *b = &bad_geometries[_i];
     rtomo_fbp_geometry g = good_geometry();
     b->spoil(&g);
-    rtomo_engine_options opt = cpu_options();
+    rtomo_engine_options opt = test_cpu_options(2);
     rtomo_error err;
     assert_error(rtomo_fbp_geometry_validate(&g, &err), &err, RTOMO_E_INVALID,
                  b->word, b->what);
@@ -172,7 +163,7 @@ START_TEST(cuda_without_cuda_is_unavailable)
     if (rtomo_cuda_device_count() > 0)
         return;     /* covered by the CUDA tests where a GPU exists */
     rtomo_fbp_geometry g = good_geometry();
-    rtomo_engine_options opt = cpu_options();
+    rtomo_engine_options opt = test_cpu_options(2);
     opt.backend = RTOMO_BACKEND_CUDA;
     rtomo_error err;
     ck_assert(rtomo_fbp_create(&g, &opt, &err) == NULL);

@@ -15,15 +15,6 @@
 #include "test_sbdx_support.h"
 #include "check_run.h"
 
-static rtomo_engine_options cpu_options(void)
-{
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = 2;
-    return opt;
-}
-
 /* create() must refuse g with `code` and a message containing `word`. */
 static void expect_refused(const rtomo_sbdx_geometry *g,
                            const rtomo_engine_options *opt, rtomo_status code,
@@ -41,7 +32,7 @@ static void expect_refused(const rtomo_sbdx_geometry *g,
 
 START_TEST(bad_geometries_are_refused)
 {
-    rtomo_engine_options opt = cpu_options();
+    rtomo_engine_options opt = test_cpu_options(2);
     rtomo_sbdx_geometry g;
     double bad_ratio[6];
     static const struct { int field, value; const char *word; } ints[] = {
@@ -85,11 +76,11 @@ START_TEST(bad_options_are_refused)
 {
     rtomo_sbdx_geometry g;
     sbdx_small_geometry(&g);
-    rtomo_engine_options opt = cpu_options();
+    rtomo_engine_options opt = test_cpu_options(2);
     opt.sbdx_method = (rtomo_sbdx_method)9;
     expect_refused(&g, &opt, RTOMO_E_INVALID, "method");
     if (rtomo_cuda_device_count() == 0) {
-        opt = cpu_options();
+        opt = test_cpu_options(2);
         opt.backend = RTOMO_BACKEND_CUDA;
         expect_refused(&g, &opt, RTOMO_E_UNAVAILABLE, "CUDA");
     }

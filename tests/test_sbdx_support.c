@@ -76,10 +76,7 @@ void *sbdx_random_frame(const rtomo_sbdx_geometry *g, rtomo_dtype dtype,
 rtomo_sbdx *sbdx_create_cpu(const rtomo_sbdx_geometry *g,
                             rtomo_sbdx_method method, int threads)
 {
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = threads;
+    rtomo_engine_options opt = test_cpu_options(threads);
     opt.sbdx_method = method;
     rtomo_error err;
     rtomo_sbdx *plan = rtomo_sbdx_create(g, &opt, &err);

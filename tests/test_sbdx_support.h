@@ -1,8 +1,9 @@
 /*
  * test_sbdx_support.h — helpers shared by the SBDX tests: standard small and
- * mid-size geometries, seeded random frames of every sample type, a
- * one-call reconstruction, error measures, and the flat-fielding contract
- * (field of view, reference, uniform frames).
+ * mid-size geometries, seeded random frames of every sample type, CPU plans
+ * and one-call reconstructions, error measures, and the flat-fielding
+ * contract (field of view, reference, uniform frames).  What all tests
+ * share comes from test_util.h, which this header includes.
  */
 #ifndef RTOMO_TEST_SBDX_SUPPORT_H
 #define RTOMO_TEST_SBDX_SUPPORT_H
@@ -12,6 +13,7 @@
 
 #include "rtomo_engine.h"
 #include "sbdx_lut.h"
+#include "test_util.h"
 
 /* A check for tight loops: Check's ck_assert reports every passing
  * assertion to the parent process (one write each), which makes

@@ -131,6 +131,15 @@ rtomo_fbp_geometry test_fbp_geometry(int width, int height, int n_proj)
     return g;
 }
 
+rtomo_engine_options test_cpu_options(int threads)
+{
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = threads;
+    return opt;
+}
+
 rtomo_fbp *test_create(const rtomo_fbp_geometry *g,
                        const rtomo_engine_options *opt)
 {
@@ -142,10 +151,7 @@ rtomo_fbp *test_create(const rtomo_fbp_geometry *g,
 
 rtomo_fbp *test_create_cpu(const rtomo_fbp_geometry *g, int threads)
 {
-    rtomo_engine_options opt;
-    rtomo_engine_options_init(&opt);
-    opt.backend = RTOMO_BACKEND_CPU;
-    opt.cpu_threads = threads;
+    rtomo_engine_options opt = test_cpu_options(threads);
     return test_create(g, &opt);
 }
 

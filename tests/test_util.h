@@ -59,6 +59,9 @@ double test_fraction_over(const float *a, const float *b, size_t n,
 /* Defaults (rtomo_fbp_geometry_init) with the given detector and
  * projection count. */
 rtomo_fbp_geometry test_fbp_geometry(int width, int height, int n_proj);
+/* Options for the CPU backend with `threads` workers (0 = one per
+ * core). */
+rtomo_engine_options test_cpu_options(int threads);
 /* Create a plan; fail the running test (with the engine's message) if
  * that fails. */
 rtomo_fbp *test_create(const rtomo_fbp_geometry *g,
