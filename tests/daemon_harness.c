@@ -430,6 +430,18 @@ void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
     make_frames(s, total, seed);
 }
 
+void daemon_scan_select_rows(daemon_scan *s, const int *rows, int n)
+{
+    rtomo_slice_selection *sel = &s->spec.slices;
+    free(sel->rows);
+    sel->rows = malloc(sizeof(int) * (size_t)n);
+    ck_assert_ptr_nonnull(sel->rows);
+    memcpy(sel->rows, rows, sizeof(int) * (size_t)n);
+    sel->kind = RTOMO_SLICES_LIST;
+    sel->n_rows = n;
+    s->spec.given |= RTOMO_SPEC_HAS_SLICES;
+}
+
 void daemon_scan_free(daemon_scan *s)
 {
     rtomo_scan_spec_clear(&s->spec);

@@ -154,6 +154,9 @@ void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
 void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
                                  int height, int n_proj, int every, int total,
                                  int n_flats, uint64_t seed);
+/* The scan's own slice selection: these n detector rows, in this order
+ * (copied; replaces any selection it had). */
+void daemon_scan_select_rows(daemon_scan *s, const int *rows, int n);
 void daemon_scan_free(daemon_scan *s);
 void daemon_send_begin(rtomo_client *c, const daemon_scan *s);
 /* Send the darks and flats. */

@@ -148,15 +148,9 @@ START_TEST(two_daemons_split_one_stream)
     /* The scan's own selection: each daemon takes its part of it. */
     daemon_scan b;
     daemon_scan_make(&b, "shared-some", 64, 6, 72, 0, 1, 0xdae0502);
-    b.spec.slices.kind = RTOMO_SLICES_LIST;
-    b.spec.slices.n_rows = 3;
-    b.spec.slices.rows = malloc(3 * sizeof(int));
-    b.spec.slices.rows[0] = 1;
-    b.spec.slices.rows[1] = 4;
-    b.spec.slices.rows[2] = 5;
-    b.spec.given |= RTOMO_SPEC_HAS_SLICES;
-    daemon_send_scan(c, &b);
     const int some[3] = {1, 4, 5};
+    daemon_scan_select_rows(&b, some, 3);
+    daemon_send_scan(c, &b);
     check_union(&in, "shared-some", some, 3, 3);
     ck_assert_int_eq(count_from(&in, 0, "shared-some"), 1);
     ck_assert_int_eq(count_from(&in, 1, "shared-some"), 2);

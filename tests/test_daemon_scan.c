@@ -185,13 +185,8 @@ START_TEST(scan_settings_and_back_to_back_scans)
     daemon_scan a, b;
     daemon_scan_make(&a, "first", 80, 5, 100, 0, 1, 0xdae0003);
     daemon_scan_make(&b, "second", 80, 5, 100, 1, 1, 0xdae0004);
-    a.spec.slices.kind = RTOMO_SLICES_LIST;
-    a.spec.slices.n_rows = 2;
-    a.spec.slices.rows = malloc(2 * sizeof(int));
-    a.spec.slices.rows[0] = 4;
-    a.spec.slices.rows[1] = 1;
-    a.spec.given |= RTOMO_SPEC_HAS_SLICES | RTOMO_SPEC_HAS_ROI |
-                    RTOMO_SPEC_HAS_INTERP;
+    daemon_scan_select_rows(&a, (const int[]){4, 1}, 2);    /* out of order */
+    a.spec.given |= RTOMO_SPEC_HAS_ROI | RTOMO_SPEC_HAS_INTERP;
     const int roi[4] = {10, 20, 40, 30};
     a.spec.geometry.roi_x = roi[0];
     a.spec.geometry.roi_y = roi[1];
@@ -273,12 +268,7 @@ START_TEST(back_pressure_bounds_the_queue_and_loses_nothing)
      * (milliseconds each), while it arrives in a fraction of that. */
     daemon_scan s;
     daemon_scan_make(&s, "pressed", 1024, 256, 60, 0, 1, 0xdae0006);
-    s.spec.slices.kind = RTOMO_SLICES_LIST;
-    s.spec.slices.n_rows = 2;
-    s.spec.slices.rows = malloc(2 * sizeof(int));
-    s.spec.slices.rows[0] = 0;
-    s.spec.slices.rows[1] = 255;
-    s.spec.given |= RTOMO_SPEC_HAS_SLICES;
+    daemon_scan_select_rows(&s, (const int[]){0, 255}, 2);
     daemon_send_scan(c, &s);
 
     long deepest = 0;
