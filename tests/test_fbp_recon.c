@@ -180,13 +180,37 @@ static void random_start(rtomo_fbp_geometry *g, uint64_t seed)
 
 /* -------------------------------------------------------------- tests ---- */
 
+/* Linear interpolation reaches the same accuracy whatever the detector
+ * width's parity and wherever the axis lies. */
+typedef struct phantom_case {
+    int width;
+    double axis_offset;         /* from the detector centre, bins */
+    uint64_t seed;
+} phantom_case;
+
+static const phantom_case phantom_cases[] = {
+    /* measured: head 0.1217, means 0.0006 and 0.0003, smooth 0.0248 */
+    {256, 0.0, 0x5eed0001},
+    /* odd width; measured: head 0.1257, means 0.0002 and 0.0003, smooth
+     * 0.0248 */
+    {255, 0.0, 0x5eed0003},
+    /* off-centre axis; measured: head 0.1267, means 0.0001 and 0.0004,
+     * smooth 0.0244 */
+    {256, 7.3, 0x5eed0004},
+};
+#define N_PHANTOM_CASES \
+    ((int)(sizeof phantom_cases / sizeof phantom_cases[0]))
+
 START_TEST(phantom_linear)
 {
-    rtomo_fbp_geometry g = phantom_geometry(256, 256, 180);
-    random_start(&g, 0x5eed0001);
+    const phantom_case *pc = &phantom_cases[_i];
+    rtomo_fbp_geometry g = phantom_geometry(pc->width, 256, 180);
+    random_start(&g, pc->seed);
+    if (pc->axis_offset != 0.0)
+        g.axis = 0.5 * (g.det_width - 1) + pc->axis_offset;
+    printf("  width %d, axis offset %.1f\n", pc->width, pc->axis_offset);
     float *image = phantom_slice(&g, NULL);
     accuracy a = measure(&g, image);
-    /* measured: head 0.1217, means 0.0006 and 0.0003, smooth 0.0248 */
     assert_accuracy(&a, 0.14, 0.005, 0.03);
     free(image);
 }
@@ -210,31 +234,6 @@ START_TEST(phantom_nearest_is_worse_but_close)
     ck_assert_msg(diff > 0.02, "nearest equals linear (%.4f)", diff);
     free(linear);
     free(nearest);
-}
-END_TEST
-
-START_TEST(odd_detector_width)
-{
-    rtomo_fbp_geometry g = phantom_geometry(255, 256, 180);
-    random_start(&g, 0x5eed0003);
-    float *image = phantom_slice(&g, NULL);
-    accuracy a = measure(&g, image);
-    /* measured: head 0.1257, means 0.0002 and 0.0003, smooth 0.0248 */
-    assert_accuracy(&a, 0.14, 0.005, 0.03);
-    free(image);
-}
-END_TEST
-
-START_TEST(off_centre_axis)
-{
-    rtomo_fbp_geometry g = phantom_geometry(256, 256, 180);
-    random_start(&g, 0x5eed0004);
-    g.axis = 0.5 * (g.det_width - 1) + 7.3;
-    float *image = phantom_slice(&g, NULL);
-    accuracy a = measure(&g, image);
-    /* measured: head 0.1267, means 0.0001 and 0.0004, smooth 0.0244 */
-    assert_accuracy(&a, 0.14, 0.005, 0.03);
-    free(image);
 }
 END_TEST
 
@@ -443,10 +442,8 @@ int main(void)
     Suite *s = suite_create("fbp_recon");
     TCase *tc = tcase_create("phantom");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, phantom_linear);
+    tcase_add_loop_test(tc, phantom_linear, 0, N_PHANTOM_CASES);
     tcase_add_test(tc, phantom_nearest_is_worse_but_close);
-    tcase_add_test(tc, odd_detector_width);
-    tcase_add_test(tc, off_centre_axis);
     tcase_add_test(tc, axis_shift_whole_bins);
     tcase_add_test(tc, axis_shift_fractional);
     tcase_add_test(tc, half_and_full_turn_agree);
