@@ -22,9 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <netinet/in.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -246,19 +244,7 @@ END_TEST
 static int notify_socket(char *name, size_t size)
 {
     snprintf(name, size, "@rtomod-test-%d", (int)getpid());
-    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    size_t len = strlen(name);
-    memcpy(sa.sun_path + 1, name + 1, len - 1);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa,
-                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-                                      len)), 0);
-    struct timeval tv = {0, 100 * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
+    return test_datagram_listener(name, 100);
 }
 
 /* The next notification within timeout_ms, or 0 (buf holds it). */

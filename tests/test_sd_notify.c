@@ -10,33 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "sd_notify.h"
 #include "check_run.h"
-
-/* Bind a datagram socket at `addr` ('@' = abstract) the way systemd does. */
-static int listen_at(const char *addr)
-{
-    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_un sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sun_family = AF_UNIX;
-    size_t len = strlen(addr);
-    memcpy(sa.sun_path, addr, len);
-    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-    if (addr[0] == '@')
-        sa.sun_path[0] = '\0';
-    else
-        salen += 1;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, salen), 0);
-    struct timeval tv = {2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
+#include "test_util.h"
 
 static void expect_datagram(int fd, const char *want)
 {
@@ -54,7 +32,7 @@ START_TEST(path_socket_receives_ready_status_watchdog)
     ck_assert_int_ge(tmp, 0);
     close(tmp);
     unlink(path);
-    int server = listen_at(path);
+    int server = test_datagram_listener(path, 2000);
     setenv("NOTIFY_SOCKET", path, 1);
     unsetenv("WATCHDOG_USEC");
 
@@ -79,7 +57,7 @@ START_TEST(abstract_socket_and_watchdog_period)
 {
     char name[64];
     snprintf(name, sizeof name, "@rtomo-test-notify-%d", (int)getpid());
-    int server = listen_at(name);
+    int server = test_datagram_listener(name, 2000);
     setenv("NOTIFY_SOCKET", name, 1);
     setenv("WATCHDOG_USEC", "30000000", 1);
     char pid[32];

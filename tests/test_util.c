@@ -6,8 +6,13 @@
 #include <check.h>
 #include <ftw.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include "rtomo_sim.h"
@@ -163,7 +168,7 @@ void test_reconstruct(rtomo_fbp *plan, const int *rows, int n_rows,
     ck_assert_msg(st == RTOMO_OK, "reconstruct failed: %s", err.message);
 }
 
-/* ---------------------------------------------------------- files ---- */
+/* ---------------------------------------------------- files, sockets ---- */
 
 void test_make_temp_dir(const char *stem, char *dir, size_t size)
 {
@@ -188,4 +193,26 @@ void test_remove_tree(const char *dir)
      * links are removed, not followed. */
     ck_assert_msg(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0,
                   "cannot remove %s", dir);
+}
+
+int test_datagram_listener(const char *addr, int timeout_ms)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    size_t len = strlen(addr);
+    ck_assert_uint_lt(len, sizeof sa.sun_path);
+    memcpy(sa.sun_path, addr, len);
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+    if (addr[0] == '@')
+        sa.sun_path[0] = '\0';     /* abstract: no terminating NUL */
+    else
+        salen += 1;
+    ck_assert_msg(bind(fd, (struct sockaddr *)&sa, salen) == 0,
+                  "cannot bind %s", addr);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
 }

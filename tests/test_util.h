@@ -73,12 +73,18 @@ rtomo_fbp *test_create_cpu(const rtomo_fbp_geometry *g, int threads);
 void test_reconstruct(rtomo_fbp *plan, const int *rows, int n_rows,
                       float *out);
 
-/* ---------------------------------------------------------- files ---- */
+/* ---------------------------------------------------- files, sockets ---- */
 
 /* Create a fresh directory $TMPDIR/STEM-XXXXXX (TMPDIR defaults to /tmp)
  * and write its path to dir; fails the test if that is not possible. */
 void test_make_temp_dir(const char *stem, char *dir, size_t size);
 /* Remove dir and everything in it; fails the test if that fails. */
 void test_remove_tree(const char *dir);
+
+/* An AF_UNIX datagram socket bound at addr (a path, or '@' and a name in
+ * the abstract namespace, as NOTIFY_SOCKET gives them: how systemd
+ * listens), whose receives give up after timeout_ms.  Fails the test if it
+ * cannot be bound. */
+int test_datagram_listener(const char *addr, int timeout_ms);
 
 #endif /* RTOMO_TEST_UTIL_H */
