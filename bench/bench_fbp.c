@@ -247,15 +247,24 @@ static void feed_sinograms(rtomo_fbp *plan, const float *rows)
             die("set_filtered", &err);
 }
 
-static rtomo_fbp_geometry cube_geometry(int n, int rows, rtomo_interp interp)
+/* A plan for mode m of an n-bin detector of `rows` rows and n
+ * projections: the cube's slices n x n. */
+static rtomo_fbp *cube_plan(const bench_options *o, int n, int rows,
+                            const bench_mode *m)
 {
     rtomo_fbp_geometry g;
     rtomo_fbp_geometry_init(&g);
     g.det_width = n;
     g.det_height = rows;
     g.n_proj = n;
-    g.interp = interp;
-    return g;
+    g.interp = m->interp;
+    rtomo_engine_options opt;
+    engine_options(o, m, &opt);
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
+    if (!plan)
+        die("plan", &err);
+    return plan;
 }
 
 /* The autotuner's choices so far, from its cache file (the bench points
@@ -287,13 +296,8 @@ static bp_result bench_bp_mode(const bench_options *o, int n, int rows,
                                const bench_mode *m, const float *sinograms,
                                float *out)
 {
-    rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
-    rtomo_engine_options opt;
-    engine_options(o, m, &opt);
+    rtomo_fbp *plan = cube_plan(o, n, rows, m);
     rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
-    if (!plan)
-        die("plan", &err);
     feed_sinograms(plan, sinograms);
     int *list = malloc(sizeof(int) * (size_t)rows);
     for (int r = 0; r < rows; r++)
@@ -421,13 +425,8 @@ static frame_set make_frame_set(int n, int rows, uint64_t *seed)
 static rtomo_fbp *scan_plan(const bench_options *o, int n, int rows,
                             const bench_mode *m, const frame_set *fs)
 {
-    rtomo_fbp_geometry g = cube_geometry(n, rows, m->interp);
-    rtomo_engine_options opt;
-    engine_options(o, m, &opt);
+    rtomo_fbp *plan = cube_plan(o, n, rows, m);
     rtomo_error err;
-    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
-    if (!plan)
-        die("plan", &err);
     if (rtomo_fbp_add_dark(plan, fs->frames, RTOMO_DTYPE_U16, &err) ||
         rtomo_fbp_add_flat(plan, fs->frames + fs->pixels, RTOMO_DTYPE_U16, &err))
         die("dark/flat", &err);
