@@ -276,8 +276,6 @@ void rtomod_control_close(rtomod *d)
     if (!d->control)
         return;
     rtomod_zwatch_stop(d->loop, &d->control_watch);
-    int zero = 0;
-    zmq_setsockopt(d->control, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(d->control);
+    rtomod_zsock_close_now(d->control);
     d->control = NULL;
 }

@@ -374,8 +374,6 @@ void rtomod_ingest_close(rtomod *d)
         return;
     rtomod_ingest_flush_early(d);
     rtomod_zwatch_stop(d->loop, &d->ingest_watch);
-    int zero = 0;
-    zmq_setsockopt(d->ingest, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(d->ingest);
+    rtomod_zsock_close_now(d->ingest);
     d->ingest = NULL;
 }

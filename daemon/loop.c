@@ -113,9 +113,7 @@ void *rtomod_zsock_bind(void *ctx, int type, const char *endpoint,
     if (zmq_bind(s, endpoint) != 0) {
         snprintf(error, error_size, "%s: cannot bind %s: %s", role, endpoint,
                  zmq_strerror(errno));
-        int zero = 0;
-        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_close(s);
+        rtomod_zsock_close_now(s);
         return NULL;
     }
     char bound[256] = "";
@@ -123,4 +121,11 @@ void *rtomod_zsock_bind(void *ctx, int type, const char *endpoint,
     zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, bound, &len);
     log_info("%s listening on %s", role, bound[0] ? bound : endpoint);
     return s;
+}
+
+void rtomod_zsock_close_now(void *socket)
+{
+    int zero = 0;
+    zmq_setsockopt(socket, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(socket);
 }

@@ -56,5 +56,8 @@ int rtomod_zsock_readable(void *socket);
 void *rtomod_zsock_bind(void *ctx, int type, const char *endpoint,
                         const char *role, const int64_t *options, char *error,
                         size_t error_size);
+/* Close a socket at once (linger 0), dropping any message it has not
+ * sent. */
+void rtomod_zsock_close_now(void *socket);
 
 #endif /* RTOMOD_LOOP_H */
