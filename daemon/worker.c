@@ -984,28 +984,32 @@ rtomod_result *rtomod_pool_take_results(rtomod_pool *pool)
     return list;
 }
 
-int rtomod_pool_queued_jobs(rtomod_pool *pool)
+/* Jobs and frames queued over all workers, each worker's pair read under
+ * its lock. */
+static void count_queued(rtomod_pool *pool, int *jobs, int *frames)
 {
-    int n = 0;
+    *jobs = *frames = 0;
     for (int i = 0; i < pool->n; i++) {
         rtomod_worker *w = &pool->workers[i];
         pthread_mutex_lock(&w->lock);
-        n += w->n_jobs;
+        *jobs += w->n_jobs;
+        *frames += w->n_frames;
         pthread_mutex_unlock(&w->lock);
     }
-    return n;
+}
+
+int rtomod_pool_queued_jobs(rtomod_pool *pool)
+{
+    int jobs, frames;
+    count_queued(pool, &jobs, &frames);
+    return jobs;
 }
 
 int rtomod_pool_queued_frames(rtomod_pool *pool)
 {
-    int n = 0;
-    for (int i = 0; i < pool->n; i++) {
-        rtomod_worker *w = &pool->workers[i];
-        pthread_mutex_lock(&w->lock);
-        n += w->n_frames;
-        pthread_mutex_unlock(&w->lock);
-    }
-    return n;
+    int jobs, frames;
+    count_queued(pool, &jobs, &frames);
+    return frames;
 }
 
 /* Results the loop has not taken yet. */
