@@ -662,10 +662,8 @@ int main(int argc, char **argv)
         o.client.control = NULL;
     rtomo_error err;
     rtomo_client *c = rtomo_client_open(&o.client, &err);
-    if (!c) {
-        fprintf(stderr, "%s: %s\n", program, err.message);
-        return err.code == RTOMO_E_INVALID ? TOOL_USAGE : TOOL_FAILED;
-    }
+    if (!c)
+        return tool_report_error(program, &err);
     tool_catch_signals();
     push_stats stats = {0};
     int daemons = rtomo_client_daemons(c);

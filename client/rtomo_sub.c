@@ -346,10 +346,8 @@ int main(int argc, char **argv)
     }
     rtomo_error err;
     rtomo_client *c = rtomo_client_open(&o.client, &err);
-    if (!c) {
-        fprintf(stderr, "%s: %s\n", program, err.message);
-        return err.code == RTOMO_E_INVALID ? TOOL_USAGE : TOOL_FAILED;
-    }
+    if (!c)
+        return tool_report_error(program, &err);
     tool_catch_signals();
     st = subscribe_all(c, &o) == 0 ? receive_loop(c, &o) : TOOL_FAILED;
     rtomo_client_close(c);

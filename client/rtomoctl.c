@@ -156,8 +156,7 @@ int main(int argc, char **argv)
     rtomo_client *client = rtomo_client_open(&opt, &err);
     if (!client) {
         json_decref(request);
-        fprintf(stderr, "%s: %s\n", program, err.message);
-        return err.code == RTOMO_E_INVALID ? TOOL_USAGE : TOOL_FAILED;
+        return tool_report_error(program, &err);
     }
     json_t *reply = NULL;
     rtomo_status st = rtomo_client_request(client, request, &reply, &err);

@@ -42,6 +42,12 @@ int tool_option_error(const char *program, const char *format, ...)
     return -1;
 }
 
+int tool_report_error(const char *program, const rtomo_error *err)
+{
+    fprintf(stderr, "%s: %s\n", program, err->message);
+    return err->code == RTOMO_E_INVALID ? TOOL_USAGE : TOOL_FAILED;
+}
+
 int tool_parse_int(const char *program, const char *name, const char *text,
                    long lo, long hi, long *out)
 {

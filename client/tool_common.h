@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "rtomo_engine.h"
+
 enum { TOOL_OK = 0, TOOL_FAILED = 1, TOOL_USAGE = 2 };
 
 /* Print "PROGRAM: message" and "Try 'PROGRAM --help'." to stderr and
@@ -36,6 +38,11 @@ int tool_parse_pair(const char *program, const char *name, const char *text,
 int tool_parse_int_list(const char *program, const char *name,
                         const char *text, long lo, long hi, long *out,
                         int max, int *n);
+
+/* Print "PROGRAM: message" of an engine or client error and return the
+ * exit status it calls for: TOOL_USAGE when the request itself was invalid
+ * (RTOMO_E_INVALID: bad endpoints, options), TOOL_FAILED otherwise. */
+int tool_report_error(const char *program, const rtomo_error *err);
 
 /* SBDX plane ratios given as "A:B:N": N ratios from A to B, with A, B > 0
  * and 1 <= N <= max.  0, or -1 after a usage error. */
