@@ -194,8 +194,7 @@ START_TEST(filtered_round_trip)
         ck_assert(back[i] == 0.0f);
     /* set_filtered replaces what a projection filtered there before */
     float frame[6 * 33];
-    for (int i = 0; i < 6 * 33; i++)
-        frame[i] = (float)rtomo_random_normal(&rng);
+    test_fill_normal(&rng, frame, 6 * 33);
     ck_assert(rtomo_fbp_add_projection(plan, 7, frame, RTOMO_DTYPE_F32, NAN,
                                        NAN, &err) == RTOMO_OK);
     ck_assert(rtomo_fbp_set_filtered(plan, 2, 2, sino, &err) == RTOMO_OK);
@@ -222,8 +221,7 @@ START_TEST(missing_projections_contribute_nothing)
     unsigned char in_first[30];
     rtomo_error err;
     for (int p = 0; p < n_proj; p++) {
-        for (int i = 0; i < 6 * width; i++)
-            frame[i] = (float)rtomo_random_uniform(&rng);
+        test_fill_uniform(&rng, frame, (size_t)6 * width, 0.0, 1.0);
         in_first[p] = rtomo_random_uniform(&rng) < 0.5;
         ck_assert(rtomo_fbp_add_projection(whole, p, frame, RTOMO_DTYPE_F32,
                                            NAN, NAN, &err) == RTOMO_OK);

@@ -180,8 +180,7 @@ START_TEST(raw_holds_the_floats)
 {
     uint64_t rng = 0x1a9e03;
     float img[300], back[301];
-    for (int i = 0; i < 300; i++)
-        img[i] = (float)rtomo_random_normal(&rng);
+    test_fill_normal(&rng, img, 300);
     char path[300];
     snprintf(path, sizeof path, "%s/r.f32", dir);
     rtomo_error err;

@@ -364,8 +364,7 @@ START_TEST(subscribe_images_and_events)
     h.index = 2;
     size_t n = (size_t)h.width * h.height;
     float *image = malloc(n * sizeof *image);
-    for (size_t i = 0; i < n; i++)
-        image[i] = (float)rtomo_random_normal(&s);
+    test_fill_normal(&s, image, n);
     char *header = rtomo_proto_encode_image_header(&h);
     publish(pub, "telemetry", "{\"protocol\":1,\"type\":\"telemetry\"}",
             NULL, 0);                           /* not subscribed */

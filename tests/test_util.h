@@ -1,8 +1,9 @@
 /*
  * test_util.h — what any test program may share: reproducible random
  * seeds and draws, seeded random fills, poisoned outputs, error norms,
- * small FBP geometries and CPU/any plans that fail the running test on an
- * engine error, and temporary directories.  Helpers that only one area
+ * small FBP geometries, CPU options and plans that fail the running test
+ * on an engine error, temporary directories, and a datagram socket that
+ * stands in for systemd's.  Helpers that only one area
  * needs stay in that area's support file (test_sbdx_support.h,
  * test_cuda_fbp_common.h, daemon_harness.h).
  */
