@@ -34,6 +34,9 @@
 #include "engine_internal.h"
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
+#include "tool_common.h"
+
+#define PROGRAM "bench-sbdx"
 
 #define MAX_RANGES 8
 #define N_FRAMES 3          /* distinct frames, streamed in turn */
@@ -100,18 +103,13 @@ static int parse_ranges(const char *s, options *o)
 
 static int parse_devices(const char *s, rtomo_engine_options *e)
 {
-    e->n_devices = 0;
-    while (*s && e->n_devices < RTOMO_MAX_DEVICES) {
-        char *end;
-        long d = strtol(s, &end, 10);
-        if (end == s || d < 0)
-            return -1;
-        e->device_ids[e->n_devices++] = (int)d;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return e->n_devices ? 0 : -1;
+    long ids[RTOMO_MAX_DEVICES];
+    if (tool_parse_int_list(PROGRAM, "--devices", s, 0, 1 << 16, ids,
+                            RTOMO_MAX_DEVICES, &e->n_devices) != 0)
+        return -1;
+    for (int i = 0; i < e->n_devices; i++)
+        e->device_ids[i] = (int)ids[i];
+    return 0;
 }
 
 static int parse_options(int argc, char **argv, options *o)
@@ -141,19 +139,24 @@ static int parse_options(int argc, char **argv, options *o)
         if (!v)
             return -1;
         i++;
-        if (!strcmp(a, "--frames"))
-            o->frames = atoi(v);
-        else if (!strcmp(a, "--detector-frames"))
-            o->detector_frames = atoi(v);
-        else if (!strcmp(a, "--ranges")) {
+        if (!strcmp(a, "--frames")) {
+            if (tool_parse_int32(PROGRAM, a, v, 2, 1 << 20, &o->frames))
+                return -1;
+        } else if (!strcmp(a, "--detector-frames")) {
+            if (tool_parse_int32(PROGRAM, a, v, 0, 1 << 20,
+                                 &o->detector_frames))
+                return -1;
+        } else if (!strcmp(a, "--ranges")) {
             if (parse_ranges(v, o))
                 return -1;
         } else if (!strcmp(a, "--devices")) {
             if (parse_devices(v, &o->engine))
                 return -1;
-        } else if (!strcmp(a, "--copy-threads"))
-            o->engine.cpu_threads = atoi(v);
-        else if (!strcmp(a, "--backend")) {
+        } else if (!strcmp(a, "--copy-threads")) {
+            if (tool_parse_int32(PROGRAM, a, v, 0, 1024,
+                                 &o->engine.cpu_threads))
+                return -1;
+        } else if (!strcmp(a, "--backend")) {
             if (rtomo_backend_parse(v, &o->engine.backend) != RTOMO_OK)
                 return -1;
         } else if (!strcmp(a, "--json"))

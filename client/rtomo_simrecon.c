@@ -98,16 +98,7 @@ static void usage(FILE *out)
 /* ------------------------------------------------------ option parsing ---- */
 
 /* Option parsers return 0, or -1 after printing a usage error
- * (tool_common.h).  This one is tool_parse_int for int fields. */
-static int parse_int(const char *text, const char *name, int lo, int hi,
-                     int *out)
-{
-    long v;
-    if (tool_parse_int(PROGRAM, name, text, lo, hi, &v) != 0)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
+ * (tool_common.h). */
 
 /* ROW, FIRST:COUNT or all (count 0 = all rows, resolved later). */
 static int parse_slices(const char *text, options *o)
@@ -163,7 +154,8 @@ static int parse_display(const char *text, options *o)
 
 static int parse_range(const char *text, options *o)
 {
-    int rc = parse_int(text, "--range", 180, 360, &o->range_deg);
+    int rc = tool_parse_int32(PROGRAM, "--range", text, 180, 360,
+                              &o->range_deg);
     if (rc == 0 && o->range_deg != 180 && o->range_deg != 360)
         return tool_option_error(PROGRAM, "--range '%s' is not 180 or 360",
                                  text);
@@ -236,9 +228,13 @@ static rtomo_status parse_backend_any(const char *s, void *o) { return rtomo_bac
 static int apply_option(int c, const char *arg, options *o)
 {
     switch (c) {
-    case 's': return parse_int(arg, "--size", 8, 16384, &o->size);
-    case OPT_ROWS: return parse_int(arg, "--rows", 1, 16384, &o->rows);
-    case 'a': return parse_int(arg, "--angles", 1, 1000000, &o->angles);
+    case 's':
+        return tool_parse_int32(PROGRAM, "--size", arg, 8, 16384, &o->size);
+    case OPT_ROWS:
+        return tool_parse_int32(PROGRAM, "--rows", arg, 1, 16384, &o->rows);
+    case 'a':
+        return tool_parse_int32(PROGRAM, "--angles", arg, 1, 1000000,
+                                &o->angles);
     case OPT_RANGE: return parse_range(arg, o);
     case OPT_AXIS:
         return tool_parse_double(PROGRAM, "--axis", arg, -1e6, 1e6, &o->axis);
@@ -260,7 +256,8 @@ static int apply_option(int c, const char *arg, options *o)
     case 'b':
         return parse_named(arg, "--backend", parse_backend_any, &o->backend,
                            "cpu, cuda, auto");
-    case 't': return parse_int(arg, "--threads", 1, 1024, &o->threads);
+    case 't':
+        return tool_parse_int32(PROGRAM, "--threads", arg, 1, 1024, &o->threads);
     case 'o': o->output = arg; return 0;
     case OPT_DISPLAY: return parse_display(arg, o);
     }

@@ -61,6 +61,16 @@ int tool_parse_int(const char *program, const char *name, const char *text,
     return 0;
 }
 
+int tool_parse_int32(const char *program, const char *name, const char *text,
+                     int lo, int hi, int *out)
+{
+    long v;
+    if (tool_parse_int(program, name, text, lo, hi, &v) != 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 int tool_parse_double(const char *program, const char *name,
                       const char *text, double lo, double hi, double *out)
 {

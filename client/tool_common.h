@@ -29,6 +29,9 @@ int tool_option_error(const char *program, const char *format, ...)
  * Returns 0, or -1 after printing a usage error. */
 int tool_parse_int(const char *program, const char *name, const char *text,
                    long lo, long hi, long *out);
+/* The same for an int field (lo, hi within int). */
+int tool_parse_int32(const char *program, const char *name, const char *text,
+                     int lo, int hi, int *out);
 int tool_parse_double(const char *program, const char *name,
                       const char *text, double lo, double hi, double *out);
 /* "A,B" (or "AxB") integers, each in [lo, hi]. */
