@@ -1,8 +1,10 @@
 /*
  * tool_common.h — what the command-line tools (rtomo-push, rtomo-sub,
- * rtomoctl, rtomo-simrecon) and the rtomod benchmarks share: argument
- * parsing with clear messages, the exit codes, a monotonic clock, and a
- * Ctrl-C flag.
+ * rtomoctl, rtomo-simrecon) and the benchmarks (the rtomod ones,
+ * bench-sbdx) share: argument parsing with clear messages (numbers, lists,
+ * SBDX ratios), the exit codes and error reporting, a monotonic clock, and
+ * a Ctrl-C flag.  It needs no library: the tools that link only the engine
+ * use it too.
  *
  * Exit codes: 0 success, 1 failure at run time (daemon refused, did not
  * answer, I/O error), 2 bad usage.
