@@ -13,6 +13,8 @@
  */
 #include "config.h"
 
+#include <unistd.h>
+
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -172,8 +174,17 @@ START_TEST(set_config_applies_at_the_next_window)
     send_projections(t.c, &s, n_proj + every, n_proj + 2 * every);
     check_window(&t.in, &s, 2, n_proj + 2 * every - 1, all, 4, full);
 
-    json_t *status = daemon_status(t.c);
-    json_t *scan = json_object_get(status, "scan");
+    /* A window is counted when its worker reports it done, which can come
+     * just after its last slice is published: poll status for it. */
+    json_t *status = NULL, *scan = NULL;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        json_decref(status);
+        status = daemon_status(t.c);
+        scan = json_object_get(status, "scan");
+        if (json_integer_value(json_object_get(scan, "windows")) >= 3)
+            break;
+        usleep(50 * 1000);
+    }
     ck_assert_str_eq(json_string_value(json_object_get(scan, "mode")),
                      "continuous");
     ck_assert_int_eq(json_integer_value(json_object_get(scan, "received")),
