@@ -142,7 +142,7 @@ typedef struct rtomo_engine_options {
     rtomo_backend backend;
     int cpu_threads;            /* CPU backends: worker threads, 0 = one per
                                    online core; CUDA SBDX: host copy threads,
-                                   0 = up to 8 */
+                                   0 = one per core, up to 16 */
     int n_devices;              /* CUDA: 0 = all visible devices */
     int device_ids[RTOMO_MAX_DEVICES];  /* CUDA: used when n_devices > 0 */
     /* FBP on CUDA */
