@@ -17,8 +17,8 @@
  * daemon measures it (last input received -> set published, from the
  * image headers) and as this client sees it (send of the last input ->
  * set received), drops (daemon "dropped", "pub_dropped", windows skipped,
- * sets never received), the daemon's last GU/s, its GPUs.  A table, then
- * JSON (also to --json FILE).
+ * sets never received), frames the daemon rejected, the daemon's last
+ * GU/s, its GPUs.  A table, then JSON (also to --json FILE).
  *
  *   bench_daemon_stream --rtomod PATH --backend cuda --rate 30 --frames 300
  *   bench_daemon_stream --rtomod PATH --mode continuous --rate 1000 \
@@ -392,7 +392,8 @@ static int stream(run *r, const unsigned char *frames, size_t bytes)
 }
 
 typedef struct summary {
-    long sent, done, skipped, missing, dropped, pub_dropped, out_of_order;
+    long sent, done, skipped, missing, rejected, dropped, pub_dropped,
+        out_of_order;
     double send_rate, set_rate, gu_per_s;
     double daemon_ms[3], client_ms[3];  /* median, p99, max */
     int exit_status;
@@ -427,6 +428,7 @@ static void summarise(const run *r, summary *s)
     s->set_rate = done_span > 0 ? (r->sets_done - 1) / done_span : 0;
     latency_stats(r, 1, s->daemon_ms);
     latency_stats(r, 0, s->client_ms);
+    s->rejected = bench_counter(r->c, "rejected");
     s->dropped = bench_counter(r->c, "dropped");
     s->pub_dropped = bench_counter(r->c, "pub_dropped");
     s->gu_per_s = bench_telemetry(r->c, "reconstruction", "gu_per_s");
@@ -493,11 +495,12 @@ static void print_table(const options *o, const summary *s)
                "backend %s, GPUs: %s\n", o->width, o->height,
                frame_bytes(o) / 1e6, o->projections, o->every, o->slices,
                o->rate, o->cli.backend, gpu_names(s, gpus, sizeof gpus));
-    printf("%8s %10s %8s %10s %8s %8s %8s %8s %8s\n", "sent", "sent/s", "sets",
-           "sets/s", "skipped", "missing", "dropped", "pub_drop", "GU/s");
-    printf("%8ld %10.1f %8ld %10.2f %8ld %8ld %8ld %8ld %8.1f\n", s->sent,
-           s->send_rate, s->done, s->set_rate, s->skipped, s->missing,
-           s->dropped, s->pub_dropped, s->gu_per_s);
+    printf("%8s %10s %8s %10s %8s %8s %8s %8s %8s %8s\n", "sent", "sent/s",
+           "sets", "sets/s", "skipped", "missing", "rejected", "dropped",
+           "pub_drop", "GU/s");
+    printf("%8ld %10.1f %8ld %10.2f %8ld %8ld %8ld %8ld %8ld %8.1f\n",
+           s->sent, s->send_rate, s->done, s->set_rate, s->skipped,
+           s->missing, s->rejected, s->dropped, s->pub_dropped, s->gu_per_s);
     printf("latency ms (after %ld warm-up sets)  median %8.2f  p99 %8.2f  "
            "max %8.2f   (daemon: input received -> published)\n", o->warmup,
            s->daemon_ms[0], s->daemon_ms[1], s->daemon_ms[2]);
@@ -536,7 +539,7 @@ static json_t *results_json(const options *o, const summary *s)
                     (int)o->slices);
     return json_pack(
         "{s:s, s:s, s:s, s:O, s:o, s:f, s:I, s:I, s:i, s:b, s:f, s:f, s:I,"
-        " s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:i}",
+        " s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:i}",
         "benchmark", "rtomod_stream",
         "mode", o->mode == MODE_SBDX ? "sbdx" : "continuous",
         "backend", o->cli.backend, "gpus", s->gpus, "setup", setup,
@@ -544,7 +547,8 @@ static json_t *results_json(const options *o, const summary *s)
         "warmup", (json_int_t)o->warmup, "connections", (int)o->connections,
         "ipc", o->ipc, "sent_per_s", s->send_rate, "sets_per_s", s->set_rate,
         "sets", (json_int_t)s->done, "skipped", (json_int_t)s->skipped,
-        "missing", (json_int_t)s->missing, "dropped", (json_int_t)s->dropped,
+        "missing", (json_int_t)s->missing,
+        "rejected", (json_int_t)s->rejected, "dropped", (json_int_t)s->dropped,
         "pub_dropped", (json_int_t)s->pub_dropped,
         "out_of_order", (json_int_t)s->out_of_order,
         "gu_per_s", number(s->gu_per_s),

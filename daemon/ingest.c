@@ -343,6 +343,15 @@ static int can_read(rtomod_zwatch *w)
     return d->phase <= RTOMOD_DRAINING && rtomod_pool_has_room(&d->pool);
 }
 
+int rtomod_ingest_has_waiting(rtomod *d)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    return d->ingest &&
+           zmq_getsockopt(d->ingest, ZMQ_EVENTS, &events, &len) == 0 &&
+           (events & ZMQ_POLLIN);
+}
+
 int rtomod_ingest_open(rtomod *d, char *error, size_t error_size)
 {
     /* ZeroMQ's own size limit is a safety net well above ours: it

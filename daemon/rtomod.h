@@ -234,6 +234,8 @@ void rtomod_control_close(rtomod *d);
 
 int rtomod_ingest_open(rtomod *d, char *error, size_t error_size);
 void rtomod_ingest_close(rtomod *d);
+/* Whether a message waits unread on the ingest socket. */
+int rtomod_ingest_has_waiting(rtomod *d);
 /* Frames that arrive before their scan's begin (over another connection)
  * wait up to ingest.reorder_ms; a begin replays those of its scan. */
 void rtomod_ingest_replay_early(rtomod *d, const char *scan);

@@ -217,12 +217,33 @@ void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan)
     ev_timer_start(d->loop, &d->end_timer);
 }
 
+/* Seconds the pending end must still wait for stragglers.  The wait is
+ * reorder_ms of quiet for this scan while rtomod could read: when the work
+ * queues are full, or messages wait unread, frames sent before the end may
+ * still sit in ZeroMQ's and TCP's queues, held back by rtomod itself, and
+ * the wait starts again.  (Under load the end may overtake thousands of
+ * frames on other connections: a wall-clock wait would reject them.) */
+static double end_wait_left(rtomod *d, const rtomod_scan *scan)
+{
+    double wait = d->cfg.ingest.reorder_ms / 1000.0;
+    if (!rtomod_pool_has_room(&d->pool) || rtomod_ingest_has_waiting(d))
+        return wait;
+    return wait - (rtomod_now() - scan->t_last_input);
+}
+
 void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents)
 {
-    (void)loop; (void)revents;
+    (void)revents;
     rtomod *d = timer->data;
-    if (d->active && d->active->end_pending)
-        rtomod_scan_end_now(d);
+    if (!d->active || !d->active->end_pending)
+        return;
+    double left = end_wait_left(d, d->active);
+    if (left > 0) {
+        ev_timer_set(timer, left, 0.0);
+        ev_timer_start(loop, timer);
+        return;
+    }
+    rtomod_scan_end_now(d);
 }
 
 void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,

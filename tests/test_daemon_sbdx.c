@@ -4,7 +4,8 @@
  * planes, composite and depth map, each equal to what the CPU engine makes
  * of the same frame; uint16 planes without composite; frame rejects;
  * several workers reconstructing frames side by side still publish them
- * in order, with per-frame latency and GU/s in telemetry.
+ * in order, with per-frame latency and GU/s in telemetry; an end that
+ * overtakes frames held back by a full work queue waits for them.
  */
 #include "config.h"
 
@@ -77,26 +78,52 @@ static uint8_t *simulate_frames(const rtomo_sbdx_geometry *g, uint64_t seed)
     return simulate_n_frames(g, N_FRAMES, seed);
 }
 
+static void frame_header_of(const rtomo_sbdx_spec *spec, int64_t index,
+                            rtomo_frame_header *f)
+{
+    const rtomo_sbdx_geometry *g = &spec->geometry;
+    memset(f, 0, sizeof *f);
+    f->type = RTOMO_MSG_SBDX_FRAME;
+    snprintf(f->scan, sizeof f->scan, "%s", spec->scan);
+    f->index = index;
+    f->dtype = RTOMO_DTYPE_U8;
+    f->ndim = 4;
+    f->shape[0] = g->holes_y;
+    f->shape[1] = g->holes_x;
+    f->shape[2] = g->det_height;
+    f->shape[3] = g->det_width;
+    f->angle = NAN;
+    f->axis_shift = NAN;
+}
+
 static void send_frame(rtomo_client *c, const rtomo_sbdx_spec *spec,
                        int64_t index, const uint8_t *data)
 {
-    const rtomo_sbdx_geometry *g = &spec->geometry;
     rtomo_frame_header f;
-    memset(&f, 0, sizeof f);
-    f.type = RTOMO_MSG_SBDX_FRAME;
-    snprintf(f.scan, sizeof f.scan, "%s", spec->scan);
-    f.index = index;
-    f.dtype = RTOMO_DTYPE_U8;
-    f.ndim = 4;
-    f.shape[0] = g->holes_y;
-    f.shape[1] = g->holes_x;
-    f.shape[2] = g->det_height;
-    f.shape[3] = g->det_width;
-    f.angle = NAN;
-    f.axis_shift = NAN;
+    frame_header_of(spec, index, &f);
     rtomo_error err;
-    ck_assert_msg(rtomo_client_send_frame(c, &f, data, frame_samples(g), &err)
-                  == RTOMO_OK, "sbdx_frame: %s", err.message);
+    ck_assert_msg(rtomo_client_send_frame(c, &f, data,
+                                          frame_samples(&spec->geometry),
+                                          &err) == RTOMO_OK,
+                  "sbdx_frame: %s", err.message);
+}
+
+/* The same on one chosen connection. */
+static void send_frame_on(rtomo_client *c, int connection,
+                          const rtomo_sbdx_spec *spec, int64_t index,
+                          const uint8_t *data)
+{
+    rtomo_frame_header f;
+    frame_header_of(spec, index, &f);
+    char *header = rtomo_proto_encode_frame(&f);
+    ck_assert(header);
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_raw(c, connection, header, strlen(header),
+                                        2, data,
+                                        frame_samples(&spec->geometry), &err)
+                  == RTOMO_OK, "sbdx_frame %lld: %s", (long long)index,
+                  err.message);
+    free(header);
 }
 
 static void send_stream(rtomo_client *c, const rtomo_sbdx_spec *spec,
@@ -348,12 +375,58 @@ START_TEST(several_workers_keep_frame_order)
 }
 END_TEST
 
+/* Frames on a second connection, the end on the first: the end overtakes
+ * them.  With one job queued at most and frames that take the CPU longer
+ * than ingest.reorder_ms each, the frames wait in ZeroMQ's queue, held
+ * back by rtomod itself, long after the end arrived; the end must wait for
+ * them rather than reject them as belonging to no scan. */
+START_TEST(end_waits_for_frames_held_back_by_back_pressure)
+{
+    enum { FRAMES = 8 };
+    daemon_session t;
+    const char *args[] = {"--cpu-threads", "1", "--set", "queue.frames=1",
+                          "--set", "ingest.reorder_ms=20", "--set",
+                          "ingest.rcvhwm=1", NULL};
+    daemon_session_open(&t, args, 2);
+    rtomo_sbdx_spec spec;
+    stream_spec(&spec, "held-back");
+    /* 64x64 holes of 32x32: 4 MB frames, 84 M deposits each. */
+    spec.geometry.holes_x = spec.geometry.holes_y = 64;
+    spec.geometry.det_width = spec.geometry.det_height = 32;
+    size_t n = frame_samples(&spec.geometry);
+    uint8_t *frames = malloc(n * FRAMES);
+    ck_assert(frames);
+    uint64_t seed = 0xdae0404;
+    for (size_t i = 0; i < n * FRAMES; i++)
+        frames[i] = (uint8_t)(rtomo_random_uniform(&seed) * 256.0);
+
+    rtomo_error err;
+    ck_assert(rtomo_client_send_sbdx_begin(t.c, &spec, &err) == RTOMO_OK);
+    ck_assert_msg(rtomo_client_wait_for_scan(t.c, "held-back", 0, 5000, &err)
+                  == RTOMO_OK, "begin: %s", err.message);
+    for (int f = 0; f < FRAMES; f++)
+        send_frame_on(t.c, 1, &spec, f, frames + n * (size_t)f);
+    ck_assert(rtomo_client_send_end(t.c, RTOMO_MSG_SBDX_END, "held-back",
+                                    &err) == RTOMO_OK);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "held-back", 0);
+
+    ck_assert_int_eq(daemon_count_images(&t.in, RTOMO_TOPIC_COMPOSITE,
+                                         "held-back"), FRAMES);
+    ck_assert_int_eq(daemon_counter(t.c, "rejected"), 0);
+    ck_assert_int_eq(daemon_counter(t.c, "dropped"), 0);
+    free(frames);
+    rtomo_sbdx_spec_clear(&spec);
+    daemon_session_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         stream_of_frames_end_to_end,
         uint16_planes_without_composite_and_frame_rejects,
         several_workers_keep_frame_order,
+        end_waits_for_frames_held_back_by_back_pressure,
     };
     return daemon_run_tests("daemon_sbdx", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
