@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,13 +57,20 @@ static void *send_all(void *arg)
     run *r = arg;
     void *ctx = new_context(r->io_threads);
     void *push[MAX_CONNECTIONS];
+    /* Spread the connections over the I/O threads of both sides as
+     * rtomo_client does: each socket pinned to its own thread here, and a
+     * pause after each connect so that the receiver's ZeroMQ counts the
+     * connection before placing the next (else all share one thread). */
     for (int i = 0; i < r->connections; i++) {
         push[i] = zmq_socket(ctx, ZMQ_PUSH);
         int hwm = 16;
+        uint64_t affinity = (uint64_t)1 << (i % r->io_threads);
         zmq_setsockopt(push[i], ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(push[i], ZMQ_AFFINITY, &affinity, sizeof affinity);
         if (zmq_connect(push[i], r->endpoint) != 0)
             fprintf(stderr, "bench_zmq: connect %s: %s\n", r->endpoint,
                     zmq_strerror(zmq_errno()));
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     }
     for (long k = 0; k < r->messages; k++) {
         zmq_msg_t m;

@@ -17,6 +17,8 @@
 
 /* ZeroMQ I/O threads of a client at most (one per ingest connection). */
 #define MAX_IO_THREADS 8
+/* How long opening waits for each of several connections' handshake. */
+#define HANDSHAKE_WAIT_MS 200
 
 /* Sequence numbers seen from one publisher, per topic. */
 #define SEQ_TOPICS 16
@@ -40,6 +42,7 @@ struct rtomo_client {
     endpoint_list ingests, publishes;
     void **push;                /* ingests.n x opt.connections PUSH
                                    sockets (daemon-major), or NULL */
+    int io_threads;             /* of the context */
     int next_push;              /* round-robin position of frames */
     void **sub;                 /* publishes.n SUB sockets, or NULL */
     seq_track *seqs;            /* per SUB socket */
@@ -78,42 +81,98 @@ static int set_int(void *socket, int option, int value)
     return zmq_setsockopt(socket, option, &value, sizeof value);
 }
 
-/* A socket of `type` connected to `endpoint`, with its linger time and
- * high-water mark (hwm_option; hwm 0 keeps ZeroMQ's default) set; PUSH
- * sockets also get the send timeout, SUB sockets the receive buffer (all
- * before connecting: ZeroMQ applies them to connections it makes). */
-static void *connect_socket(rtomo_client *c, int type, const char *endpoint,
-                            int linger_ms, int hwm_option, int hwm,
-                            const char *role, rtomo_error *err)
+/* How one socket is made (see connect_socket). */
+typedef struct socket_setup {
+    int type;
+    const char *endpoint;
+    const char *role;           /* for messages */
+    int linger_ms;
+    int hwm_option, hwm;        /* hwm 0 keeps ZeroMQ's default */
+    int io_thread;              /* >= 0: this ZeroMQ I/O thread; -1: any */
+    int await_ms;               /* > 0: wait this long at most for the
+                                   handshake with the peer */
+} socket_setup;
+
+/* A monitor on s that reports a completed handshake, and the PAIR socket
+ * reading it; NULL when it cannot be made (then nobody waits). */
+static void *handshake_monitor(rtomo_client *c, void *s)
 {
-    void *s = zmq_socket(c->context, type);
+    char endpoint[96];
+    snprintf(endpoint, sizeof endpoint, "inproc://rtomo-client-%p-%p",
+             (void *)c, s);
+    if (zmq_socket_monitor(s, endpoint, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+        return NULL;
+    void *pair = zmq_socket(c->context, ZMQ_PAIR);
+    if (pair && zmq_connect(pair, endpoint) == 0)
+        return pair;
+    if (pair)
+        zmq_close(pair);
+    zmq_socket_monitor(s, NULL, 0);
+    return NULL;
+}
+
+/* Wait up to ms for the monitor's event (two parts), then stop it.  A
+ * daemon that is not up yet costs the wait once; ZeroMQ goes on
+ * connecting in the background. */
+static void await_handshake(void *s, void *pair, int ms)
+{
+    zmq_pollitem_t item = {pair, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, ms) == 1) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        while (zmq_msg_recv(&part, pair, ZMQ_DONTWAIT) >= 0 &&
+               zmq_msg_more(&part))
+            ;
+        zmq_msg_close(&part);
+    }
+    zmq_socket_monitor(s, NULL, 0);
+    zmq_close(pair);
+}
+
+/* A socket made as `how` says, connected: linger time, high-water mark
+ * and I/O thread set, PUSH sockets with the send timeout, SUB sockets
+ * with the receive buffer (all before connecting: ZeroMQ applies them to
+ * the connections it makes). */
+static void *connect_socket(rtomo_client *c, const socket_setup *how,
+                            rtomo_error *err)
+{
+    void *s = zmq_socket(c->context, how->type);
     if (!s) {
         zmq_failure(err, "cannot create a ZeroMQ socket");
         return NULL;
     }
-    if (set_int(s, ZMQ_LINGER, linger_ms) != 0 ||
-        (hwm > 0 && set_int(s, hwm_option, hwm) != 0) ||
-        (type == ZMQ_PUSH && set_int(s, ZMQ_SNDTIMEO,
-                                     c->opt.send_timeout_ms) != 0) ||
-        (type == ZMQ_SUB && c->opt.receive_buffer > 0 &&
+    uint64_t affinity = how->io_thread >= 0 ? (uint64_t)1 << how->io_thread
+                                            : 0;
+    if (zmq_setsockopt(s, ZMQ_AFFINITY, &affinity, sizeof affinity) != 0 ||
+        set_int(s, ZMQ_LINGER, how->linger_ms) != 0 ||
+        (how->hwm > 0 && set_int(s, how->hwm_option, how->hwm) != 0) ||
+        (how->type == ZMQ_PUSH && set_int(s, ZMQ_SNDTIMEO,
+                                          c->opt.send_timeout_ms) != 0) ||
+        (how->type == ZMQ_SUB && c->opt.receive_buffer > 0 &&
          set_int(s, ZMQ_RCVBUF, c->opt.receive_buffer) != 0)) {
         zmq_failure(err, "cannot set socket options");
         zmq_close(s);
         return NULL;
     }
-    if (zmq_connect(s, endpoint) != 0) {
+    void *monitor = how->await_ms > 0 ? handshake_monitor(c, s) : NULL;
+    if (zmq_connect(s, how->endpoint) != 0) {
         rtomo_set_error(err, RTOMO_E_INVALID,
-                        "cannot connect the %s socket to \"%s\": %s", role,
-                        endpoint, zmq_strerror(zmq_errno()));
+                        "cannot connect the %s socket to \"%s\": %s",
+                        how->role, how->endpoint, zmq_strerror(zmq_errno()));
+        if (monitor)
+            await_handshake(s, monitor, 0);
         zmq_close(s);
         return NULL;
     }
+    if (monitor)
+        await_handshake(s, monitor, how->await_ms);
     return s;
 }
 
 static rtomo_status open_control(rtomo_client *c, rtomo_error *err)
 {
-    c->req = connect_socket(c, ZMQ_REQ, c->control, 0, 0, 0, "control", err);
+    const socket_setup how = {ZMQ_REQ, c->control, "control", 0, 0, 0, -1, 0};
+    c->req = connect_socket(c, &how, err);
     return c->req ? RTOMO_OK : err ? err->code : RTOMO_E_BACKEND;
 }
 
@@ -185,11 +244,20 @@ static rtomo_status open_sockets(rtomo_client *c, rtomo_error *err)
         c->push = calloc((size_t)n_push, sizeof *c->push);
         if (!c->push)
             return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        /* Several connections to a daemon add bandwidth only with an I/O
+         * thread each on both sides.  Here: each socket is pinned to its
+         * own thread (left to choose, ZeroMQ put them all on the first).
+         * There: the daemon's ZeroMQ gives an accepted connection the I/O
+         * thread with the fewest connections, but counts a connection only
+         * once it runs, so connections made back to back all land on one
+         * thread; waiting for each handshake lets the next see the count. */
+        int await_ms = c->opt.connections > 1 ? HANDSHAKE_WAIT_MS : 0;
         for (int i = 0; i < n_push; i++) {
-            c->push[i] = connect_socket(c, ZMQ_PUSH,
-                                        c->ingests.at[i / c->opt.connections],
-                                        c->opt.linger_ms, ZMQ_SNDHWM,
-                                        c->opt.send_hwm, "ingest", err);
+            const socket_setup how = {
+                ZMQ_PUSH, c->ingests.at[i / c->opt.connections], "ingest",
+                c->opt.linger_ms, ZMQ_SNDHWM, c->opt.send_hwm,
+                i % c->io_threads, await_ms};
+            c->push[i] = connect_socket(c, &how, err);
             if (!c->push[i])
                 return err ? err->code : RTOMO_E_BACKEND;
         }
@@ -200,9 +268,10 @@ static rtomo_status open_sockets(rtomo_client *c, rtomo_error *err)
         if (!c->sub || !c->seqs)
             return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
         for (int i = 0; i < c->publishes.n; i++) {
-            c->sub[i] = connect_socket(c, ZMQ_SUB, c->publishes.at[i], 0,
-                                       ZMQ_RCVHWM, c->opt.receive_hwm,
-                                       "subscriber", err);
+            const socket_setup how = {ZMQ_SUB, c->publishes.at[i],
+                                      "subscriber", 0, ZMQ_RCVHWM,
+                                      c->opt.receive_hwm, -1, 0};
+            c->sub[i] = connect_socket(c, &how, err);
             if (!c->sub[i])
                 return err ? err->code : RTOMO_E_BACKEND;
         }
@@ -249,8 +318,8 @@ rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
     int io_threads = c->ingests.n * c->opt.connections;
     if (io_threads < 1)
         io_threads = 1;     /* subscriber or control only */
-    zmq_ctx_set(c->context, ZMQ_IO_THREADS,
-                io_threads < MAX_IO_THREADS ? io_threads : MAX_IO_THREADS);
+    c->io_threads = io_threads < MAX_IO_THREADS ? io_threads : MAX_IO_THREADS;
+    zmq_ctx_set(c->context, ZMQ_IO_THREADS, c->io_threads);
     if (open_sockets(c, err) != RTOMO_OK) {
         rtomo_client_close(c);
         return NULL;

@@ -263,7 +263,7 @@ static const field fields[] = {
     DBL("ingest", "max_message_mb", ingest.max_message_mb, 0.001, 65536, 0),
     INT("ingest", "fairness", ingest.fairness, 1, 1 << 16, 0),
     INT("ingest", "reorder_ms", ingest.reorder_ms, 0, 60000, 0),
-    INT("ingest", "io_threads", ingest.io_threads, 1, 64, 0),
+    INT("ingest", "io_threads", ingest.io_threads, 1, 63, 0),
     BOOL("ingest", "keep_buffers", ingest.keep_buffers),
     STR("publish", "endpoint", publish.endpoint),
     INT("publish", "sndhwm", publish.sndhwm, 1, 1 << 20, 0),
@@ -364,6 +364,22 @@ int rtomod_config_copy(rtomod_config *dst, const rtomod_config *src)
 size_t rtomod_config_max_payload(const rtomod_config *cfg)
 {
     return (size_t)(cfg->ingest.max_message_mb * 1024.0 * 1024.0);
+}
+
+/* Publishing has an I/O thread of its own so that subscribers' traffic
+ * never slows frames coming in; and ZeroMQ puts an accepted connection on
+ * the thread of its socket's affinity with the fewest file descriptors, so
+ * listeners that carry nothing (publish, control) would otherwise count as
+ * load on ingest's threads and draw its connections together. */
+int rtomod_config_zmq_threads(const rtomod_config *cfg)
+{
+    return cfg->ingest.io_threads + 1;
+}
+
+uint64_t rtomod_config_zmq_affinity(const rtomod_config *cfg, int ingest)
+{
+    int n = cfg->ingest.io_threads;     /* 1..63: the masks fit */
+    return ingest ? ((uint64_t)1 << n) - 1 : (uint64_t)1 << n;
 }
 
 /* ----------------------------------------------------------- parsing ---- */

@@ -257,8 +257,10 @@ static void on_readable(rtomod_zwatch *w)
 
 int rtomod_control_open(rtomod *d, char *error, size_t error_size)
 {
+    const int64_t options[] = {
+        ZMQ_AFFINITY, (int64_t)rtomod_config_zmq_affinity(&d->cfg, 0), -1};
     d->control = rtomod_zsock_bind(d->zmq, ZMQ_REP, d->cfg.control.endpoint,
-                                   "control", NULL, error, error_size);
+                                   "control", options, error, error_size);
     if (!d->control)
         return -1;
     if (rtomod_zwatch_start(d->loop, &d->control_watch, d->control,

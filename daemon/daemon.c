@@ -337,7 +337,7 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
         rtomod_keep_freed_memory();
     d->zmq = zmq_ctx_new();
     if (d->zmq)
-        zmq_ctx_set(d->zmq, ZMQ_IO_THREADS, d->cfg.ingest.io_threads);
+        zmq_ctx_set(d->zmq, ZMQ_IO_THREADS, rtomod_config_zmq_threads(&d->cfg));
     if (!d->loop || !d->zmq) {
         snprintf(error, error_size, "cannot create the event loop or the "
                  "ZeroMQ context");

@@ -359,8 +359,9 @@ int rtomod_ingest_open(rtomod *d, char *error, size_t error_size)
      * daemon's "oversize" reject must come first. */
     int64_t hard = (int64_t)rtomod_config_max_payload(&d->cfg) * 2 +
                    RTOMO_HEADER_MAX;
-    const int64_t options[] = {ZMQ_RCVHWM, d->cfg.ingest.rcvhwm,
-                               ZMQ_MAXMSGSIZE, hard, -1};
+    const int64_t options[] = {
+        ZMQ_RCVHWM, d->cfg.ingest.rcvhwm, ZMQ_MAXMSGSIZE, hard,
+        ZMQ_AFFINITY, (int64_t)rtomod_config_zmq_affinity(&d->cfg, 1), -1};
     d->ingest = rtomod_zsock_bind(d->zmq, ZMQ_PULL, d->cfg.ingest.endpoint,
                                   "ingest", options, error, error_size);
     if (!d->ingest)

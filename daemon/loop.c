@@ -99,9 +99,13 @@ void *rtomod_zsock_bind(void *ctx, int type, const char *endpoint,
     }
     for (const int64_t *o = options; o && o[0] != -1; o += 2) {
         int option = (int)o[0], value = (int)o[1];
-        /* ZMQ_MAXMSGSIZE is the one 64-bit option among those used. */
+        /* ZMQ_MAXMSGSIZE and ZMQ_AFFINITY are the 64-bit options among
+         * those used. */
+        uint64_t mask = (uint64_t)o[1];
         int rc = option == ZMQ_MAXMSGSIZE
                      ? zmq_setsockopt(s, option, &o[1], sizeof o[1])
+                 : option == ZMQ_AFFINITY
+                     ? zmq_setsockopt(s, option, &mask, sizeof mask)
                      : zmq_setsockopt(s, option, &value, sizeof value);
         if (rc != 0) {
             snprintf(error, error_size, "%s: cannot set socket option %d: %s",

@@ -33,7 +33,8 @@ typedef struct rtomod_config {
         int fairness;           /* messages read per loop iteration at most */
         int reorder_ms;         /* wait for frames that another connection
                                    delivers out of order around begin/end */
-        int io_threads;         /* ZeroMQ I/O threads (all sockets) */
+        int io_threads;         /* ZeroMQ I/O threads of ingest (publish
+                                   and control have one more) */
         int keep_buffers;       /* 1: freed message memory is reused, not
                                    returned to the kernel (rtomod_memory.h) */
     } ingest;
@@ -109,5 +110,11 @@ json_t *rtomod_config_to_json(const rtomod_config *cfg);
 
 /* Largest payload in bytes accepted by ingest. */
 size_t rtomod_config_max_payload(const rtomod_config *cfg);
+/* ZeroMQ I/O threads of the daemon's context: ingest.io_threads for the
+ * ingest connections and one for publish and control. */
+int rtomod_config_zmq_threads(const rtomod_config *cfg);
+/* ZMQ_AFFINITY of the ingest socket (its own threads) or of the others
+ * (the last thread). */
+uint64_t rtomod_config_zmq_affinity(const rtomod_config *cfg, int ingest);
 
 #endif /* RTOMOD_CONFIG_H */
