@@ -318,7 +318,7 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->ingest.reorder_ms = 200;
     /* One ZeroMQ I/O thread moves about one connection's worth of bytes
      * (a few GB/s): a second keeps publishing off the ingest's thread. */
-    cfg->ingest.io_threads = 2;
+    cfg->ingest.io_threads = 4;
     cfg->ingest.keep_buffers = 1;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_PUBLISH_ENDPOINT);
