@@ -51,7 +51,12 @@ typedef struct rtomo_client_options {
     const char *control;        /* e.g. "tcp://127.0.0.1:5557"; NULL = none */
     int connections;            /* ingest PUSH sockets (>= 1, default 1):
                                    frames go round-robin over them, begin
-                                   and end messages always on the first */
+                                   and end messages always on the first.
+                                   Each has a ZeroMQ I/O thread of its own
+                                   (one carries a few GB/s); opening waits
+                                   up to 200 ms for each one's handshake so
+                                   that rtomod spreads them over its I/O
+                                   threads too */
     int control_timeout_ms;     /* wait for a control reply (default 3000) */
     int send_timeout_ms;        /* ingest: -1 (default) blocks while the
                                    daemon's queue is full; >= 0 gives up */
