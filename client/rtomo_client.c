@@ -93,6 +93,12 @@ typedef struct socket_setup {
                                    handshake with the peer */
 } socket_setup;
 
+/* ZeroMQ before 4.3 has no handshake event: the TCP connect then stands in
+ * for it (the daemon's side may not have counted the connection yet). */
+#ifndef ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+#define ZMQ_EVENT_HANDSHAKE_SUCCEEDED ZMQ_EVENT_CONNECTED
+#endif
+
 /* A monitor on s that reports a completed handshake, and the PAIR socket
  * reading it; NULL when it cannot be made (then nobody waits). */
 static void *handshake_monitor(rtomo_client *c, void *s)
