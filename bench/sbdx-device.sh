@@ -2,7 +2,8 @@
 # bench/sbdx-device.sh BUNDLE — one full SBDX session on the GPU machine:
 # the GPU tests (against the CPU backend), bench-sbdx on the reference
 # configuration (all ratio ranges, x-pass tuning sweep), the pipeline with
-# a single host copy thread, a kernel profile of one frame, and (with
+# a single host copy thread and with 4, 8, 12 and 16 (200 frames each), a
+# kernel profile of one frame, and (with
 # SBDX_MEMCHECK=1) the pipeline test under compute-sanitizer.  BUNDLE is a
 # folder made by /work/shared/tools/gpu-bundle holding test_cuda_sbdx_host,
 # test_cuda_sbdx and bench-sbdx.  Logs and JSON go to $OUT (or /tmp/sbdx-out); a summary
@@ -38,6 +39,15 @@ timeout 20 "$bin/bench-sbdx" --ranges 0.6-2.25 --frames 30 --detector-frames 0 \
   --copy-threads 1 --json "$out/bench_copy1.json" > "$out/bench_copy1.txt" 2>&1
 echo "rc=$?" >> "$out/bench_copy1.txt"
 
+echo "== host copy threads sweep (200 frames)"
+for t in 4 8 12 16; do
+  timeout 40 "$bin/bench-sbdx" --ranges 0.6-2.25,1.0-1.5 --frames 200 \
+    --detector-frames 0 --copy-threads "$t" > "$out/bench_copy_sweep_$t.txt" 2>&1
+  echo "copy threads $t:" >> "$out/bench_copy_sweep.txt"
+  grep -E '^n ' "$out/bench_copy_sweep_$t.txt" >> "$out/bench_copy_sweep.txt"
+  rm -f "$out/bench_copy_sweep_$t.txt"
+done
+
 echo "== kernel profile (first frame's x-pass, y-pass, composite)"
 if command -v ncu >/dev/null 2>&1; then
   timeout 40 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
@@ -71,3 +81,4 @@ grep -E "ERROR SUMMARY|rc=|Checks" "$out/memcheck.log" | head -n 5
 grep -E "xpass_kernel|ypass_kernel|composite_kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|rc=" "$out/ncu.txt" | head -n 24
 cat "$out/bench.txt"
 tail -n 3 "$out/bench_copy1.txt"
+cat "$out/bench_copy_sweep.txt"
