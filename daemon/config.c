@@ -316,8 +316,9 @@ void rtomod_config_init(rtomod_config *cfg)
      * connections a frame can overtake its scan_begin, and a scan_end its
      * last frames, by about one message's transfer time. */
     cfg->ingest.reorder_ms = 200;
-    /* One ZeroMQ I/O thread moves about one connection's worth of bytes
-     * (a few GB/s): a second keeps publishing off the ingest's thread. */
+    /* One ZeroMQ I/O thread moves about one connection's bytes (a few
+     * GB/s): four serve a sender with four connections, 8 GB/s and more
+     * (publish and control have a thread of their own besides). */
     cfg->ingest.io_threads = 4;
     cfg->ingest.keep_buffers = 1;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
