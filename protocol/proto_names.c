@@ -41,6 +41,9 @@ static const char *const reject_names[RTOMO_REJECT_COUNT] = {
     [RTOMO_REJECT_SIZE] = "size_mismatch",
     [RTOMO_REJECT_OVERSIZE] = "oversize",
     [RTOMO_REJECT_NONFINITE] = "non_finite",
+    [RTOMO_REJECT_BUDGET] = "over_budget",
+    [RTOMO_REJECT_SHUTDOWN] = "shutting_down",
+    [RTOMO_REJECT_ENDED] = "scan_ended",
 };
 
 const char *rtomo_msg_type_name(rtomo_msg_type type)

@@ -76,6 +76,14 @@ typedef enum rtomo_reject {
     RTOMO_REJECT_SIZE,          /* "size_mismatch": payload bytes != shape */
     RTOMO_REJECT_OVERSIZE,      /* "oversize": beyond the configured maximum */
     RTOMO_REJECT_NONFINITE,     /* "non_finite": NaN or inf in float data */
+    RTOMO_REJECT_BUDGET,        /* "over_budget": a begin whose memory does
+                                   not fit the daemon's budgets now, or a
+                                   frame the early-frame hold has no room
+                                   for */
+    RTOMO_REJECT_SHUTDOWN,      /* "shutting_down": the daemon stopped
+                                   accepting input (SIGTERM) */
+    RTOMO_REJECT_ENDED,         /* "scan_ended": the scan already ended
+                                   (completed, aborted or timed out) */
     RTOMO_REJECT_COUNT
 } rtomo_reject;
 

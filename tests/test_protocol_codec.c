@@ -1122,7 +1122,8 @@ START_TEST(names_are_stable)
         "none", "bad_parts", "bad_json", "bad_version", "unknown_type",
         "bad_field", "bad_geometry", "unknown_scan", "bad_state",
         "index_out_of_range", "duplicate_frame", "shape_mismatch",
-        "dtype_mismatch", "size_mismatch", "oversize", "non_finite"};
+        "dtype_mismatch", "size_mismatch", "oversize", "non_finite",
+        "over_budget", "shutting_down", "scan_ended"};
     for (int r = 0; r < RTOMO_REJECT_COUNT; r++)
         ck_assert_str_eq(rtomo_reject_name((rtomo_reject)r), want[r]);
     ck_assert_str_eq(rtomo_reject_name(RTOMO_REJECT_COUNT), "unknown");
