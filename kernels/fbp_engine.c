@@ -64,16 +64,26 @@ static rtomo_status check_angles(const rtomo_fbp_geometry *g, rtomo_error *err)
     return RTOMO_OK;
 }
 
+int rtomo_fbp_axis_valid(double axis, int det_width)
+{
+    const double w = det_width;
+    return isfinite(axis) && axis >= -w && axis <= 2 * w;
+}
+
+int rtomo_fbp_axis_shift_valid(double axis_shift, int det_width)
+{
+    return isfinite(axis_shift) && fabs(axis_shift) <= (double)det_width;
+}
+
 static rtomo_status check_axis(const rtomo_fbp_geometry *g, rtomo_error *err)
 {
-    const double w = g->det_width;
-    if (!isnan(g->axis) && (!isfinite(g->axis) || g->axis < -w || g->axis > 2 * w))
+    if (!isnan(g->axis) && !rtomo_fbp_axis_valid(g->axis, g->det_width))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "axis %g is not within one detector width of "
                                "the detector [0, %d)", g->axis, g->det_width);
     if (g->axis_shift) {
         for (int p = 0; p < g->n_proj; p++)
-            if (!isfinite(g->axis_shift[p]) || fabs(g->axis_shift[p]) > w)
+            if (!rtomo_fbp_axis_shift_valid(g->axis_shift[p], g->det_width))
                 return rtomo_set_error(err, RTOMO_E_INVALID,
                                        "axis_shift[%d] = %g is not a finite "
                                        "shift of at most %d bins", p,
@@ -118,8 +128,9 @@ static rtomo_status check_roi(int size, int x, int y, int w, int h,
         return RTOMO_OK;
     if (w < 1 || h < 1 || x < 0 || y < 0 || x + w > size || y + h > size)
         return rtomo_set_error(err, RTOMO_E_INVALID,
-                               "region of interest %dx%d at (%d, %d) is not "
-                               "inside the %dx%d slice", w, h, x, y, size, size);
+                               "region of interest (roi) %dx%d at (%d, %d) is "
+                               "not inside the %dx%d slice grid", w, h, x, y,
+                               size, size);
     return RTOMO_OK;
 }
 
@@ -402,7 +413,8 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
     if (isinf(angle))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "angle of projection %d is infinite", index);
-    if (isinf(axis_shift) || (!isnan(axis_shift) && fabs(axis_shift) > g->det_width))
+    if (!isnan(axis_shift) && !rtomo_fbp_axis_shift_valid(axis_shift,
+                                                          g->det_width))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "axis shift %g of projection %d is not a finite "
                                "shift of at most %d bins", axis_shift, index,

@@ -221,6 +221,15 @@ typedef struct rtomo_fbp_geometry {
  * no list is given), axis NaN (centre), Ram-Lak, linear, all rows, full grid. */
 void rtomo_fbp_geometry_init(rtomo_fbp_geometry *g);
 
+/* The ranges the engine accepts, one definition for its own validators
+ * and for the wire protocol's decoders (which must refuse exactly what the
+ * engine would drop): for a detector of det_width bins, a rotation axis
+ * lies within one detector width of the detector, -W <= axis <= 2 W, and
+ * a per-projection axis correction is at most the detector width in
+ * magnitude, |axis_shift| <= W; both finite.  Return 1 when valid. */
+int rtomo_fbp_axis_valid(double axis, int det_width);
+int rtomo_fbp_axis_shift_valid(double axis_shift, int det_width);
+
 /* Check a geometry without creating a plan.  Fills *err with the first
  * problem found (naming the field) and returns RTOMO_E_INVALID. */
 rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
@@ -374,6 +383,8 @@ typedef struct rtomo_sbdx_geometry {
 } rtomo_sbdx_geometry;
 
 #define RTOMO_SBDX_MAX_PLANES 256
+/* Plane ratios n are in (0, RTOMO_SBDX_MAX_RATIO]. */
+#define RTOMO_SBDX_MAX_RATIO 64.0
 
 /* All zero except composite_radius = 2 and flat_field = 1. */
 void rtomo_sbdx_geometry_init(rtomo_sbdx_geometry *g);

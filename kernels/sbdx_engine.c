@@ -14,7 +14,6 @@
 #define MAX_HOLES 4096
 #define MAX_DETECTOR 4096
 #define MAX_PLANE_EDGE 32768
-#define MAX_RATIO 64.0
 
 void rtomo_sbdx_geometry_init(rtomo_sbdx_geometry *g)
 {
@@ -53,10 +52,10 @@ static rtomo_status check_ratios(const rtomo_sbdx_geometry *g, rtomo_error *err)
                                g->n_planes);
     for (int k = 0; k < g->n_planes; k++)
         if (!isfinite(g->ratios[k]) || g->ratios[k] <= 0.0 ||
-            g->ratios[k] > MAX_RATIO)
+            g->ratios[k] > RTOMO_SBDX_MAX_RATIO)
             return rtomo_set_error(err, RTOMO_E_INVALID,
                                    "ratios[%d] = %g is not in (0, %g]", k,
-                                   g->ratios[k], MAX_RATIO);
+                                   g->ratios[k], RTOMO_SBDX_MAX_RATIO);
     return RTOMO_OK;
 }
 

@@ -74,6 +74,22 @@ static int decode_type(const json_t *root, rtomo_msg_type *type,
 
 /* ------------------------------------------------------------ frames ---- */
 
+/* A projection's "axis_shift" (NaN when absent) in the range the FBP
+ * engine takes for a detector of `width` bins (rtomo_fbp_axis_shift_valid,
+ * as in scan_begin): refused here rather than accepted and then dropped by
+ * the engine. */
+static int check_axis_shift(const rtomo_frame_header *f, int64_t width,
+                            rtomo_reject_info *why)
+{
+    if (f->type != RTOMO_MSG_PROJECTION || isnan(f->axis_shift) ||
+        rtomo_fbp_axis_shift_valid(f->axis_shift, (int)width))
+        return 0;
+    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                            "projection field \"axis_shift\" = %g is outside "
+                            "[-%lld, %lld] (at most the detector width)",
+                            f->axis_shift, (long long)width, (long long)width);
+}
+
 static int decode_frame_header(const json_t *root, rtomo_frame_header *f,
                                rtomo_reject_info *why)
 {
@@ -97,9 +113,11 @@ static int decode_frame_header(const json_t *root, rtomo_frame_header *f,
         return -1;
     if (f->type != RTOMO_MSG_PROJECTION)
         return 0;
-    return proto_get_number(root, NULL, "angle", OPTIONAL, &f->angle, why) < 0 ||
-           proto_get_number(root, NULL, "axis_shift", OPTIONAL, &f->axis_shift,
-                            why) < 0 ? -1 : 0;
+    if (proto_get_number(root, NULL, "angle", OPTIONAL, &f->angle, why) < 0 ||
+        proto_get_number(root, NULL, "axis_shift", OPTIONAL, &f->axis_shift,
+                         why) < 0)
+        return -1;
+    return check_axis_shift(f, f->shape[1], why);
 }
 
 /* "[a, b, ...]" into buf. */
@@ -213,6 +231,11 @@ static void keep_scan_id(const json_t *root, rtomo_ingest_msg *msg)
     const char *id = json_string_value(json_object_get(root, "scan"));
     if (id && proto_scan_id_valid(id))
         snprintf(msg->scan, sizeof msg->scan, "%s", id);
+}
+
+int rtomo_proto_valid_id(const char *id)
+{
+    return id && proto_scan_id_valid(id);
 }
 
 int rtomo_proto_peek_scan(const void *header, size_t header_size,
@@ -343,7 +366,7 @@ int rtomo_proto_check_tomo_frame(const rtomo_frame_header *frame,
                                 "%s \"index\" %lld is outside [0, %lld) "
                                 "announced by scan_begin", what,
                                 (long long)frame->index, (long long)limit);
-    return 0;
+    return check_axis_shift(frame, scan->geometry.det_width, why);
 }
 
 int rtomo_proto_check_sbdx_frame(const rtomo_frame_header *frame,

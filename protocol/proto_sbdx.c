@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,9 @@
 
 #define PROTO_MAX_PLANE_EDGE 32768
 #define PROTO_MAX_COMPOSITE_RADIUS 32
+/* u16_scale and |u16_offset| at most this (what the float output takes
+ * with room to spare). */
+#define PROTO_MAX_U16_SCALING 1e30
 
 /* Default scale of uint16 planes: maps the full range of the input samples
  * onto the full uint16 range (planes reconstruct to about the input value). */
@@ -62,6 +66,31 @@ static int decode_system(const json_t *root, rtomo_sbdx_geometry *g,
     return 0;
 }
 
+/* A plane ratio the engine takes: (0, RTOMO_SBDX_MAX_RATIO]. */
+static int ratio_valid(double n)
+{
+    return n > 0.0 && n <= RTOMO_SBDX_MAX_RATIO;
+}
+
+/* A "ratios" list: 1..RTOMO_SBDX_MAX_PLANES ratios, each valid. */
+static int check_ratio_list(const rtomo_sbdx_spec *spec,
+                            rtomo_reject_info *why)
+{
+    int n = spec->geometry.n_planes;
+    if (n > RTOMO_SBDX_MAX_PLANES)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"ratios\" has %d entries, at most %d "
+                                "planes are allowed", n,
+                                RTOMO_SBDX_MAX_PLANES);
+    for (int k = 0; k < n; k++)
+        if (!ratio_valid(spec->ratios[k]))
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"ratios[%d]\" = %g is outside "
+                                    "(0, %g]", k, spec->ratios[k],
+                                    RTOMO_SBDX_MAX_RATIO);
+    return 0;
+}
+
 /* "ratio_range": {"first", "last", "count"}: count evenly spaced ratios
  * from first to last inclusive. */
 static int decode_ratio_range(const json_t *range, rtomo_sbdx_spec *spec,
@@ -88,6 +117,12 @@ static int decode_ratio_range(const json_t *range, rtomo_sbdx_spec *spec,
                                      : (first * (count - 1 - k) + last * k) /
                                            (count - 1);
     spec->geometry.n_planes = count;
+    if (!ratio_valid(first) || !ratio_valid(last))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"ratio_range.%s\" = %g is outside "
+                                "(0, %g]", ratio_valid(first) ? "last" : "first",
+                                ratio_valid(first) ? last : first,
+                                RTOMO_SBDX_MAX_RATIO);
     return 0;
 }
 
@@ -113,7 +148,8 @@ static int decode_ratios(const json_t *root, rtomo_sbdx_spec *spec,
                                 "\"ratio_range\")");
     } else if (proto_get_number_list(root, NULL, "ratios", REQUIRED, 0,
                                      &spec->ratios, &spec->geometry.n_planes,
-                                     why) < 0) {
+                                     why) < 0 ||
+               check_ratio_list(spec, why) < 0) {
         return -1;
     }
     spec->geometry.ratios = spec->ratios;
@@ -131,6 +167,15 @@ static int decode_planes(const json_t *root, rtomo_sbdx_geometry *g,
     if (r == FIELD_OK) {
         g->out_width = (int)size[0];
         g->out_height = (int)size[1];
+    } else if ((int64_t)g->shift_m * g->holes_x > PROTO_MAX_PLANE_EDGE ||
+               (int64_t)g->shift_m * g->holes_y > PROTO_MAX_PLANE_EDGE) {
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"plane_size\" left out defaults to "
+                                "[shift x holes] = [%lld, %lld], beyond %d: "
+                                "give \"plane_size\"",
+                                (long long)g->shift_m * g->holes_x,
+                                (long long)g->shift_m * g->holes_y,
+                                PROTO_MAX_PLANE_EDGE);
     }
     r = proto_get_int_tuple(root, NULL, "origin", OPTIONAL, 2,
                             -PROTO_MAX_PLANE_EDGE, PROTO_MAX_PLANE_EDGE,
@@ -160,6 +205,42 @@ static int parse_plane_format(const char *name, int *out)
     return 0;
 }
 
+static int u16_scale_reject(double scale, rtomo_reject_info *why)
+{
+    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                            "field \"output.u16_scale\" = %g is not a "
+                            "positive normal float32 of at most %g (as a "
+                            "float it must be in [%g, %g])", scale,
+                            PROTO_MAX_U16_SCALING, (double)FLT_MIN,
+                            PROTO_MAX_U16_SCALING);
+}
+
+static int u16_offset_reject(double offset, rtomo_reject_info *why)
+{
+    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                            "field \"output.u16_offset\" = %g is outside "
+                            "[%g, %g]", offset, -PROTO_MAX_U16_SCALING,
+                            PROTO_MAX_U16_SCALING);
+}
+
+int rtomo_proto_check_sbdx_output(const rtomo_sbdx_spec *spec,
+                                  rtomo_reject_info *why)
+{
+    float scale = spec->u16_scale, offset = spec->u16_offset;
+    /* isnormal() refuses 0, subnormals (which 1e-300 or 1e-39 become),
+     * infinities and NaN. */
+    if (!(isnormal(scale) && scale > 0.0f &&
+          scale <= (float)PROTO_MAX_U16_SCALING))
+        return u16_scale_reject((double)scale, why);
+    if (!(fabsf(offset) <= (float)PROTO_MAX_U16_SCALING))
+        return u16_offset_reject((double)offset, why);
+    if (spec->planes == RTOMO_PLANES_NONE && !spec->composite)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"output\" asks for neither planes "
+                                "nor the composite: nothing to publish");
+    return 0;
+}
+
 static int decode_output(const json_t *root, rtomo_sbdx_spec *spec,
                          rtomo_reject_info *why)
 {
@@ -177,18 +258,22 @@ static int decode_output(const json_t *root, rtomo_sbdx_spec *spec,
         proto_get_bool(out, "output", "composite", OPTIONAL, &spec->composite,
                        why) < 0)
         return -1;
-    if (!(scale > 0.0 && scale < 1e30) || fabs(offset) > 1e30)
-        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                                "field \"output.u16_scale\" = %g must be "
-                                "positive (and \"output.u16_offset\" = %g "
-                                "moderate)", scale, offset);
+    /* Converting a double beyond the float range is undefined: refuse it
+     * before, then judge the floats themselves. */
+    if (!(fabs(scale) <= PROTO_MAX_U16_SCALING))
+        return u16_scale_reject(scale, why);
+    if (!(fabs(offset) <= PROTO_MAX_U16_SCALING))
+        return u16_offset_reject(offset, why);
     spec->planes = (rtomo_plane_format)planes;
     spec->u16_scale = (float)scale;
     spec->u16_offset = (float)offset;
-    if (spec->planes == RTOMO_PLANES_NONE && !spec->composite)
-        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                                "field \"output\" asks for neither planes "
-                                "nor the composite: nothing to publish");
+    if (rtomo_proto_check_sbdx_output(spec, why) < 0) {
+        /* Name the value as sent, not the float it became. */
+        if (why && why->reason == RTOMO_REJECT_FIELD &&
+            strstr(why->message, "u16_scale"))
+            u16_scale_reject(scale, why);
+        return -1;
+    }
     return 0;
 }
 
@@ -237,6 +322,9 @@ int proto_decode_sbdx_begin(const json_t *root, const char *scan,
 char *rtomo_proto_encode_sbdx_begin(const rtomo_sbdx_spec *spec)
 {
     const rtomo_sbdx_geometry *g = &spec->geometry;
+    /* Never write what the decoder would refuse (the same check). */
+    if (rtomo_proto_check_sbdx_output(spec, NULL) < 0)
+        return NULL;
     json_t *ratios = json_array();
     for (int k = 0; ratios && g->ratios && k < g->n_planes; k++)
         if (json_array_append_new(ratios, json_real(g->ratios[k])) < 0) {

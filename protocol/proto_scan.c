@@ -75,17 +75,31 @@ static int decode_angles(const json_t *root, rtomo_scan_spec *spec,
     return 0;
 }
 
+/* The axis and its corrections, in the engine's ranges (relative to the
+ * detector width of this message, so a bad_field). */
 static int decode_axis(const json_t *root, rtomo_scan_spec *spec,
                        rtomo_reject_info *why)
 {
     rtomo_fbp_geometry *g = &spec->geometry;
-    int n;
-    if (proto_get_number(root, NULL, "axis", OPTIONAL, &g->axis, why) < 0)
-        return -1;
-    int r = proto_get_number_list(root, NULL, "axis_shift", OPTIONAL,
-                                  g->n_proj, &spec->axis_shift, &n, why);
+    int n, w = g->det_width;
+    int r = proto_get_number(root, NULL, "axis", OPTIONAL, &g->axis, why);
     if (r < 0)
         return -1;
+    if (r == FIELD_OK && !rtomo_fbp_axis_valid(g->axis, w))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"axis\" = %g is outside [%d, %d] "
+                                "(within one detector width of the detector)",
+                                g->axis, -w, 2 * w);
+    r = proto_get_number_list(root, NULL, "axis_shift", OPTIONAL, g->n_proj,
+                              &spec->axis_shift, &n, why);
+    if (r < 0)
+        return -1;
+    for (int p = 0; r == FIELD_OK && p < n; p++)
+        if (!rtomo_fbp_axis_shift_valid(spec->axis_shift[p], w))
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"axis_shift[%d]\" = %g is "
+                                    "outside [%d, %d] (at most the detector "
+                                    "width)", p, spec->axis_shift[p], -w, w);
     g->axis_shift = spec->axis_shift;
     return 0;
 }
@@ -168,16 +182,19 @@ static int decode_region(const json_t *rec, rtomo_scan_spec *spec,
               proto_get_int32(rec, path, "slice_size", OPTIONAL, 1,
                               PROTO_MAX_EDGE, &g->slice_size, why)) < 0)
         return -1;
-    /* The engine checks this too, but cannot name the wire fields. */
-    int grid = g->slice_size ? g->slice_size : g->det_width;
+    /* Only against a slice_size of this message: without one the grid is
+     * the daemon's configured slice size, which the daemon checks
+     * (bad_geometry). */
+    int grid = g->slice_size;
     if ((spec->given & RTOMO_SPEC_HAS_ROI) &&
+        (spec->given & RTOMO_SPEC_HAS_SLICE_SIZE) &&
         (g->roi_x + g->roi_width > grid || g->roi_y + g->roi_height > grid))
-        return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
                                 "field \"reconstruction.roi\" = [%d, %d, %d, "
-                                "%d] is not inside the %dx%d slice grid "
-                                "(\"reconstruction.slice_size\", default the "
-                                "detector width)", g->roi_x, g->roi_y,
-                                g->roi_width, g->roi_height, grid, grid);
+                                "%d] is not inside the %dx%d slice grid of "
+                                "\"reconstruction.slice_size\"", g->roi_x,
+                                g->roi_y, g->roi_width, g->roi_height, grid,
+                                grid);
     return 0;
 }
 
@@ -194,11 +211,14 @@ static int decode_slices(const json_t *rec, rtomo_scan_spec *spec,
     int *rows, n_rows;
     if (rtomo_slice_selection_expand(&spec->slices, spec->geometry.det_height,
                                      &rows, &n_rows, why) < 0) {
-        /* expand() speaks of "slices"; name the field as it is on the wire */
+        /* expand() speaks of "slices"; name the field as it is on the wire.
+         * Rows outside this message's detector are a bad_field (expand's
+         * bad_geometry is for the daemon's configured selection). */
         if (why) {
             char message[RTOMO_REASON_MAX];
             memcpy(message, why->message, sizeof message);
-            rtomo_reject_set(why, why->reason, "reconstruction.%s", message);
+            rtomo_reject_set(why, RTOMO_REJECT_FIELD, "reconstruction.%s",
+                             message);
         }
         return -1;
     }
@@ -250,11 +270,18 @@ static int decode_mode(const json_t *root, rtomo_scan_spec *spec,
                ? -1 : 0;
 }
 
-static int validate_geometry(const rtomo_fbp_geometry *g,
+/* The engine's validator as a backstop: every rule of PROTOCOL.md 3.3 was
+ * checked above as a bad_field, so what it still refuses is beyond the
+ * protocol's ranges (bad_geometry).  A ROI without a slice_size of this
+ * message is the daemon's to judge against its configured grid. */
+static int validate_geometry(const rtomo_scan_spec *spec,
                              rtomo_reject_info *why)
 {
+    rtomo_fbp_geometry g = spec->geometry;
+    if (!(spec->given & RTOMO_SPEC_HAS_SLICE_SIZE))
+        g.roi_x = g.roi_y = g.roi_width = g.roi_height = 0;
     rtomo_error err;
-    if (rtomo_fbp_geometry_validate(g, &err) != RTOMO_OK)
+    if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK)
         return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
                                 "scan_begin geometry refused: %s", err.message);
     return 0;
@@ -276,7 +303,7 @@ int proto_decode_scan_begin(const json_t *root, const char *scan,
         decode_angles(root, spec, why) < 0 || decode_axis(root, spec, why) < 0 ||
         decode_frames(root, spec, why) < 0 ||
         decode_reconstruction(root, spec, why) < 0 ||
-        decode_mode(root, spec, why) < 0 || validate_geometry(g, why) < 0) {
+        decode_mode(root, spec, why) < 0 || validate_geometry(spec, why) < 0) {
         rtomo_scan_spec_clear(spec);
         free(spec);
         return -1;

@@ -33,8 +33,8 @@ extern "C" {
 #define RTOMO_HEADER_MAX (64 * 1024)    /* bytes of header JSON */
 #define RTOMO_REASON_MAX 256
 
-#define RTOMO_DEFAULT_INGEST_ENDPOINT  "tcp://*:5555"
-#define RTOMO_DEFAULT_PUBLISH_ENDPOINT "tcp://*:5556"
+#define RTOMO_DEFAULT_INGEST_ENDPOINT  "tcp://127.0.0.1:5555"
+#define RTOMO_DEFAULT_PUBLISH_ENDPOINT "tcp://127.0.0.1:5556"
 #define RTOMO_DEFAULT_CONTROL_ENDPOINT "tcp://127.0.0.1:5557"
 
 /* ------------------------------------------------------------ ingest ---- */
@@ -243,9 +243,14 @@ void rtomo_ingest_msg_clear(rtomo_ingest_msg *msg);
 int rtomo_proto_peek_scan(const void *header, size_t header_size,
                           char out[RTOMO_ID_MAX]);
 
+/* 1 when `id` is a valid scan id (PROTOCOL.md section 2). */
+int rtomo_proto_valid_id(const char *id);
+
 /* A tomography frame against its scan: dtype and shape must match, the
  * index must be in range (projections: [0, n_proj), unbounded >= 0 in
- * continuous mode; darks/flats: >= 0). */
+ * continuous mode; darks/flats: >= 0), and a projection's axis_shift in
+ * the engine's range, |axis_shift| <= det_width (bad_field; the decoder
+ * checks it against the frame's own shape as well). */
 int rtomo_proto_check_tomo_frame(const rtomo_frame_header *frame,
                                  const rtomo_scan_spec *scan,
                                  rtomo_reject_info *why);
@@ -254,8 +259,19 @@ int rtomo_proto_check_sbdx_frame(const rtomo_frame_header *frame,
                                  const rtomo_sbdx_spec *spec,
                                  rtomo_reject_info *why);
 
+/* The "output" settings of an SBDX stream as the decoder judges them:
+ * u16_scale a positive normal float of at most 1e30 (so that 1e-300,
+ * which would become 0.0f, and subnormals are refused), u16_offset finite
+ * and at most 1e30 in magnitude, and planes or the composite (or both)
+ * asked for.  Returns 0, or -1 with a bad_field reject in *why naming the
+ * field.  The decoder of sbdx_begin and its encoder both call it, so the
+ * encoder never writes a header that the decoder refuses. */
+int rtomo_proto_check_sbdx_output(const rtomo_sbdx_spec *spec,
+                                  rtomo_reject_info *why);
+
 /* Encoders for clients: malloc'd, NUL-terminated JSON text (NULL on
- * allocation failure). */
+ * allocation failure; rtomo_proto_encode_sbdx_begin also when
+ * rtomo_proto_check_sbdx_output refuses the spec). */
 char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec);
 char *rtomo_proto_encode_sbdx_begin(const rtomo_sbdx_spec *spec);
 char *rtomo_proto_encode_frame(const rtomo_frame_header *frame);

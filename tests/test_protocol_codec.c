@@ -12,8 +12,10 @@
 #include "config.h"
 
 #include <check.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -369,6 +371,88 @@ START_TEST(sbdx_ratio_range)
 }
 END_TEST
 
+/* 256 ratios are the most (RTOMO_SBDX_MAX_PLANES): 257 are a bad_field
+ * naming "ratios", as the spec says, not the engine's bad_geometry. */
+START_TEST(sbdx_ratio_count_limit)
+{
+    for (int n = 256; n <= 257; n++) {
+        char *text = malloc(8 * (size_t)n + 256);
+        ck_assert_ptr_nonnull(text);
+        int used = sprintf(text, "{\"protocol\":1,\"type\":\"sbdx_begin\","
+                                 "\"scan\":\"x\",\"holes\":[4,4],"
+                                 "\"detector\":{\"width\":4,\"height\":4},"
+                                 "\"shift\":2,\"ratios\":[");
+        for (int k = 0; k < n; k++)
+            used += sprintf(text + used, "%s1.5", k ? "," : "");
+        strcpy(text + used, "]}");
+        rtomo_ingest_msg msg;
+        rtomo_reject_info why;
+        int r = decode_text(text, 1, NULL, 0, &msg, &why);
+        if (n == 256) {
+            ck_assert_msg(r == 0, "256 ratios refused: %s", why.message);
+            rtomo_ingest_msg_clear(&msg);
+        } else {
+            ck_assert_int_eq(r, -1);
+            ck_assert_msg(why.reason == RTOMO_REJECT_FIELD, "257 ratios: %s (%s)",
+                          rtomo_reject_name(why.reason), why.message);
+            ck_assert_ptr_nonnull(strstr(why.message, "\"ratios\""));
+        }
+        free(text);
+    }
+}
+END_TEST
+
+/* A ROI without "slice_size" lies in the grid of the daemon's configured
+ * slice size, which the decoder does not know: the daemon judges it
+ * (bad_geometry), the decoder lets it through. */
+START_TEST(roi_against_the_configured_grid_is_the_daemons)
+{
+    char *text = quoted("{'protocol':1,'type':'scan_begin','scan':'s1',"
+                        "'detector':{'width':64,'height':8},'projections':9,"
+                        "'reconstruction':{'roi':[60,0,10,10]}}");
+    rtomo_ingest_msg msg;
+    decode_ok(text, 1, NULL, 0, &msg);
+    ck_assert_int_eq(msg.scan_spec->geometry.roi_x, 60);
+    rtomo_ingest_msg_clear(&msg);
+    free(text);
+}
+END_TEST
+
+/* The encoder refuses the u16 scalings the decoder refuses: a spec whose
+ * float u16_scale is 0 or subnormal (what 1e-300 became before) or
+ * infinite gives no header, and the check says which field. */
+START_TEST(sbdx_encoder_refuses_what_the_decoder_refuses)
+{
+    const float scales[] = {0.0f, 1e-39f, -2.0f, INFINITY, NAN, 1e31f};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        uint64_t s = test_seed(9, (int)i);
+        rtomo_sbdx_spec spec;
+        random_sbdx_spec(&s, &spec);
+        spec.u16_scale = scales[i];
+        ck_assert_msg(rtomo_proto_encode_sbdx_begin(&spec) == NULL,
+                      "u16_scale %g was encoded", (double)scales[i]);
+        rtomo_reject_info why;
+        ck_assert_int_eq(rtomo_proto_check_sbdx_output(&spec, &why), -1);
+        ck_assert_int_eq(why.reason, RTOMO_REJECT_FIELD);
+        ck_assert_ptr_nonnull(strstr(why.message, "output.u16_scale"));
+        rtomo_sbdx_spec_clear(&spec);
+    }
+    /* The smallest normal float is a valid scale, both ways. */
+    uint64_t s = test_seed(9, 99);
+    rtomo_sbdx_spec spec;
+    random_sbdx_spec(&s, &spec);
+    spec.u16_scale = FLT_MIN;
+    char *text = rtomo_proto_encode_sbdx_begin(&spec);
+    ck_assert_ptr_nonnull(text);
+    rtomo_ingest_msg msg;
+    decode_ok(text, 1, NULL, 0, &msg);
+    ck_assert_float_eq(msg.sbdx_spec->u16_scale, FLT_MIN);
+    rtomo_ingest_msg_clear(&msg);
+    free(text);
+    rtomo_sbdx_spec_clear(&spec);
+}
+END_TEST
+
 /* Random payload of n samples of dtype; float32 samples are finite. */
 static void *random_payload(uint64_t *s, rtomo_dtype dtype, size_t n)
 {
@@ -411,7 +495,10 @@ static void random_frame(uint64_t *s, rtomo_frame_header *f)
     for (int d = 0; d < f->ndim; d++)
         f->shape[d] = test_rand_int(s, 1, f->ndim == 4 ? 6 : 40);
     f->angle = test_rand_int(s, 0, 1) ? test_rand_real(s, -720, 720) : NAN;
-    f->axis_shift = test_rand_int(s, 0, 1) ? test_rand_real(s, -5, 5) : NAN;
+    /* A shift of at most the detector width, as the decoder demands. */
+    f->axis_shift = test_rand_int(s, 0, 1)
+                        ? test_rand_real(s, -1, 1) * (double)f->shape[1]
+                        : NAN;
 }
 
 START_TEST(frame_round_trip)
@@ -545,9 +632,14 @@ static const bad_case bad_cases[] = {
     {BEGIN(",'angle_step':'x'"), 1, 0, RTOMO_REJECT_FIELD, "angle_step"},
     {BEGIN(",'angle_start':[1]"), 1, 0, RTOMO_REJECT_FIELD, "angle_start"},
     {BEGIN(",'axis':'centre'"), 1, 0, RTOMO_REJECT_FIELD, "axis"},
-    {BEGIN(",'axis':1000"), 1, 0, RTOMO_REJECT_GEOMETRY, "axis"},
+    /* Ranges that depend on another field of the same message are
+     * bad_field too (PROTOCOL.md 4); bad_geometry is the daemon's. */
+    {BEGIN(",'axis':1000"), 1, 0, RTOMO_REJECT_FIELD, "axis"},
+    {BEGIN(",'axis':-64.5"), 1, 0, RTOMO_REJECT_FIELD, "axis"},
     {"{" BEGIN_BASE "," DET ",'projections':2,'axis_shift':[0,1000]}", 1, 0,
-     RTOMO_REJECT_GEOMETRY, "axis_shift"},
+     RTOMO_REJECT_FIELD, "axis_shift[1]"},
+    {"{" BEGIN_BASE "," DET ",'projections':2,'axis_shift':[-64.01,0]}", 1,
+     0, RTOMO_REJECT_FIELD, "axis_shift[0]"},
     {"{" BEGIN_BASE "," DET ",'projections':2,'axis_shift':[0]}", 1, 0,
      RTOMO_REJECT_FIELD, "axis_shift"},
     {BEGIN(",'dtype':'int32'"), 1, 0, RTOMO_REJECT_FIELD, "dtype"},
@@ -568,10 +660,10 @@ static const bad_case bad_cases[] = {
      "reconstruction.roi"},
     {BEGIN(",'reconstruction':{'roi':[-1,0,5,5]}"), 1, 0, RTOMO_REJECT_FIELD,
      "reconstruction.roi[0]"},
-    {BEGIN(",'reconstruction':{'roi':[60,0,10,10]}"), 1, 0,
-     RTOMO_REJECT_GEOMETRY, "reconstruction.roi"},
+    {BEGIN(",'reconstruction':{'roi':[60,0,10,10],'slice_size':64}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.roi"},
     {BEGIN(",'reconstruction':{'roi':[0,0,100,100],'slice_size':64}"), 1, 0,
-     RTOMO_REJECT_GEOMETRY, "reconstruction.roi"},
+     RTOMO_REJECT_FIELD, "reconstruction.roi"},
     {BEGIN(",'reconstruction':{'slice_size':0}"), 1, 0, RTOMO_REJECT_FIELD,
      "reconstruction.slice_size"},
     {BEGIN(",'reconstruction':{'slices':'some'}"), 1, 0, RTOMO_REJECT_FIELD,
@@ -589,9 +681,9 @@ static const bad_case bad_cases[] = {
     {BEGIN(",'reconstruction':{'slices':{'first':0,'count':2,'step':0}}"), 1,
      0, RTOMO_REJECT_FIELD, "reconstruction.slices.step"},
     {BEGIN(",'reconstruction':{'slices':[3,100]}"), 1, 0,
-     RTOMO_REJECT_GEOMETRY, "reconstruction.slices[1]"},
+     RTOMO_REJECT_FIELD, "reconstruction.slices[1]"},
     {BEGIN(",'reconstruction':{'slices':{'first':4,'count':3,'step':2}}"), 1,
-     0, RTOMO_REJECT_GEOMETRY, "reconstruction.slices"},
+     0, RTOMO_REJECT_FIELD, "reconstruction.slices"},
     {BEGIN(",'mode':'burst'"), 1, 0, RTOMO_REJECT_FIELD, "mode"},
     {BEGIN(",'every':5"), 1, 0, RTOMO_REJECT_FIELD, "every"},
     {BEGIN(",'mode':'continuous','every':0"), 1, 0, RTOMO_REJECT_FIELD,
@@ -607,8 +699,17 @@ static const bad_case bad_cases[] = {
      "shift"},
     {SBDX(SBDX_OK), 1, 0, RTOMO_REJECT_FIELD, "ratios"},
     {SBDX(SBDX_OK ",'ratios':[]"), 1, 0, RTOMO_REJECT_FIELD, "ratios"},
-    {SBDX(SBDX_OK ",'ratios':[1,-1]"), 1, 0, RTOMO_REJECT_GEOMETRY,
+    {SBDX(SBDX_OK ",'ratios':[1,-1]"), 1, 0, RTOMO_REJECT_FIELD,
      "ratios[1]"},
+    {SBDX(SBDX_OK ",'ratios':[0]"), 1, 0, RTOMO_REJECT_FIELD, "ratios[0]"},
+    {SBDX(SBDX_OK ",'ratios':[1,64,65]"), 1, 0, RTOMO_REJECT_FIELD,
+     "ratios[2]"},
+    {SBDX(SBDX_OK ",'ratio_range':{'first':0,'last':2,'count':3}"), 1, 0,
+     RTOMO_REJECT_FIELD, "ratio_range.first"},
+    {SBDX(SBDX_OK ",'ratio_range':{'first':1,'last':64.5,'count':3}"), 1, 0,
+     RTOMO_REJECT_FIELD, "ratio_range.last"},
+    {SBDX(",'holes':[4096,10],'shift':1024,'ratios':[1]"), 1, 0,
+     RTOMO_REJECT_FIELD, "plane_size"},
     {SBDX(SBDX_OK ",'ratios':[1],'ratio_range':{'first':1,'last':2,"
           "'count':2}"), 1, 0, RTOMO_REJECT_FIELD, "ratio_range"},
     {SBDX(SBDX_OK ",'ratio_range':{'first':1,'last':2,'count':0}"), 1, 0,
@@ -629,6 +730,15 @@ static const bad_case bad_cases[] = {
           "'composite':false}"), 1, 0, RTOMO_REJECT_FIELD, "output"},
     {SBDX(SBDX_OK ",'ratios':[1],'output':{'u16_scale':0}"), 1, 0,
      RTOMO_REJECT_FIELD, "output.u16_scale"},
+    /* Judged as the float it becomes: 0.0f and subnormals are refused. */
+    {SBDX(SBDX_OK ",'ratios':[1],'output':{'u16_scale':1e-300}"), 1, 0,
+     RTOMO_REJECT_FIELD, "output.u16_scale"},
+    {SBDX(SBDX_OK ",'ratios':[1],'output':{'u16_scale':1e-39}"), 1, 0,
+     RTOMO_REJECT_FIELD, "output.u16_scale"},
+    {SBDX(SBDX_OK ",'ratios':[1],'output':{'u16_scale':1e31}"), 1, 0,
+     RTOMO_REJECT_FIELD, "output.u16_scale"},
+    {SBDX(SBDX_OK ",'ratios':[1],'output':{'u16_offset':-1e300}"), 1, 0,
+     RTOMO_REJECT_FIELD, "output.u16_offset"},
     {SBDX(SBDX_OK ",'ratios':[1],'output':{'composite':1}"), 1, 0,
      RTOMO_REJECT_FIELD, "output.composite"},
     {SBDX(SBDX_OK ",'ratios':[1],'dtype':'uint32'"), 1, 0, RTOMO_REJECT_FIELD,
@@ -655,6 +765,12 @@ static const bad_case bad_cases[] = {
     {PROJ(PROJ_OK ",'angle':'x'"), 2, 12, RTOMO_REJECT_FIELD, "angle"},
     {PROJ(PROJ_OK ",'axis_shift':true"), 2, 12, RTOMO_REJECT_FIELD,
      "axis_shift"},
+    /* At most the detector width (shape[1] = 3), as in scan_begin and
+     * as the engine takes it. */
+    {PROJ(PROJ_OK ",'axis_shift':3.5"), 2, 12, RTOMO_REJECT_FIELD,
+     "axis_shift"},
+    {PROJ(PROJ_OK ",'axis_shift':-1000"), 2, 12, RTOMO_REJECT_FIELD,
+     "[-3, 3]"},
     {PROJ(PROJ_OK), 2, 11, RTOMO_REJECT_SIZE, "shape"},
     {PROJ(PROJ_OK), 2, 0, RTOMO_REJECT_SIZE, "payload"},
     {"{'protocol':1,'type':'dark','scan':'s1','index':0,'dtype':'float32',"
@@ -811,6 +927,20 @@ START_TEST(tomo_frame_checks)
         rtomo_reject_info why;
         int r = rtomo_proto_check_tomo_frame(&cases[i].f, scan, &why);
         expect_check(r, &why, cases[i].reason, cases[i].names);
+    }
+    /* A projection's axis_shift: the engine's range, |shift| <= width. */
+    const struct {
+        double shift;
+        rtomo_reject reason;
+    } shifts[] = {{6.0, RTOMO_REJECT_NONE}, {-6.0, RTOMO_REJECT_NONE},
+                  {6.001, RTOMO_REJECT_FIELD}, {-1000.0, RTOMO_REJECT_FIELD},
+                  {INFINITY, RTOMO_REJECT_FIELD}};
+    for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+        rtomo_frame_header f = frame_of(P, "t", 0, U16, 4, 6);
+        f.axis_shift = shifts[i].shift;
+        rtomo_reject_info why;
+        int r = rtomo_proto_check_tomo_frame(&f, scan, &why);
+        expect_check(r, &why, shifts[i].reason, "axis_shift");
     }
     rtomo_ingest_msg_clear(&begin);
 
@@ -1254,6 +1384,9 @@ static Suite *codec_suite(void)
     tcase_add_test(round, scan_begin_defaults);
     tcase_add_loop_test(round, sbdx_begin_round_trip, 0, 100);
     tcase_add_test(round, sbdx_ratio_range);
+    tcase_add_test(round, sbdx_ratio_count_limit);
+    tcase_add_test(round, roi_against_the_configured_grid_is_the_daemons);
+    tcase_add_test(round, sbdx_encoder_refuses_what_the_decoder_refuses);
     tcase_add_loop_test(round, frame_round_trip, 0, 200);
     tcase_add_test(round, end_round_trip);
     suite_add_tcase(suite, round);
