@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,10 @@ struct rtomo_client {
     seq_track *seqs;            /* per SUB socket */
     int next_sub;               /* where the next receive looks first */
     uint64_t missed;
-    void *req;
-    char *control;              /* copy of the endpoint */
+    char *control;              /* copy of the control option */
+    endpoint_list controls;     /* it split: one endpoint per daemon */
+    void **req;                 /* controls.n REQ sockets; a NULL entry is
+                                   (re)opened at its next request */
 };
 
 void rtomo_client_options_init(rtomo_client_options *opt)
@@ -175,11 +178,26 @@ static void *connect_socket(rtomo_client *c, const socket_setup *how,
     return s;
 }
 
-static rtomo_status open_control(rtomo_client *c, rtomo_error *err)
+/* The REQ socket of daemon d's control endpoint. */
+static rtomo_status open_control(rtomo_client *c, int d, rtomo_error *err)
 {
-    const socket_setup how = {ZMQ_REQ, c->control, "control", 0, 0, 0, -1, 0};
-    c->req = connect_socket(c, &how, err);
-    return c->req ? RTOMO_OK : err ? err->code : RTOMO_E_BACKEND;
+    const socket_setup how = {ZMQ_REQ, c->controls.at[d], "control", 0, 0, 0,
+                              -1, 0};
+    c->req[d] = connect_socket(c, &how, err);
+    return c->req[d] ? RTOMO_OK : err ? err->code : RTOMO_E_BACKEND;
+}
+
+static rtomo_status open_controls(rtomo_client *c, rtomo_error *err)
+{
+    if (c->controls.n == 0)
+        return RTOMO_OK;
+    c->req = calloc((size_t)c->controls.n, sizeof *c->req);
+    if (!c->req)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    for (int d = 0; d < c->controls.n; d++)
+        if (open_control(c, d, err) != RTOMO_OK)
+            return err ? err->code : RTOMO_E_BACKEND;
+    return RTOMO_OK;
 }
 
 static char *copy_endpoint(const char *endpoint, int *failed)
@@ -282,7 +300,7 @@ static rtomo_status open_sockets(rtomo_client *c, rtomo_error *err)
                 return err ? err->code : RTOMO_E_BACKEND;
         }
     }
-    return c->control ? open_control(c, err) : RTOMO_OK;
+    return open_controls(c, err);
 }
 
 rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
@@ -308,6 +326,8 @@ rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
     if (split_endpoints(opt->ingest, "ingest", &c->ingests, err) !=
             RTOMO_OK ||
         split_endpoints(opt->publish, "publish", &c->publishes, err) !=
+            RTOMO_OK ||
+        split_endpoints(opt->control, "control", &c->controls, err) !=
             RTOMO_OK) {
         rtomo_client_close(c);
         return NULL;
@@ -343,8 +363,9 @@ void rtomo_client_close(rtomo_client *c)
     for (int i = 0; c->sub && i < c->publishes.n; i++)
         if (c->sub[i])
             zmq_close(c->sub[i]);
-    if (c->req)
-        zmq_close(c->req);
+    for (int d = 0; c->req && d < c->controls.n; d++)
+        if (c->req[d])
+            zmq_close(c->req[d]);
     if (c->context)
         zmq_ctx_term(c->context);   /* waits up to linger_ms for frames */
     free(c->push);
@@ -352,6 +373,8 @@ void rtomo_client_close(rtomo_client *c)
     free(c->seqs);
     free_endpoints(&c->ingests);
     free_endpoints(&c->publishes);
+    free_endpoints(&c->controls);
+    free(c->req);
     free(c->control);
     free(c);
 }
@@ -858,11 +881,11 @@ static rtomo_status status_of_error(const char *code)
     return RTOMO_E_BACKEND;
 }
 
-static rtomo_status read_reply(rtomo_client *c, json_t **reply,
+static rtomo_status read_reply(rtomo_client *c, int d, json_t **reply,
                                rtomo_error *err)
 {
     zmq_msg_t part;
-    int n = receive_parts(c->req, &part, 1);
+    int n = receive_parts(c->req[d], &part, 1);
     if (n < 0)
         return zmq_failure(err, "control receive failed");
     json_error_t jerr;
@@ -873,7 +896,7 @@ static rtomo_status read_reply(rtomo_client *c, json_t **reply,
         json_decref(j);
         return rtomo_set_error(err, RTOMO_E_BACKEND,
                                "malformed control reply from %s: %s",
-                               c->control,
+                               c->controls.at[d],
                                j ? "not an object with \"ok\"" : jerr.text);
     }
     *reply = j;
@@ -887,44 +910,51 @@ static rtomo_status read_reply(rtomo_client *c, json_t **reply,
 }
 
 /* A REQ socket that missed its reply is stuck; only a new one can send. */
-static void reset_control(rtomo_client *c)
+static void reset_control(rtomo_client *c, int d)
 {
-    zmq_close(c->req);
-    c->req = NULL;
-    open_control(c, NULL);
+    zmq_close(c->req[d]);
+    c->req[d] = NULL;
+    open_control(c, d, NULL);
 }
 
-rtomo_status rtomo_client_request(rtomo_client *c, const json_t *request,
-                                  json_t **reply, rtomo_error *err)
+/* rtomo_client_request to daemon d's control endpoint. */
+static rtomo_status request_to(rtomo_client *c, int d, const json_t *request,
+                               json_t **reply, rtomo_error *err)
 {
     *reply = NULL;
-    if (!c->control)
+    if (c->controls.n == 0)
         return rtomo_set_error(err, RTOMO_E_STATE,
                                "no control endpoint configured");
-    if (!c->req && open_control(c, err) != RTOMO_OK)
+    if (!c->req[d] && open_control(c, d, err) != RTOMO_OK)
         return err ? err->code : RTOMO_E_BACKEND;
     char *text = json_dumps(request, JSON_COMPACT);
     if (!text)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "request cannot be encoded as JSON");
-    int sent = zmq_send(c->req, text, strlen(text), 0);
+    int sent = zmq_send(c->req[d], text, strlen(text), 0);
     free(text);
     if (sent < 0) {
-        reset_control(c);
+        reset_control(c, d);
         return zmq_failure(err, "control send failed");
     }
-    int waited = wait_readable(c->req, c->opt.control_timeout_ms);
+    int waited = wait_readable(c->req[d], c->opt.control_timeout_ms);
     if (waited == READABLE)
-        return read_reply(c, reply, err);
-    reset_control(c);
+        return read_reply(c, d, reply, err);
+    reset_control(c, d);
     if (waited == TIMED_OUT)
         return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
                                "rtomod at %s did not answer within %d ms (is "
                                "it running, and is this its control "
-                               "endpoint?)", c->control,
+                               "endpoint?)", c->controls.at[d],
                                c->opt.control_timeout_ms);
     return wait_failure(waited, "control reply", c->opt.control_timeout_ms,
                         err);
+}
+
+rtomo_status rtomo_client_request(rtomo_client *c, const json_t *request,
+                                  json_t **reply, rtomo_error *err)
+{
+    return request_to(c, 0, request, reply, err);
 }
 
 rtomo_status rtomo_client_command(rtomo_client *c, const char *cmd,
@@ -961,37 +991,420 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-rtomo_status rtomo_client_wait_for_scan(rtomo_client *c, const char *scan,
-                                        long frames, int stall_ms,
-                                        rtomo_error *err)
+/* rtomo_client_wait_for_scan on daemon d alone. */
+static rtomo_status wait_on_daemon(rtomo_client *c, int d, const char *scan,
+                                   long frames, int stall_ms,
+                                   rtomo_error *err)
 {
-    if (!c->control)
-        return rtomo_set_error(err, RTOMO_E_STATE,
-                               "no control endpoint configured");
+    json_t *request = json_pack("{s:s}", "cmd", "status");
+    if (!request)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     double held = -2, t_change = monotonic_ms();
+    rtomo_status st;
     for (;;) {
         json_t *reply = NULL;
-        rtomo_status st = rtomo_client_command(c, "status", &reply, err);
+        st = request_to(c, d, request, &reply, err);
         double now = held;
         if (st == RTOMO_OK)
             now = frames_held(reply, scan);
         json_decref(reply);
-        if (st != RTOMO_OK)
-            return st;
-        if (now >= (double)frames)
-            return RTOMO_OK;
+        if (st != RTOMO_OK || now >= (double)frames)
+            break;
         if (now != held) {
             held = now;
             t_change = monotonic_ms();
         } else if (monotonic_ms() - t_change > stall_ms) {
-            if (held < 0)
-                return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                                       "scan %s did not become active within "
-                                       "%d ms", scan, stall_ms);
-            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                                   "scan %s stalled at %.0f of %ld frames for "
-                                   "%d ms", scan, held, frames, stall_ms);
+            st = held < 0
+                ? rtomo_set_error(err, RTOMO_E_UNAVAILABLE, "scan %s did not "
+                                  "become active at %s within %d ms", scan,
+                                  c->controls.at[d], stall_ms)
+                : rtomo_set_error(err, RTOMO_E_UNAVAILABLE, "scan %s stalled "
+                                  "at %.0f of %ld frames at %s for %d ms",
+                                  scan, held, frames, c->controls.at[d],
+                                  stall_ms);
+            break;
         }
         sleep_ms(5);
     }
+    json_decref(request);
+    return st;
+}
+
+rtomo_status rtomo_client_wait_for_scan(rtomo_client *c, const char *scan,
+                                        long frames, int stall_ms,
+                                        rtomo_error *err)
+{
+    if (c->controls.n == 0)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no control endpoint configured");
+    /* Every daemon of a fanned-out stream must hold the frames before
+     * the end goes to all of them. */
+    for (int d = 0; d < c->controls.n; d++) {
+        rtomo_status st = wait_on_daemon(c, d, scan, frames, stall_ms, err);
+        if (st != RTOMO_OK)
+            return st;
+    }
+    return RTOMO_OK;
+}
+
+/* ------------------------------------------------------ scan outcome ---- */
+
+static const char *const state_names[] = {
+    [RTOMO_SCAN_UNKNOWN] = "unknown",
+    [RTOMO_SCAN_ACQUIRING] = "acquiring",
+    [RTOMO_SCAN_ENDING] = "ending",
+    [RTOMO_SCAN_RECONSTRUCTING] = "reconstructing",
+    [RTOMO_SCAN_COMPLETE] = "complete",
+    [RTOMO_SCAN_ABORTED] = "aborted",
+    [RTOMO_SCAN_REFUSED] = "refused",
+    [RTOMO_SCAN_OTHER] = "other"};
+
+const char *rtomo_scan_state_name(rtomo_scan_state state)
+{
+    return (unsigned)state <= RTOMO_SCAN_OTHER ? state_names[state] : "other";
+}
+
+static rtomo_scan_state parse_state(const char *name)
+{
+    for (int s = 0; s < RTOMO_SCAN_OTHER; s++)
+        if (strcmp(name, state_names[s]) == 0)
+            return (rtomo_scan_state)s;
+    return RTOMO_SCAN_OTHER;    /* a newer daemon's: "final" still says */
+}
+
+void rtomo_scan_outcome_init(rtomo_scan_outcome *out, const char *scan)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->scan, sizeof out->scan, "%s", scan ? scan : "");
+}
+
+/* Add `count` rejects of reason `name`.  The table has room for more
+ * names than the protocol has; a flood of invented ones is not kept. */
+static void add_rejects(rtomo_scan_outcome *o, const char *name, long count)
+{
+    if (count <= 0)
+        return;
+    for (int i = 0; i < o->n_rejects; i++)
+        if (strcmp(o->rejects[i].name, name) == 0) {
+            o->rejects[i].count += count;
+            return;
+        }
+    if (o->n_rejects == RTOMO_OUTCOME_REJECTS)
+        return;
+    rtomo_reject_tally *t = &o->rejects[o->n_rejects++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->count = count;
+}
+
+/* Member `key` as a count >= 0 (absent or null: 0).  0, or -1 when it is
+ * something else. */
+static int get_count(json_t *scan, const char *key, long *out)
+{
+    const json_t *v = json_object_get(scan, key);
+    *out = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return -1;
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+/* Member `key` as text (absent or null: ""), cut to size. */
+static int get_text(json_t *scan, const char *key, char *out, size_t size)
+{
+    const json_t *v = json_object_get(scan, key);
+    out[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return -1;
+    snprintf(out, size, "%s", json_string_value(v));
+    return 0;
+}
+
+static int get_rejects(json_t *scan, rtomo_scan_outcome *o)
+{
+    json_t *rejects = json_object_get(scan, "rejects"), *v;
+    const char *name;
+    if (!rejects || json_is_null(rejects))
+        return 0;
+    if (!json_is_object(rejects))
+        return -1;
+    json_object_foreach(rejects, name, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return -1;
+        add_rejects(o, name, (long)json_integer_value(v));
+    }
+    return 0;
+}
+
+rtomo_status rtomo_scan_outcome_from_json(const json_t *scan_object,
+                                          rtomo_scan_outcome *o,
+                                          rtomo_error *err)
+{
+    /* jansson's getters take no const; nothing here changes the object */
+    json_t *scan = (json_t *)scan_object;
+    rtomo_scan_outcome_init(o, NULL);
+    if (!json_is_object(scan))
+        return rtomo_set_error(err, RTOMO_E_BACKEND,
+                               "the \"scan\" answer is not an object");
+    const json_t *state = json_object_get(scan, "state");
+    const json_t *final = json_object_get(scan, "final");
+    if (!json_is_string(state) || !json_is_boolean(final))
+        return rtomo_set_error(err, RTOMO_E_BACKEND, "the \"scan\" answer "
+                               "lacks a string \"state\" or a boolean "
+                               "\"final\"");
+    o->state = parse_state(json_string_value(state));
+    o->final = json_is_true(final);
+    o->incomplete = json_is_true(json_object_get(scan, "incomplete"));
+    static const char *const counts[] = {"frames", "rejected", "dropped",
+                                         "missing", "images"};
+    long *fields[] = {&o->frames, &o->rejected, &o->dropped, &o->missing,
+                      &o->images};
+    for (int i = 0; i < 5; i++)
+        if (get_count(scan, counts[i], fields[i]) != 0)
+            return rtomo_set_error(err, RTOMO_E_BACKEND, "the \"scan\" "
+                                   "answer's \"%s\" is not a count",
+                                   counts[i]);
+    if (get_text(scan, "id", o->scan, sizeof o->scan) != 0 ||
+        get_text(scan, "kind", o->kind, sizeof o->kind) != 0 ||
+        get_text(scan, "code", o->code, sizeof o->code) != 0 ||
+        get_text(scan, "reason", o->reason, sizeof o->reason) != 0 ||
+        get_rejects(scan, o) != 0)
+        return rtomo_set_error(err, RTOMO_E_BACKEND, "the \"scan\" answer "
+                               "has a malformed \"id\", \"kind\", \"code\", "
+                               "\"reason\" or \"rejects\"");
+    o->daemons = 1;
+    return RTOMO_OK;
+}
+
+/* How bad a state is when daemons disagree (higher wins): anything still
+ * changing first, so that a merged outcome is final only when all are;
+ * then the failures, the most telling first. */
+static int severity(const rtomo_scan_outcome *o)
+{
+    if (!o->final)
+        return o->state == RTOMO_SCAN_ACQUIRING ? 13
+             : o->state == RTOMO_SCAN_ENDING ? 12
+             : o->state == RTOMO_SCAN_RECONSTRUCTING ? 11 : 10;
+    switch (o->state) {
+    case RTOMO_SCAN_REFUSED: return 5;
+    case RTOMO_SCAN_ABORTED: return 4;
+    case RTOMO_SCAN_UNKNOWN: return 2;
+    case RTOMO_SCAN_COMPLETE: return 1;
+    default: return 3;          /* final in a state we do not know */
+    }
+}
+
+static void take_explanation(rtomo_scan_outcome *into,
+                             const rtomo_scan_outcome *from)
+{
+    memcpy(into->code, from->code, sizeof into->code);
+    memcpy(into->reason, from->reason, sizeof into->reason);
+}
+
+void rtomo_scan_outcome_merge(rtomo_scan_outcome *into,
+                              const rtomo_scan_outcome *from)
+{
+    if (from->daemons == 0)
+        return;
+    if (into->daemons == 0) {
+        *into = *from;
+        return;
+    }
+    int worse = severity(from) - severity(into);
+    if (worse > 0) {
+        into->state = from->state;
+        take_explanation(into, from);
+    } else if (worse == 0 && !into->reason[0] && !into->code[0]) {
+        take_explanation(into, from);
+    }
+    into->final = into->final && from->final;
+    into->incomplete |= from->incomplete;
+    into->frames += from->frames;
+    into->rejected += from->rejected;
+    into->dropped += from->dropped;
+    into->missing += from->missing;
+    into->images += from->images;
+    for (int i = 0; i < from->n_rejects; i++)
+        add_rejects(into, from->rejects[i].name, from->rejects[i].count);
+    if (!into->kind[0])
+        memcpy(into->kind, from->kind, sizeof into->kind);
+    into->daemons += from->daemons;
+}
+
+/* Daemon d's answer about `scan` in a reply. */
+static rtomo_status outcome_of_reply(const rtomo_client *c, int d,
+                                     const json_t *reply, const char *scan,
+                                     rtomo_scan_outcome *one,
+                                     rtomo_error *err)
+{
+    rtomo_error why;
+    if (rtomo_scan_outcome_from_json(json_object_get(reply, "scan"), one,
+                                     &why) != RTOMO_OK)
+        return rtomo_set_error(err, why.code, "rtomod at %s: %s",
+                               c->controls.at[d], why.message);
+    if (strcmp(one->scan, scan) != 0)
+        return rtomo_set_error(err, RTOMO_E_BACKEND, "rtomod at %s answered "
+                               "about scan \"%s\", not \"%s\"",
+                               c->controls.at[d], one->scan, scan);
+    return RTOMO_OK;
+}
+
+/* Ask every daemon once; *out gets their answers merged (none after an
+ * error). */
+static rtomo_status ask_outcome(rtomo_client *c, const json_t *request,
+                                const char *scan, rtomo_scan_outcome *out,
+                                rtomo_error *err)
+{
+    rtomo_scan_outcome_init(out, scan);
+    for (int d = 0; d < c->controls.n; d++) {
+        json_t *reply = NULL;
+        rtomo_scan_outcome one;
+        rtomo_status st = request_to(c, d, request, &reply, err);
+        if (st == RTOMO_OK)
+            st = outcome_of_reply(c, d, reply, scan, &one, err);
+        json_decref(reply);
+        if (st != RTOMO_OK) {
+            rtomo_scan_outcome_init(out, scan);
+            return st;
+        }
+        rtomo_scan_outcome_merge(out, &one);
+    }
+    return RTOMO_OK;
+}
+
+/* Final, and known: a daemon without a record may not have the scan's
+ * messages yet. */
+static int settled(const rtomo_scan_outcome *o)
+{
+    return o->final && o->state != RTOMO_SCAN_UNKNOWN;
+}
+
+static rtomo_status not_settled(const rtomo_scan_outcome *o, int timeout_ms,
+                                rtomo_error *err)
+{
+    if (o->state == RTOMO_SCAN_UNKNOWN)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE, "no record of scan "
+                               "%s at rtomod after %d ms: nothing of it "
+                               "arrived", o->scan, timeout_ms);
+    return rtomo_set_error(err, RTOMO_E_UNAVAILABLE, "scan %s still %s "
+                           "after %d ms", o->scan,
+                           rtomo_scan_state_name(o->state), timeout_ms);
+}
+
+rtomo_status rtomo_client_scan_outcome(rtomo_client *c, const char *scan,
+                                       int timeout_ms,
+                                       rtomo_scan_outcome *out,
+                                       rtomo_error *err)
+{
+    rtomo_scan_outcome_init(out, scan);
+    if (c->controls.n == 0)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "no control endpoint configured");
+    if (!scan || !scan[0] || strlen(scan) >= RTOMO_ID_MAX)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "scan id \"%s\" is not "
+                               "1 to %d characters", scan ? scan : "(null)",
+                               RTOMO_ID_MAX - 1);
+    json_t *request = json_pack("{s:s, s:s}", "cmd", "scan", "scan", scan);
+    if (!request)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    double deadline = monotonic_ms() + timeout_ms;
+    int pause_ms = 5;           /* short at first: small scans end fast */
+    rtomo_status st;
+    for (;;) {
+        st = ask_outcome(c, request, scan, out, err);
+        if (st != RTOMO_OK || timeout_ms == 0 || settled(out))
+            break;
+        double left = deadline - monotonic_ms();
+        if (timeout_ms > 0 && left <= 0) {
+            st = not_settled(out, timeout_ms, err);
+            break;
+        }
+        sleep_ms(timeout_ms > 0 && left < pause_ms ? (int)left + 1
+                                                   : pause_ms);
+        pause_ms = pause_ms < 100 ? pause_ms * 2 : 200;
+    }
+    json_decref(request);
+    return st;
+}
+
+/* printf at the end of line[size], cut to fit. */
+__attribute__((format(printf, 3, 4)))
+static void append(char *line, size_t size, const char *format, ...)
+{
+    size_t used = strlen(line);
+    if (used + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(line + used, size - used, format, ap);
+    va_end(ap);
+}
+
+/* "unknown", "complete", "complete with losses", ... */
+static void describe_state(const rtomo_scan_outcome *o,
+                           rtomo_scan_verdict v, char *line, size_t size)
+{
+    const char *state = rtomo_scan_state_name(o->state);
+    if (v == RTOMO_VERDICT_PENDING)
+        append(line, size, "scan %s not finished (%s)", o->scan,
+               o->daemons ? state : "no answer");
+    else if (v == RTOMO_VERDICT_PARTIAL)
+        append(line, size, "scan %s complete with losses", o->scan);
+    else
+        append(line, size, "scan %s %s%s", o->scan, state,
+               o->incomplete ? " (incomplete)" : "");
+    if (o->code[0])
+        append(line, size, ": %s", o->code);
+    if (o->reason[0])
+        append(line, size, ": %s", o->reason);
+    else if (o->state == RTOMO_SCAN_UNKNOWN && v == RTOMO_VERDICT_FAILED)
+        append(line, size, ": rtomod has no record of it");
+}
+
+/* "; 500 frames accepted, 12 rejected (shape_mismatch: 12), ..." */
+static void describe_counts(const rtomo_scan_outcome *o, char *line,
+                            size_t size)
+{
+    append(line, size, "%s%ld frame%s accepted", o->code[0] ||
+           o->reason[0] ? "; " : ": ", o->frames, o->frames == 1 ? "" : "s");
+    if (o->rejected > 0) {
+        append(line, size, ", %ld rejected", o->rejected);
+        for (int i = 0; i < o->n_rejects; i++)
+            append(line, size, "%s%s: %ld", i ? ", " : " (",
+                   o->rejects[i].name, o->rejects[i].count);
+        if (o->n_rejects > 0)
+            append(line, size, ")");
+    }
+    if (o->dropped > 0)
+        append(line, size, ", %ld dropped", o->dropped);
+    if (o->missing > 0)
+        append(line, size, ", %ld missing", o->missing);
+    if (o->images > 0 || o->state == RTOMO_SCAN_COMPLETE)
+        append(line, size, ", %ld image%s published", o->images,
+               o->images == 1 ? "" : "s");
+    if (o->daemons > 1)
+        append(line, size, " (%d daemons together)", o->daemons);
+}
+
+rtomo_scan_verdict rtomo_scan_outcome_verdict(const rtomo_scan_outcome *o,
+                                              char *line, size_t size)
+{
+    rtomo_scan_verdict v;
+    if (o->daemons == 0 || !o->final)
+        v = RTOMO_VERDICT_PENDING;
+    else if (o->state != RTOMO_SCAN_COMPLETE || o->incomplete)
+        v = RTOMO_VERDICT_FAILED;
+    else if (o->rejected > 0 || o->dropped > 0 || o->missing > 0)
+        v = RTOMO_VERDICT_PARTIAL;
+    else
+        v = RTOMO_VERDICT_SUCCEEDED;
+    if (line && size > 0) {
+        line[0] = '\0';
+        describe_state(o, v, line, size);
+        describe_counts(o, line, size);
+    }
+    return v;
 }

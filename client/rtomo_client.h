@@ -22,7 +22,9 @@
  * each of them (fan-out: one set of PUSH sockets per daemon, the payload
  * shared, not copied), so that each daemon reconstructs its slice range of
  * the same stream.  `publish` may list several endpoints likewise; the
- * client subscribes to all and merges what they publish.
+ * client subscribes to all and merges what they publish.  `control` may
+ * list one endpoint per daemon too: rtomo_client_request asks the first,
+ * rtomo_client_wait_for_scan and rtomo_client_scan_outcome ask each.
  *
  * Losses: every published header carries a per-topic sequence number
  * ("seq"); the client tracks it per publisher and topic and reports in
@@ -48,7 +50,9 @@ typedef struct rtomo_client_options {
     const char *publish;        /* e.g. "tcp://host:5556"; several
                                    separated by commas = merged; NULL =
                                    none */
-    const char *control;        /* e.g. "tcp://127.0.0.1:5557"; NULL = none */
+    const char *control;        /* e.g. "tcp://127.0.0.1:5557"; several
+                                   separated by commas = one per daemon;
+                                   NULL = none */
     int connections;            /* ingest PUSH sockets (>= 1, default 1):
                                    frames go round-robin over them, begin
                                    and end messages always on the first.
@@ -196,6 +200,107 @@ rtomo_status rtomo_client_command(rtomo_client *client, const char *cmd,
 rtomo_status rtomo_client_wait_for_scan(rtomo_client *client,
                                         const char *scan, long frames,
                                         int stall_ms, rtomo_error *err);
+
+/* ------------------------------------------------------ scan outcome ---- */
+
+/*
+ * What became of a scan: the daemon's answer to {"cmd": "scan"}
+ * (PROTOCOL.md 3.9), merged over every daemon the client has a control
+ * endpoint for.  The ingest socket never answers, so this is how a sender
+ * learns whether what it sent was reconstructed.
+ */
+typedef enum rtomo_scan_state {
+    RTOMO_SCAN_UNKNOWN = 0,     /* "unknown": no record of it (not arrived
+                                   yet, never, or long forgotten) */
+    RTOMO_SCAN_ACQUIRING,       /* "acquiring": frames coming in */
+    RTOMO_SCAN_ENDING,          /* "ending": end received, frames pending */
+    RTOMO_SCAN_RECONSTRUCTING,  /* "reconstructing": images coming */
+    RTOMO_SCAN_COMPLETE,        /* "complete": every image published */
+    RTOMO_SCAN_ABORTED,         /* "aborted": abort, failure, shutdown */
+    RTOMO_SCAN_REFUSED,         /* "refused": its begin was rejected */
+    RTOMO_SCAN_OTHER            /* a state this library does not know */
+} rtomo_scan_state;
+
+/* "acquiring", ...; "other" for RTOMO_SCAN_OTHER. */
+const char *rtomo_scan_state_name(rtomo_scan_state state);
+
+#define RTOMO_OUTCOME_REJECTS 32    /* reject names kept per outcome */
+
+typedef struct rtomo_reject_tally {
+    char name[32];              /* a reject name (PROTOCOL.md 4) */
+    long count;
+} rtomo_reject_tally;
+
+typedef struct rtomo_scan_outcome {
+    char scan[RTOMO_ID_MAX];
+    char kind[8];               /* "tomo", "sbdx"; "" when no begin of it
+                                   was accepted */
+    rtomo_scan_state state;     /* merged: the worst of the daemons' */
+    int final;                  /* 1: no daemon's state will change */
+    long frames;                /* frames accepted */
+    long rejected;              /* ingest messages of it rejected, its
+                                   begin included */
+    long dropped;               /* accepted frames not reconstructed */
+    long missing;               /* projections that never arrived */
+    long images;                /* images published */
+    int incomplete;             /* ended by idle timeout or shutdown */
+    rtomo_reject_tally rejects[RTOMO_OUTCOME_REJECTS];  /* by reason */
+    int n_rejects;
+    char code[32];              /* short code ("idle_timeout", a reject
+                                   name, ...), "" if none */
+    char reason[512];           /* the daemon's sentence, "" if none */
+    int daemons;                /* answers merged (0: none yet) */
+} rtomo_scan_outcome;
+
+/* An outcome with no answer in it yet (daemons = 0) for `scan`. */
+void rtomo_scan_outcome_init(rtomo_scan_outcome *out, const char *scan);
+
+/* One daemon's answer: the "scan" object of its reply (daemons = 1).
+ * RTOMO_E_BACKEND when a field is missing or of the wrong type. */
+rtomo_status rtomo_scan_outcome_from_json(const json_t *scan,
+                                          rtomo_scan_outcome *out,
+                                          rtomo_error *err);
+
+/* Fold another daemon's answer into `into`: counts and rejects add up,
+ * final only when both are, incomplete when either is, and the state (with
+ * its code and reason) is the worse one: a state still changing over any
+ * final one (the least advanced first), then refused, aborted, a final
+ * state not known, unknown, complete. */
+void rtomo_scan_outcome_merge(rtomo_scan_outcome *into,
+                              const rtomo_scan_outcome *from);
+
+/*
+ * Ask every daemon for the fate of `scan`, polling until each answer is
+ * final or timeout_ms passes (0: ask once).  "unknown" counts as not
+ * final while the wait lasts: right after sending, the scan's messages
+ * may still be on their way.  RTOMO_OK once settled; RTOMO_E_UNAVAILABLE
+ * when not settled in time (*out then holds the last answers, daemons >
+ * 0) or a daemon did not answer (daemons = 0); RTOMO_E_INVALID when the
+ * daemon refused the request (a bad id, or a daemon without the "scan"
+ * command); RTOMO_E_BACKEND for a malformed answer; RTOMO_E_STATE without
+ * a control endpoint.
+ */
+rtomo_status rtomo_client_scan_outcome(rtomo_client *client, const char *scan,
+                                       int timeout_ms,
+                                       rtomo_scan_outcome *out,
+                                       rtomo_error *err);
+
+/* The success rule (PROTOCOL.md 3.9), in four verdicts. */
+typedef enum rtomo_scan_verdict {
+    RTOMO_VERDICT_SUCCEEDED = 0,    /* complete; nothing rejected, dropped
+                                       or missing; not incomplete */
+    RTOMO_VERDICT_PARTIAL,          /* complete, but something was rejected,
+                                       dropped or missing */
+    RTOMO_VERDICT_FAILED,           /* refused, aborted, incomplete, unknown,
+                                       or final in a state not known */
+    RTOMO_VERDICT_PENDING           /* not final yet */
+} rtomo_scan_verdict;
+
+/* Judge the outcome and write one line for people (no newline) into
+ * line[size] (line may be NULL), e.g. "scan s1 refused: bad_state: another
+ * scan is active; 0 frames accepted, 512 rejected (unknown_scan: 512)". */
+rtomo_scan_verdict rtomo_scan_outcome_verdict(const rtomo_scan_outcome *out,
+                                              char *line, size_t size);
 
 #ifdef __cplusplus
 }

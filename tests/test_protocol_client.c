@@ -554,6 +554,284 @@ START_TEST(wait_for_scan_progress)
 }
 END_TEST
 
+/* ------------------------------------------------------ scan outcome ---- */
+
+/* One daemon's answer, parsed from JSON text. */
+static rtomo_scan_outcome outcome_of(const char *text)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(text, 0, &jerr);
+    ck_assert_msg(j != NULL, "test JSON: %s", jerr.text);
+    rtomo_scan_outcome o;
+    rtomo_error err;
+    ck_assert_msg(rtomo_scan_outcome_from_json(j, &o, &err) == RTOMO_OK,
+                  "from_json: %s", err.message);
+    json_decref(j);
+    return o;
+}
+
+static rtomo_scan_verdict verdict_of(const rtomo_scan_outcome *o,
+                                     char *line, size_t size)
+{
+    return rtomo_scan_outcome_verdict(o, line, size);
+}
+
+/* The success rule: complete and nothing rejected, dropped, missing or
+ * incomplete; each departure has its verdict and its line says why. */
+START_TEST(outcome_success_rule)
+{
+    char line[1024];
+    rtomo_scan_outcome o = outcome_of(
+        "{\"id\":\"s1\",\"kind\":\"tomo\",\"state\":\"complete\",\"final\":true,"
+        "\"frames\":368,\"rejected\":0,\"rejects\":{},\"dropped\":0,"
+        "\"missing\":0,\"images\":8,\"incomplete\":false,\"reason\":null,"
+        "\"code\":null}");
+    ck_assert_int_eq(verdict_of(&o, line, sizeof line),
+                     RTOMO_VERDICT_SUCCEEDED);
+    ck_assert_str_eq(line, "scan s1 complete: 368 frames accepted, 8 images "
+                           "published");
+    ck_assert_str_eq(o.kind, "tomo");
+
+    static const char *const partial[] = {"\"rejected\":1", "\"dropped\":2",
+                                          "\"missing\":3"};
+    for (int i = 0; i < 3; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"id\":\"s1\",\"state\":\"complete\","
+                 "\"final\":true,\"frames\":5,%s}", partial[i]);
+        rtomo_scan_outcome p = outcome_of(text);
+        ck_assert_int_eq(verdict_of(&p, line, sizeof line),
+                         RTOMO_VERDICT_PARTIAL);
+        ck_assert_msg(strstr(line, "complete with losses"), "%s", line);
+    }
+    rtomo_scan_outcome inc = outcome_of(
+        "{\"id\":\"s1\",\"state\":\"complete\",\"final\":true,\"frames\":50,"
+        "\"missing\":462,\"incomplete\":true,\"code\":\"idle_timeout\","
+        "\"reason\":\"nothing arrived for 30000 ms\"}");
+    ck_assert_int_eq(verdict_of(&inc, line, sizeof line),
+                     RTOMO_VERDICT_FAILED);
+    ck_assert_str_eq(line, "scan s1 complete (incomplete): idle_timeout: "
+                           "nothing arrived for 30000 ms; 50 frames "
+                           "accepted, 462 missing, 0 images published");
+
+    rtomo_scan_outcome refused = outcome_of(
+        "{\"id\":\"s1\",\"kind\":null,\"state\":\"refused\",\"final\":true,"
+        "\"frames\":0,\"rejected\":513,\"rejects\":{\"bad_state\":1,"
+        "\"unknown_scan\":512},\"code\":\"bad_state\",\"reason\":\"another "
+        "scan is active\"}");
+    ck_assert_int_eq(verdict_of(&refused, line, sizeof line),
+                     RTOMO_VERDICT_FAILED);
+    ck_assert_str_eq(line, "scan s1 refused: bad_state: another scan is "
+                           "active; 0 frames accepted, 513 rejected "
+                           "(bad_state: 1, unknown_scan: 512)");
+    ck_assert_str_eq(refused.kind, "");
+
+    rtomo_scan_outcome unknown = outcome_of(
+        "{\"id\":\"s1\",\"state\":\"unknown\",\"final\":true}");
+    ck_assert_int_eq(verdict_of(&unknown, line, sizeof line),
+                     RTOMO_VERDICT_FAILED);
+    ck_assert_msg(strstr(line, "no record"), "%s", line);
+    rtomo_scan_outcome later = outcome_of(
+        "{\"id\":\"s1\",\"state\":\"reconstructing\",\"final\":false,"
+        "\"frames\":9}");
+    ck_assert_int_eq(verdict_of(&later, NULL, 0), RTOMO_VERDICT_PENDING);
+    rtomo_scan_outcome newer = outcome_of(
+        "{\"id\":\"s1\",\"state\":\"archived\",\"final\":true}");
+    ck_assert_int_eq(newer.state, RTOMO_SCAN_OTHER);
+    ck_assert_int_eq(verdict_of(&newer, NULL, 0), RTOMO_VERDICT_FAILED);
+    rtomo_scan_outcome none;
+    rtomo_scan_outcome_init(&none, "s1");
+    ck_assert_int_eq(verdict_of(&none, line, sizeof line),
+                     RTOMO_VERDICT_PENDING);
+
+    /* A line never overflows its buffer. */
+    char small[24];
+    memset(small, 'x', sizeof small);
+    verdict_of(&refused, small, 20);
+    ck_assert_uint_eq(strlen(small), 19);
+    ck_assert_int_eq(small[20], 'x');
+}
+END_TEST
+
+/* Malformed answers are errors, not outcomes. */
+START_TEST(outcome_malformed)
+{
+    static const char *const bad[] = {
+        "[]", "{\"id\":\"s\",\"final\":true}",
+        "{\"id\":\"s\",\"state\":\"complete\"}",
+        "{\"id\":\"s\",\"state\":\"complete\",\"final\":1}",
+        "{\"id\":\"s\",\"state\":\"complete\",\"final\":true,\"frames\":-1}",
+        "{\"id\":\"s\",\"state\":\"complete\",\"final\":true,\"frames\":1.5}",
+        "{\"id\":\"s\",\"state\":\"complete\",\"final\":true,\"reason\":3}",
+        "{\"id\":\"s\",\"state\":\"complete\",\"final\":true,"
+        "\"rejects\":{\"bad_json\":\"2\"}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *j = json_loads(bad[i], 0, NULL);
+        ck_assert_ptr_nonnull(j);
+        rtomo_scan_outcome o;
+        rtomo_error err;
+        ck_assert_msg(rtomo_scan_outcome_from_json(j, &o, &err) ==
+                      RTOMO_E_BACKEND, "accepted %s", bad[i]);
+        json_decref(j);
+    }
+}
+END_TEST
+
+/* Daemons sharing a stream: counts and rejects add up, the worst state
+ * wins with its reason, and the merge is final only when every answer
+ * is. */
+START_TEST(outcome_merge)
+{
+    rtomo_scan_outcome a = outcome_of(
+        "{\"id\":\"f\",\"kind\":\"tomo\",\"state\":\"complete\",\"final\":true,"
+        "\"frames\":100,\"rejected\":2,\"rejects\":{\"shape_mismatch\":2},"
+        "\"images\":4}");
+    rtomo_scan_outcome b = outcome_of(
+        "{\"id\":\"f\",\"kind\":\"tomo\",\"state\":\"aborted\",\"final\":true,"
+        "\"frames\":60,\"rejected\":3,\"rejects\":{\"shape_mismatch\":1,"
+        "\"duplicate_frame\":2},\"dropped\":60,\"code\":\"aborted\","
+        "\"reason\":\"aborted by a control request\"}");
+    rtomo_scan_outcome m;
+    rtomo_scan_outcome_init(&m, "f");
+    rtomo_scan_outcome_merge(&m, &a);
+    rtomo_scan_outcome_merge(&m, &b);
+    ck_assert_int_eq(m.daemons, 2);
+    ck_assert_int_eq(m.state, RTOMO_SCAN_ABORTED);
+    ck_assert(m.final);
+    ck_assert_int_eq(m.frames, 160);
+    ck_assert_int_eq(m.rejected, 5);
+    ck_assert_int_eq(m.dropped, 60);
+    ck_assert_int_eq(m.images, 4);
+    ck_assert_int_eq(m.n_rejects, 2);
+    ck_assert_str_eq(m.rejects[0].name, "shape_mismatch");
+    ck_assert_int_eq(m.rejects[0].count, 3);
+    ck_assert_str_eq(m.rejects[1].name, "duplicate_frame");
+    ck_assert_int_eq(m.rejects[1].count, 2);
+    ck_assert_str_eq(m.code, "aborted");
+    char line[1024];
+    ck_assert_int_eq(rtomo_scan_outcome_verdict(&m, line, sizeof line),
+                     RTOMO_VERDICT_FAILED);
+    ck_assert_msg(strstr(line, "2 daemons"), "%s", line);
+
+    /* Order does not matter for the state, and one daemon still working
+     * keeps the whole unsettled, whatever the others say. */
+    rtomo_scan_outcome busy = outcome_of(
+        "{\"id\":\"f\",\"state\":\"reconstructing\",\"final\":false}");
+    rtomo_scan_outcome early = outcome_of(
+        "{\"id\":\"f\",\"state\":\"acquiring\",\"final\":false}");
+    rtomo_scan_outcome refused = outcome_of(
+        "{\"id\":\"f\",\"state\":\"refused\",\"final\":true,\"rejected\":1,"
+        "\"code\":\"over_budget\",\"reason\":\"needs 9 GiB\"}");
+    rtomo_scan_outcome unknown = outcome_of(
+        "{\"id\":\"f\",\"state\":\"unknown\",\"final\":true}");
+    const rtomo_scan_outcome *orders[][3] = {
+        {&busy, &refused, &early}, {&early, &busy, &refused},
+        {&refused, &early, &busy}};
+    for (int k = 0; k < 3; k++) {
+        rtomo_scan_outcome_init(&m, "f");
+        for (int i = 0; i < 3; i++)
+            rtomo_scan_outcome_merge(&m, orders[k][i]);
+        ck_assert_int_eq(m.state, RTOMO_SCAN_ACQUIRING);
+        ck_assert(!m.final);
+        ck_assert_int_eq(rtomo_scan_outcome_verdict(&m, NULL, 0),
+                         RTOMO_VERDICT_PENDING);
+    }
+    const rtomo_scan_outcome *finals[] = {&a, &unknown, &refused};
+    rtomo_scan_outcome_init(&m, "f");
+    for (int i = 0; i < 3; i++)
+        rtomo_scan_outcome_merge(&m, finals[i]);
+    ck_assert_int_eq(m.state, RTOMO_SCAN_REFUSED);
+    ck_assert_str_eq(m.reason, "needs 9 GiB");
+    rtomo_scan_outcome_init(&m, "f");
+    rtomo_scan_outcome_merge(&m, &a);
+    rtomo_scan_outcome_merge(&m, &unknown);
+    ck_assert_int_eq(m.state, RTOMO_SCAN_UNKNOWN);  /* one never saw it */
+    ck_assert(m.final);
+}
+END_TEST
+
+/* Two stand-in daemons answer "scan": the client asks both, polls until
+ * both are final (a daemon without a record yet counts as not final),
+ * and merges; it gives up after its timeout with the last answers. */
+START_TEST(outcome_over_control)
+{
+    static const char *const first[] = {
+        "{\"ok\":true,\"scan\":{\"id\":\"f\",\"state\":\"reconstructing\","
+        "\"final\":false,\"frames\":10}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"f\",\"state\":\"complete\","
+        "\"final\":true,\"frames\":10,\"images\":2}}"};
+    static const char *const second[] = {
+        "{\"ok\":true,\"scan\":{\"id\":\"f\",\"state\":\"unknown\","
+        "\"final\":true}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"f\",\"state\":\"unknown\","
+        "\"final\":true}}",
+        "{\"ok\":true,\"scan\":{\"id\":\"f\",\"state\":\"complete\","
+        "\"final\":true,\"frames\":9,\"images\":2,\"rejected\":1,"
+        "\"rejects\":{\"duplicate_frame\":1}}}"};
+    responder r1, r2;
+    start_responder(&r1, first, 2);
+    start_responder(&r2, second, 3);
+    char controls[600];
+    snprintf(controls, sizeof controls, "%s,%s", r1.endpoint, r2.endpoint);
+    rtomo_client *c = open_client(NULL, NULL, controls, 1);
+    rtomo_scan_outcome o;
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_scan_outcome(c, "f", 5000, &o, &err) ==
+                  RTOMO_OK, "%s", err.message);
+    ck_assert_int_eq(o.daemons, 2);
+    ck_assert_int_eq(o.state, RTOMO_SCAN_COMPLETE);
+    ck_assert_int_eq(o.frames, 19);
+    ck_assert_int_eq(o.images, 4);
+    ck_assert_int_eq(o.rejected, 1);
+    ck_assert_int_eq(rtomo_scan_outcome_verdict(&o, NULL, 0),
+                     RTOMO_VERDICT_PARTIAL);
+    rtomo_client_close(c);
+    stop_responder(&r1);
+    stop_responder(&r2);
+
+    /* Never final: the wait ends at its timeout, with the last answer. */
+    static const char *const stuck[] = {
+        "{\"ok\":true,\"scan\":{\"id\":\"g\",\"state\":\"acquiring\","
+        "\"final\":false,\"frames\":3}}"};
+    start_responder(&r1, stuck, 1);
+    c = open_client(NULL, NULL, r1.endpoint, 1);
+    double t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "g", 150, &o, &err),
+                     RTOMO_E_UNAVAILABLE);
+    ck_assert_double_ge(now_ms() - t0, 150);
+    ck_assert_double_lt(now_ms() - t0, 2000);
+    ck_assert_int_eq(o.daemons, 1);
+    ck_assert_int_eq(o.frames, 3);
+    ck_assert_msg(strstr(err.message, "still acquiring"), "%s", err.message);
+    /* Asked once (timeout 0), the answer comes back as it is. */
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "g", 0, &o, &err),
+                     RTOMO_OK);
+    ck_assert_int_eq(o.state, RTOMO_SCAN_ACQUIRING);
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "", 0, &o, &err),
+                     RTOMO_E_INVALID);
+    /* An answer about another scan is not this scan's. */
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "h", 0, &o, &err),
+                     RTOMO_E_BACKEND);
+    ck_assert_int_eq(o.daemons, 0);
+    rtomo_client_close(c);
+    stop_responder(&r1);
+
+    /* Refusals of the request itself are errors. */
+    static const char *const refuse[] = {
+        "{\"ok\":false,\"error\":\"unknown_command\",\"message\":\"no scan\"}"};
+    start_responder(&r1, refuse, 1);
+    c = open_client(NULL, NULL, r1.endpoint, 1);
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "g", 1000, &o, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_int_eq(o.daemons, 0);
+    rtomo_client_close(c);
+    stop_responder(&r1);
+    rtomo_client *none = open_client(NULL, r1.endpoint, NULL, 1);
+    ck_assert_int_eq(rtomo_client_scan_outcome(none, "g", 10, &o, &err),
+                     RTOMO_E_STATE);
+    rtomo_client_close(none);
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
     Suite *suite = suite_create("protocol client");
@@ -570,6 +848,12 @@ static Suite *client_suite(void)
     tcase_add_test(control, control_requests);
     tcase_add_test(control, wait_for_scan_progress);
     suite_add_tcase(suite, control);
+    TCase *outcome = tcase_create("outcome");
+    tcase_add_test(outcome, outcome_success_rule);
+    tcase_add_test(outcome, outcome_malformed);
+    tcase_add_test(outcome, outcome_merge);
+    tcase_add_test(outcome, outcome_over_control);
+    suite_add_tcase(suite, outcome);
     return suite;
 }
 
