@@ -7,6 +7,12 @@
  * and prints frames/s and MB/s at the end.  With --fanout every message goes
  * to several daemons, each reconstructing its own slice range.
  *
+ * The ingest socket never answers, so after each scan's end rtomo-push asks
+ * the daemons' control sockets what became of it (PROTOCOL.md 3.9) and
+ * exits non-zero, with the daemon's reason, unless every scan was
+ * reconstructed whole.  With --repeat it asks about scan N while scan N+1
+ * is being sent, as a camera that does not wait would.
+ *
  * Frames are generated before sending starts (so that generation never
  * limits the rate) into a bounded cache; when a scan needs more distinct
  * frames than fit, the cached ones are sent in turn.
@@ -31,10 +37,27 @@
 
 static const char *program = "rtomo-push";
 
+/* Exit codes beyond tool_common's TOOL_OK (0), TOOL_FAILED (1: not sent,
+ * no connection) and TOOL_USAGE (2), kept for every tool: what the daemon
+ * made of the scans. */
+enum {
+    PUSH_SCAN_FAILED = 3,       /* refused, aborted, failed, incomplete or
+                                   unknown to the daemon */
+    PUSH_SCAN_PARTIAL = 4,      /* complete, but frames rejected, dropped or
+                                   missing */
+    PUSH_NO_OUTCOME = 5         /* not finished within --wait, or no answer
+                                   from the control socket */
+};
+
+#define DEFAULT_WAIT_S 60.0
+
 typedef struct push_options {
     rtomo_client_options client;
     char scan[RTOMO_ID_MAX];
     int sbdx, noise, quiet, sync;
+    int wait;                   /* ask for each scan's outcome */
+    double wait_s;              /* how long to wait for it */
+    char control[1024];         /* the derived control endpoint(s) */
     double rate;
     long repeat, cache_mb;
     /* tomography */
@@ -63,6 +86,7 @@ typedef struct push_stats {
     long frames;
     double bytes;
     double t0;                  /* first send */
+    double waited;              /* seconds spent waiting for outcomes */
     long paced;                 /* frames sent under --rate so far */
 } push_stats;
 
@@ -77,10 +101,16 @@ static void usage(FILE *out)
 "      --fanout EP1,EP2,..  send every message to each of these ingest\n"
 "                           sockets (several daemons, each configured with\n"
 "                           its slice range: docs/rtomod.md)\n"
-"  -c, --control ENDPOINT   control socket, used with --connections > 1 to\n"
-"                           wait for the scan to start and all frames to\n"
-"                           arrive before scan_end (default\n"
-"                           tcp://localhost:5557)\n"
+"  -c, --control ENDPOINT   control socket(s), asked what became of each\n"
+"                           scan, and with --connections > 1 whether the\n"
+"                           scan started and all frames arrived before\n"
+"                           scan_end; with --fanout one per daemon, EP1,EP2,..\n"
+"                           (default: each ingest endpoint's host, its port\n"
+"                           + 2, as in rtomod's defaults 5555 and 5557)\n"
+"  -w, --wait SECONDS       wait this long at most for each scan's outcome\n"
+"                           after its end (default 60)\n"
+"      --no-wait            fire and forget: do not ask; exit status 0 then\n"
+"                           means only that everything was sent\n"
 "      --no-sync            with several connections, do not wait (frames may\n"
 "                           then overtake scan_begin or scan_end)\n"
 "  -k, --connections K      K PUSH sockets, frames round-robin (default 1)\n"
@@ -119,7 +149,16 @@ static void usage(FILE *out)
 "      --cache-mb MB        memory for generated frames (default 1024)\n"
 "  -h, --help               show this help\n"
 "\n"
-"Exit status: 0 all sent, 1 failure (refused, not sent), 2 bad usage.\n");
+"Exit status (the worst over all scans):\n"
+"  0  every scan complete: all frames reconstructed, none rejected, dropped\n"
+"     or missing (with --no-wait: everything sent)\n"
+"  1  not sent: no connection, a send failed, or interrupted\n"
+"  2  bad usage\n"
+"  3  a scan was refused, aborted, failed, ended incomplete, or never\n"
+"     reached the daemon; the daemon's reason is printed\n"
+"  4  a scan completed, but frames were rejected, dropped or missing\n"
+"  5  the outcome is not known: not final within --wait, or the control\n"
+"     socket did not answer\n");
 }
 
 /* ----------------------------------------------------------- options ---- */
@@ -128,7 +167,7 @@ enum {
     OPT_SIZE = 256, OPT_HEIGHT, OPT_RANGE, OPT_DARKS, OPT_FLATS, OPT_NOISE,
     OPT_SLICES, OPT_FILTER, OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
     OPT_RATIOS, OPT_FRAMES, OPT_PLANES, OPT_RAW, OPT_SHAPE, OPT_DTYPE,
-    OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT
+    OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT, OPT_NO_WAIT
 };
 
 static int parse_dtype(const char *text, push_options *o)
@@ -153,6 +192,10 @@ static int apply_option(int c, const char *arg, push_options *o)
         return 0;
     case 'c': o->client.control = arg; return 0;
     case OPT_NO_SYNC: o->sync = 0; return 0;
+    case 'w':
+        return tool_parse_double(program, "--wait", arg, 0.001, 1e6,
+                                 &o->wait_s);
+    case OPT_NO_WAIT: o->wait = 0; return 0;
     case 'k': {
         long k;
         if (tool_parse_int(program, "--connections", arg, 1, 256, &k) != 0)
@@ -268,6 +311,8 @@ static int parse_args(int argc, char **argv, push_options *o)
         {"fanout", required_argument, NULL, OPT_FANOUT},
         {"control", required_argument, NULL, 'c'},
         {"no-sync", no_argument, NULL, OPT_NO_SYNC},
+        {"wait", required_argument, NULL, 'w'},
+        {"no-wait", no_argument, NULL, OPT_NO_WAIT},
         {"connections", required_argument, NULL, 'k'},
         {"rate", required_argument, NULL, 'r'},
         {"scan", required_argument, NULL, 's'},
@@ -296,7 +341,7 @@ static int parse_args(int argc, char **argv, push_options *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c, dtype_given = 0, angles_given = 0;
-    while ((c = getopt_long(argc, argv, "i:c:k:r:s:R:qa:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:c:k:r:s:R:qa:w:h", options, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             exit(TOOL_OK);
@@ -466,6 +511,51 @@ static void wait_for_daemon(rtomo_client *c, const push_options *o,
                 "going on\n", program, err.message);
 }
 
+/* ---------------------------------------------------------- outcome ---- */
+
+/* The exit status that says more of two (the worse news wins). */
+static int worse_status(int a, int b)
+{
+    static const int rank[] = {[TOOL_OK] = 0, [PUSH_SCAN_PARTIAL] = 1,
+                               [PUSH_NO_OUTCOME] = 2, [PUSH_SCAN_FAILED] = 3,
+                               [TOOL_FAILED] = 4, [TOOL_USAGE] = 5};
+    return rank[b] > rank[a] ? b : a;
+}
+
+/* Ask the daemons what became of scan `id` (waiting up to --wait), print
+ * one line, and return the exit status it calls for. */
+static int await_outcome(rtomo_client *c, const push_options *o,
+                         push_stats *stats, const char *id)
+{
+    if (!o->wait)
+        return TOOL_OK;
+    double t0 = tool_now();
+    rtomo_scan_outcome out;
+    rtomo_error err;
+    rtomo_status st = rtomo_client_scan_outcome(
+        c, id, (int)(o->wait_s * 1000.0 + 0.5), &out, &err);
+    stats->waited += tool_now() - t0;
+    if (st != RTOMO_OK && out.daemons == 0) {
+        fprintf(stderr, "%s: cannot learn what became of scan %s: %s\n",
+                program, id, err.message);
+        return PUSH_NO_OUTCOME;
+    }
+    char line[1024];
+    rtomo_scan_verdict v = rtomo_scan_outcome_verdict(&out, line,
+                                                      sizeof line);
+    if (v == RTOMO_VERDICT_SUCCEEDED) {
+        printf("%s: %s\n", program, line);
+        return TOOL_OK;
+    }
+    if (v == RTOMO_VERDICT_PENDING)
+        fprintf(stderr, "%s: %s after waiting %g s (--wait)\n", program,
+                line, o->wait_s);
+    else
+        fprintf(stderr, "%s: %s\n", program, line);
+    return v == RTOMO_VERDICT_PARTIAL ? PUSH_SCAN_PARTIAL
+         : v == RTOMO_VERDICT_FAILED ? PUSH_SCAN_FAILED : PUSH_NO_OUTCOME;
+}
+
 /* ---------------------------------------------------------- sending ---- */
 
 static int send_frame(rtomo_client *c, const push_options *o,
@@ -622,6 +712,10 @@ static int run(rtomo_client *c, const push_options *o, push_stats *stats)
     else
         r = simulate_tomo(o, &darks, &flats, &frames);
     stats->t0 = tool_now();
+    /* The scan sent before the current one: its outcome is asked once the
+     * current one is sent, so that acquisition overlaps reconstruction. */
+    char previous[RTOMO_ID_MAX] = "";
+    int status = TOOL_OK;
     for (long k = 0; r == 0 && k < o->repeat && !tool_interrupted; k++) {
         char id[RTOMO_ID_MAX];      /* --scan left room for the suffix */
         if (o->repeat > 1)
@@ -635,31 +729,103 @@ static int run(rtomo_client *c, const push_options *o, push_stats *stats)
         if (r == 0 && !o->quiet)
             printf("%s: pushed %s: %ld frames\n", program, id,
                    stats->frames - before);
+        if (r == 0 && previous[0])
+            status = worse_status(status, await_outcome(c, o, stats,
+                                                        previous));
+        if (r == 0)
+            snprintf(previous, sizeof previous, "%s", id);
     }
+    if (previous[0] && !tool_interrupted)
+        status = worse_status(status, await_outcome(c, o, stats, previous));
     rtomo_client_close(c);      /* waits until queued frames have left */
     rtomo_sbdx_spec_clear(&sbdx);
     frame_set_free(&darks);
     frame_set_free(&flats);
     frame_set_free(&frames);
-    return r == 0 && !tool_interrupted ? TOOL_OK : TOOL_FAILED;
+    return r == 0 && !tool_interrupted ? status : TOOL_FAILED;
+}
+
+/* ------------------------------------------------------ control side ---- */
+
+/* Append to out[size] the control endpoint that rtomod's default layout
+ * puts beside the ingest endpoint ingest[0..len) = tcp://HOST:PORT:
+ * tcp://HOST:PORT+2 (5555 -> 5557).  0, or -1 when it is not of that
+ * form or does not fit. */
+static int control_beside(const char *ingest, size_t len, char *out,
+                          size_t size)
+{
+    char ep[512], *end = NULL;
+    if (len >= sizeof ep || strncmp(ingest, "tcp://", 6) != 0)
+        return -1;
+    memcpy(ep, ingest, len);
+    ep[len] = '\0';
+    char *colon = strrchr(ep, ':');
+    long port = colon > ep + 6 ? strtol(colon + 1, &end, 10) : 0;
+    if (!end || end == colon + 1 || *end || port < 1 || port > 65533)
+        return -1;
+    *colon = '\0';
+    size_t used = strlen(out);
+    int n = snprintf(out + used, size - used, "%s%s:%ld", used ? "," : "",
+                     ep, port + 2);
+    return n < 0 || (size_t)n >= size - used ? -1 : 0;
+}
+
+static int count_endpoints(const char *list)
+{
+    int n = 1;
+    for (; *list; list++)
+        n += *list == ',';
+    return n;
+}
+
+/* The control endpoints: --control, else one beside each ingest
+ * endpoint.  0, or TOOL_USAGE after a message. */
+static int choose_control(push_options *o)
+{
+    const char *ingest = o->client.ingest;
+    if (o->client.control) {
+        int n = count_endpoints(o->client.control);
+        if (n != count_endpoints(ingest))
+            return tool_usage_error(program, "--control lists %d "
+                                    "endpoint%s for %d daemons (one per "
+                                    "ingest endpoint)", n, n == 1 ? "" : "s",
+                                    count_endpoints(ingest));
+        return TOOL_OK;
+    }
+    o->control[0] = '\0';
+    for (const char *p = ingest;; p++) {
+        size_t len = strcspn(p, ",");
+        if (control_beside(p, len, o->control, sizeof o->control) != 0)
+            return tool_usage_error(program, "no control endpoint can be "
+                                    "derived from ingest '%.*s' (not "
+                                    "tcp://HOST:PORT): give --control, or "
+                                    "--no-wait", (int)len, p);
+        p += len;
+        if (!*p)
+            break;
+    }
+    o->client.control = o->control;
+    return TOOL_OK;
 }
 
 int main(int argc, char **argv)
 {
-    push_options o = {.sync = 1, .repeat = 1, .cache_mb = 1024, .width = 512,
+    push_options o = {.sync = 1, .wait = 1, .wait_s = DEFAULT_WAIT_S,
+                      .repeat = 1, .cache_mb = 1024, .width = 512,
                       .height = 8, .angles = 360, .range = 180, .darks = 4,
                       .flats = 4, .holes = {100, 100}, .detector = {160, 80},
                       .shift = 10, .frames = 10, .ratio_first = 0.6,
                       .ratio_last = 2.25, .ratio_count = 32};
     rtomo_client_options_init(&o.client);
     o.client.ingest = "tcp://localhost:5555";
-    o.client.control = "tcp://localhost:5557";
     o.client.linger_ms = -1;    /* every queued frame gets delivered */
     int st = parse_args(argc, argv, &o);
     if (st != TOOL_OK)
         return st;
-    if (o.client.connections < 2 || !o.sync)
-        o.client.control = NULL;
+    if (!o.wait && (o.client.connections < 2 || !o.sync))
+        o.client.control = NULL;        /* not needed */
+    else if (choose_control(&o) != TOOL_OK)
+        return TOOL_USAGE;
     rtomo_error err;
     rtomo_client *c = rtomo_client_open(&o.client, &err);
     if (!c)
@@ -668,7 +834,8 @@ int main(int argc, char **argv)
     push_stats stats = {0};
     int daemons = rtomo_client_daemons(c);
     st = run(c, &o, &stats);      /* closes the client */
-    double seconds = tool_now() - stats.t0;
+    /* The rate of sending: the waits for outcomes do not count. */
+    double seconds = tool_now() - stats.t0 - stats.waited;
     printf("%s: %ld frames, %.1f MB in %.3f s: %.1f frames/s, %.1f MB/s "
            "(%d connection%s%s)\n", program, stats.frames, stats.bytes / 1e6,
            seconds, seconds > 0 ? stats.frames / seconds : 0.0,

@@ -33,6 +33,9 @@ static void usage(FILE *out)
 "                           rtomoctl set-config reconstruction.filter=hann\n"
 "                           rtomoctl set-config reconstruction.roi=null\n"
 "  abort [SCAN]           abort the active scan (or the one named)\n"
+"  scan SCAN              what became of a scan: its state, frames accepted,\n"
+"                         rejected (by reason), dropped, missing, images,\n"
+"                         and the daemon's reason when it failed\n"
 "  request JSON           send any request object as it is\n"
 "\n"
 "Options:\n"
@@ -106,6 +109,8 @@ static json_t *build_request(int argc, char **argv)
         return argc == 2 ? json_pack("{s:s, s:s}", "cmd", "abort", "scan",
                                      argv[1])
                          : json_pack("{s:s}", "cmd", "abort");
+    if (strcmp(cmd, "scan") == 0 && argc == 2)
+        return json_pack("{s:s, s:s}", "cmd", "scan", "scan", argv[1]);
     if (strcmp(cmd, "request") == 0 && argc == 2) {
         json_error_t error;
         json_t *request = json_loads(argv[1], 0, &error);
