@@ -4,9 +4,11 @@ protocol/PROTOCOL.md alone.
 
 It simulates a small parallel-beam scan of an analytic phantom (discs, whose
 projections are known exactly), pushes it to rtomod with darks and flats,
-subscribes to the reconstructed slices, and shows one: an ASCII preview, its
-statistics against the phantom's true attenuation, a .npy file, and a PNG
-when matplotlib is installed.
+asks the daemon what became of the scan (PROTOCOL.md 3.9) and exits 1 with
+the daemon's reason unless it was reconstructed whole, then shows one of the
+slices it subscribed to: an ASCII preview, its statistics against the
+phantom's true attenuation, a .npy file, and a PNG when matplotlib is
+installed.
 
 Needs pyzmq and numpy (Debian: python3-zmq python3-numpy).
 
@@ -39,6 +41,7 @@ def parse_args():
     p.add_argument("--daemon", default="localhost", help="rtomod host")
     p.add_argument("--ingest", help="ingest endpoint (tcp://HOST:5555)")
     p.add_argument("--publish", help="publish endpoint (tcp://HOST:5556)")
+    p.add_argument("--control", help="control endpoint (tcp://HOST:5557)")
     p.add_argument("--size", type=int, default=128, help="detector width")
     p.add_argument("--rows", type=int, default=4, help="detector rows")
     p.add_argument("--angles", type=int, default=180,
@@ -46,12 +49,13 @@ def parse_args():
     p.add_argument("--scan", default="pyscan-%d" % int(time.time()),
                    help="scan id")
     p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait for the slices")
+                   help="seconds to wait for the scan's outcome and slices")
     p.add_argument("--output", default="slice.npy",
                    help="where to save the shown slice (.npy)")
     args = p.parse_args()
     args.ingest = args.ingest or "tcp://%s:5555" % args.daemon
     args.publish = args.publish or "tcp://%s:5556" % args.daemon
+    args.control = args.control or "tcp://%s:5557" % args.daemon
     return args
 
 
@@ -120,6 +124,61 @@ def push_scan(args, sock):
         send(sock, dict(frame, type="projection", index=i, angle=angle),
              counts(raw))
     send(sock, {"protocol": PROTOCOL, "type": "scan_end", "scan": args.scan})
+
+
+def control_request(ctx, endpoint, request, timeout_s=3.0):
+    """One control request and its reply (PROTOCOL.md 7).  A fresh REQ
+    socket each time: one that missed its reply could not send again."""
+    req = ctx.socket(zmq.REQ)
+    req.setsockopt(zmq.LINGER, 0)
+    req.connect(endpoint)
+    try:
+        req.send(json.dumps(request).encode("utf-8"))
+        if not req.poll(int(timeout_s * 1000)):
+            raise RuntimeError("rtomod at %s did not answer within %g s"
+                               % (endpoint, timeout_s))
+        return json.loads(req.recv())
+    finally:
+        req.close()
+
+
+def wait_for_outcome(args, ctx):
+    """What became of our scan (PROTOCOL.md 3.9): ask "scan" until the
+    answer is final.  The ingest socket never answers, so this is the only
+    reliable way to know.  "unknown" right after the end may mean that our
+    messages are still on their way: keep asking until the timeout."""
+    deadline = time.time() + args.timeout
+    while True:
+        reply = control_request(ctx, args.control,
+                                {"cmd": "scan", "scan": args.scan})
+        if not reply["ok"]:
+            raise RuntimeError("rtomod refused the request: %s: %s"
+                               % (reply["error"], reply["message"]))
+        scan = reply["scan"]
+        settled = scan["final"] and scan["state"] != "unknown"
+        if settled or time.time() > deadline:
+            return scan
+        time.sleep(0.1)
+
+
+def judge(scan):
+    """(succeeded, one line for people), by PROTOCOL.md 3.9's rule: complete,
+    and nothing rejected, dropped, missing or incomplete."""
+    ok = (scan["state"] == "complete" and scan["rejected"] == 0
+          and scan["dropped"] == 0 and scan["missing"] == 0
+          and not scan["incomplete"])
+    line = "scan %s %s" % (scan["id"], scan["state"])
+    for why in (scan["code"], scan["reason"]):
+        if why:
+            line += ": " + why
+    line += "; %d frames accepted" % scan["frames"]
+    if scan["rejected"]:
+        line += ", %d rejected (%s)" % (scan["rejected"], ", ".join(
+            "%s: %d" % item for item in scan["rejects"].items()))
+    for count in ("dropped", "missing"):
+        if scan[count]:
+            line += ", %d %s" % (scan[count], count)
+    return ok, line + ", %d images published" % scan["images"]
 
 
 def receive_slices(args, sub):
@@ -203,10 +262,20 @@ def main():
     push_scan(args, push)
     print("pushed %d projections of %dx%d in %.2f s"
           % (args.angles, args.size, args.rows, time.time() - t0))
-    slices = receive_slices(args, sub)
+    # While we ask, the slices wait in the SUB socket's queue (a few here;
+    # a client of large scans would read them meanwhile).
+    try:
+        ok, line = judge(wait_for_outcome(args, ctx))
+    except RuntimeError as e:
+        ok, line = False, "cannot learn what became of scan %s: %s" % (
+            args.scan, e)
+    print(line, file=sys.stdout if ok else sys.stderr)
+    slices = receive_slices(args, sub) if ok else {}
     push.close()
     sub.close(linger=0)
     ctx.term()
+    if not ok:
+        return 1
     if not slices:
         print("no slice of scan %s arrived within %g s" % (args.scan,
                                                            args.timeout))
