@@ -187,7 +187,8 @@ static char *answer(rtomod *d, const char *text, size_t size, int n_parts)
     char *error = NULL;
     json_t *reply = NULL;
     if (!cmd) {
-        error = error_reply("bad_argument", "a request needs \"cmd\": a "
+        /* PROTOCOL.md 7: no command named is an unknown command. */
+        error = error_reply("unknown_command", "a request needs \"cmd\": a "
                             "command name string");
     } else {
         size_t i = 0;

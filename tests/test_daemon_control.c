@@ -107,8 +107,10 @@ START_TEST(commands_and_bad_requests)
 
     assert_error(daemon_request(c, "{\"cmd\": \"reboot\"}"), "unknown_command",
                  "reboot");
-    assert_error(daemon_request(c, "{\"command\": \"ping\"}"), "bad_argument",
-                 "cmd");
+    /* PROTOCOL.md 7: a missing or non-string "cmd" is unknown_command. */
+    assert_error(daemon_request(c, "{\"command\": \"ping\"}"),
+                 "unknown_command", "cmd");
+    assert_error(daemon_request(c, "{\"cmd\": 5}"), "unknown_command", "cmd");
     assert_error(daemon_request(c, "{\"cmd\": \"abort\"}"), "bad_state",
                  "no scan");
     assert_error(daemon_request(c, "{\"cmd\": \"set_config\"}"),
