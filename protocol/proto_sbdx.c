@@ -208,11 +208,10 @@ static int parse_plane_format(const char *name, int *out)
 static int u16_scale_reject(double scale, rtomo_reject_info *why)
 {
     return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                            "field \"output.u16_scale\" = %g is not a "
-                            "positive normal float32 of at most %g (as a "
-                            "float it must be in [%g, %g])", scale,
-                            PROTO_MAX_U16_SCALING, (double)FLT_MIN,
-                            PROTO_MAX_U16_SCALING);
+                            "field \"output.u16_scale\" = %g is outside "
+                            "[%g, %g] (a positive normal float32: 0 and "
+                            "values that become 0 or subnormal are refused)",
+                            scale, (double)FLT_MIN, PROTO_MAX_U16_SCALING);
 }
 
 static int u16_offset_reject(double offset, rtomo_reject_info *why)
