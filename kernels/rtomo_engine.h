@@ -358,16 +358,34 @@ rtomo_status rtomo_fbp_filter_response(const rtomo_fbp_geometry *g,
  * ones gives; R_k = 1 +- 15% per pixel for most ratios, 0..4x where n
  * aliases with m, e.g. n = 2).  flat_field selects what the planes hold:
  *   1 (the default, set by rtomo_sbdx_geometry_init): each plane divided by
- *     its response, u_k(i, j) = raw_k(i, j) / R_k(i, j) where
- *     R_k(i, j) >= RTOMO_SBDX_RESPONSE_FLOOR, and 0 where it is below (the
- *     edge of the field of view, which too few rays reach to be
- *     corrected).  A uniform frame of value v then reconstructs to v, to
- *     float rounding, wherever R_k reaches the floor.
+ *     its response, u_k(i, j) = raw_k(i, j) / R_k(i, j) in the field of
+ *     view (R_k reaches RTOMO_SBDX_RESPONSE_FLOOR, by the exact rule of
+ *     RTOMO_SBDX_FIELD_OF_VIEW_MIN below), and 0 outside it (the edge of
+ *     the field of view, which too few rays reach to be corrected).  A
+ *     uniform frame of value v then reconstructs to v, to float rounding,
+ *     in the field of view.
  *   0: the raw planes (the SBDX paper's sums, scaled as above).
  * The composite and the 16-bit planes are made from the planes as selected
  * here (see rtomo_sbdx_output).
  */
 #define RTOMO_SBDX_RESPONSE_FLOOR 0.25
+
+/* Where a pixel is in the field of view: R = (double)Rx * (double)Ry (the
+ * product of the float axis responses, exact in double) reaches the floor
+ * less 2^-16 of it.  The margin is about 1000 times the rounding of R
+ * (at most 2^-22 relative: float weights, float responses), and so small
+ * that no sampling pattern puts a response inside it by design: a pixel
+ * whose response is exactly 0.25 in exact arithmetic (common: 0.4 x
+ * 0.625) is in the field of view on every backend and configuration,
+ * however its weights round.  sbdx_lut.h gives the exact response. */
+#define RTOMO_SBDX_FIELD_OF_VIEW_MIN \
+    (RTOMO_SBDX_RESPONSE_FLOOR * (1.0 - 1.0 / 65536.0))
+
+/* The depth map's value at a pixel where no plane is a candidate (with
+ * flat_field = 1: outside every plane's field of view), distinct from
+ * every plane index (n_planes <= RTOMO_SBDX_MAX_PLANES); the composite is
+ * 0 there. */
+#define RTOMO_SBDX_DEPTH_NONE 65535
 
 typedef struct rtomo_sbdx_geometry {
     int holes_x, holes_y;       /* collimator holes Wc x Hc */
@@ -403,7 +421,9 @@ typedef struct rtomo_sbdx_output {
                                    of plane depth(i, j) (flat-fielded or
                                    raw, as the planes) */
     uint16_t *depth;            /* the plane of largest local variance of
-                                   its flat-fielded values per pixel */
+                                   its flat-fielded values per pixel;
+                                   RTOMO_SBDX_DEPTH_NONE where no plane
+                                   measured the pixel */
 } rtomo_sbdx_output;
 
 typedef struct rtomo_sbdx rtomo_sbdx;

@@ -117,7 +117,9 @@ static void column_sums_slide(band_work *w, const plane_view *p, int radius,
 
 /* Local variances of row j (whose column sums are current), folded into
  * the band's best plane so far.  Counts are exact integers in double, so
- * sliding them leaves no residue. */
+ * sliding them leaves no residue.  A one-pixel window (radius 0) has
+ * variance 0 by the rule: said outright, as running sums of u and u^2
+ * could leave rounding residue. */
 static void fold_row_variance(band_work *w, const plane_view *p, int radius,
                               int j, int plane, double *best_var,
                               uint16_t *best_plane)
@@ -136,7 +138,10 @@ static void fold_row_variance(band_work *w, const plane_view *p, int radius,
         int hi = clip(i + radius, 0, width - 1);
         double n = w->pre_n[hi + 1] - w->pre_n[lo];
         double mean = (w->pre_sum[hi + 1] - w->pre_sum[lo]) / n;
-        double var = (w->pre_sq[hi + 1] - w->pre_sq[lo]) / n - mean * mean;
+        double var = radius == 0
+                         ? 0.0
+                         : (w->pre_sq[hi + 1] - w->pre_sq[lo]) / n -
+                               mean * mean;
         if (var > best_var[i]) {
             best_var[i] = var;
             best_plane[i] = (uint16_t)plane;
@@ -211,14 +216,12 @@ rtomo_status rtomo_sbdx_composite_rows(const rtomo_sbdx_stack *stack,
                                "of width %d", row_count, width);
     }
     size_t plane_size = (size_t)width * height;
-    /* A one-pixel window has variance 0 on every plane: all tie, plane 0.
-     * Said outright, as running sums would leave rounding residue. */
-    int n_planes = radius == 0 ? 0 : stack->n_planes;
+    /* No candidate yet: "no plane", which stays where none counts. */
     for (size_t b = 0; b < (size_t)row_count * width; b++) {
-        w.best_plane[b] = 0;
+        w.best_plane[b] = RTOMO_SBDX_DEPTH_NONE;
         w.best_var[b] = -INFINITY;
     }
-    for (int k = 0; k < n_planes; k++) {
+    for (int k = 0; k < stack->n_planes; k++) {
         plane_view p = {stack->planes + plane_size * k,
                         stack->response_x ? stack->response_x[k] : NULL,
                         stack->response_y ? stack->response_y[k] : NULL,
@@ -228,10 +231,13 @@ rtomo_status rtomo_sbdx_composite_rows(const rtomo_sbdx_stack *stack,
 
     for (size_t b = 0; b < (size_t)row_count * width; b++) {
         size_t pix = (size_t)row_first * width + b;
+        uint16_t k = w.best_plane[b];
         if (composite)
-            composite[pix] = stack->planes[plane_size * w.best_plane[b] + pix];
+            composite[pix] = k == RTOMO_SBDX_DEPTH_NONE
+                                 ? 0.0f
+                                 : stack->planes[plane_size * k + pix];
         if (depth)
-            depth[pix] = w.best_plane[b];
+            depth[pix] = k;
     }
     band_work_free(&w);
     return RTOMO_OK;

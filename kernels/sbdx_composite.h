@@ -9,11 +9,13 @@
  *     R_k(i, j) = response_x[k][i] * response_y[k][j] (sbdx_lut.h: what a
  *     frame of ones reconstructs to),
  *         u_k(i, j) = plane_k(i, j) / max(R_k(i, j), RTOMO_SBDX_RESPONSE_FLOOR)
+ *     with R_k = (double)response_x * (double)response_y (exact), in double,
  *     and every pixel counts.  Without responses (NULL) u_k is the plane
  *     itself, and every pixel counts.
  *   - flat-fielded planes (flat_fielded = 1, responses required): u_k is
  *     the plane itself (no second division), and only the pixels of plane
- *     k's field of view count (rtomo_sbdx_in_field_of_view of sbdx_lut.h).
+ *     k's field of view count (rtomo_sbdx_in_field_of_view of sbdx_lut.h:
+ *     (double)Rx * Ry >= RTOMO_SBDX_FIELD_OF_VIEW_MIN).
  *     The others hold 0 because no ray measured them, not because the
  *     object is dark there: at ratios that alias with the hole shift (n
  *     near 2) they form combs of whole rows or columns, whose variance
@@ -22,15 +24,17 @@
  * clipped to the image (r = composite_radius), N the number of pixels of
  * W that count on plane k, and S1, S2 the sum and the sum of squares of u_k
  * over them.  The local variance is
- *     var_k(i, j) = S2 / N - (S1 / N)^2
+ *     var_k(i, j) = S2 / N - (S1 / N)^2      (0 when r = 0)
  * Plane k is a candidate at (i, j) if (i, j) itself counts on it.  depth(i,
  * j) is the candidate with the largest var_k; ties go to the lowest plane
- * index (a NaN variance never wins); with no candidate, or r = 0 (every
- * var_k is 0), depth is 0.  composite(i, j) is plane depth(i, j)'s own
+ * index (a NaN variance never wins).  With no candidate (a flat-fielded
+ * pixel outside every plane's field of view) depth is
+ * RTOMO_SBDX_DEPTH_NONE and the composite 0: "no plane measured it" is
+ * not plane 0.  Otherwise composite(i, j) is plane depth(i, j)'s own
  * value at (i, j), as the stack holds it (so flat-fielded exactly when the
  * planes are).  In-focus structure is sharp, so it has the highest local
- * contrast on its own plane; where nothing varies (e.g. outside the field
- * of view, all planes 0) depth is 0.
+ * contrast on its own plane; where nothing varies all candidates tie and
+ * the lowest wins.
  *
  * Why flat-field first: shift-and-add with bilinear deposits leaves a fixed
  * ripple on every plane (a uniform frame reconstructs to 1 +- 15% per pixel

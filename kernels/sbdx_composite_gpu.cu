@@ -3,7 +3,8 @@
  * by the rule of sbdx_composite.h: per pixel the plane of largest local
  * variance S2/N - (S1/N)^2 of the flat-fielded plane u over the pixels of
  * the (2r+1)^2 window, clipped to the image, that count, ties to the lowest
- * plane.  u is the plane value itself when the planes are flat-fielded
+ * plane, RTOMO_SBDX_DEPTH_NONE (composite 0) where no plane is a
+ * candidate.  u is the plane value itself when the planes are flat-fielded
  * already, and then only the field of view counts; raw planes give
  * v / max(R, floor) and count everywhere.  u and the sums are in double,
  * as on the CPU; the sums are taken in
@@ -139,14 +140,16 @@ SBDX_HD void composite_fold(const sbdx_composite_params &p,
         n += s.hn[lr * TILE_W + c];
     }
     double mean = s1 / n;
-    double var = s2 / n - mean * mean;
+    /* r = 0: variance 0 by the rule, free of FMA or rounding residue. */
+    double var = p.radius == 0 ? 0.0 : s2 / n - mean * mean;
     if (var > *best_var) {
         *best_var = var;
         *best_plane = k;
     }
 }
 
-/* Last: write the chosen plane's value and index. */
+/* Last: write the chosen plane's value and index (0 and
+ * RTOMO_SBDX_DEPTH_NONE where no plane was a candidate). */
 SBDX_HD void composite_store(const sbdx_composite_params &p, int i0, int j0,
                              int tid, int best_plane)
 {
@@ -154,10 +157,11 @@ SBDX_HD void composite_store(const sbdx_composite_params &p, int i0, int j0,
     if (i >= p.width || j >= p.own_first + p.own_rows)
         return;
     size_t own = (size_t)(j - p.own_first) * p.width + i;
-    size_t src = ((size_t)best_plane * p.ext_rows + (j - p.ext_first)) *
-                 p.width + i;
+    bool none = best_plane == RTOMO_SBDX_DEPTH_NONE;
+    size_t src = ((size_t)(none ? 0 : best_plane) * p.ext_rows +
+                  (j - p.ext_first)) * p.width + i;
     if (p.composite)
-        p.composite[own] = p.planes[src];
+        p.composite[own] = none ? 0.0f : p.planes[src];
     if (p.depth)
         p.depth[own] = (uint16_t)best_plane;
 }
@@ -170,7 +174,7 @@ composite_kernel(sbdx_composite_params p)
     int tid = threadIdx.y * TILE_W + threadIdx.x;
     int i0 = blockIdx.x * TILE_W, j0 = p.own_first + blockIdx.y * TILE_H;
     double best_var = -INFINITY;
-    int best_plane = 0;
+    int best_plane = RTOMO_SBDX_DEPTH_NONE;
     for (int k = 0; k < p.n_planes; k++) {
         composite_stage(p, s, k, i0, j0, tid);
         __syncthreads();
@@ -232,7 +236,7 @@ extern "C" void sbdx_composite_run_on_host(const sbdx_composite_params *p)
             int i0 = bx * TILE_W, j0 = p->own_first + by * TILE_H;
             for (int t = 0; t < COMPOSITE_THREADS; t++) {
                 best_var[t] = -INFINITY;
-                best_plane[t] = 0;
+                best_plane[t] = RTOMO_SBDX_DEPTH_NONE;
             }
             for (int k = 0; k < p->n_planes; k++) {
                 for (int t = 0; t < COMPOSITE_THREADS; t++)

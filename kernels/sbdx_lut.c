@@ -132,22 +132,22 @@ static int fill_hole_lists(rtomo_sbdx_axis_lut *a)
     return 0;
 }
 
-/* The uniform response of sbdx_lut.h: summed in double from the lists
- * just built, normalised by the m / N_d density of the plane scale. */
+/* The uniform response of sbdx_lut.h: the exact fixed-point sum of the
+ * weights of the lists just built, scaled by the m / N_d density of the
+ * plane scale (rtomo_sbdx_response, as on the GPU). */
 static int fill_response(rtomo_sbdx_axis_lut *a)
 {
     a->response = malloc(sizeof *a->response * (size_t)a->n_out);
     if (!a->response)
         return -1;
-    double density = (double)a->shift_m / a->n_det;
     for (int i = 0; i < a->n_out; i++) {
-        double sum = 0.0;
+        int64_t sum = 0;
         for (int32_t h = a->hole_start[i]; h < a->hole_start[i + 1]; h++) {
             const rtomo_sbdx_pc_entry *e = a->pc + a->hole_entry_first[h];
             for (int j = 0; j < a->hole_entry_count[h]; j++)
-                sum += e[j].weight;
+                sum += rtomo_sbdx_weight_fixed(e[j].weight);
         }
-        a->response[i] = (float)(sum * density);
+        a->response[i] = rtomo_sbdx_response(sum, a->shift_m, a->n_det);
     }
     return 0;
 }

@@ -58,6 +58,14 @@
  * where along one axis
  *     response[i] = (m / N_d) * sum over holes c of holes(i), and over the
  *                   entries of offset (origin + i) - m c, of the weight.
+ * The sum is exact, so that every backend (and any implementation of
+ * PROTOCOL.md 3.7) gets the same float bit for bit whatever order it adds
+ * in: each float weight w becomes the integer floor(w 2^48)
+ * (rtomo_sbdx_weight_fixed: exact for w >= 2^-25, where every float is a
+ * multiple of 2^-48; smaller weights lose less than 2^-48 each), the
+ * integers are summed (at most 2 N_d terms of at most 2^48: far from
+ * overflow), and rtomo_sbdx_response() turns the sum S into
+ *     response = (float)(((double)S / 2^48) * ((double)m / N_d)).
  * Its mean over whole periods of m inside the field of view is 1 (which is
  * what the m^2/(Wd*Hd) plane scale provides), but single pixels ripple
  * around 1: bilinear deposits from a regular grid of rays sample the plane
@@ -158,13 +166,33 @@ static inline int rtomo_sbdx_axis_lut_entries(const rtomo_sbdx_axis_lut *a,
 #define RTOMO_SBDX_HOST_DEVICE
 #endif
 
+/* 2^48: the fixed-point unit of the exact response sum (above). */
+#define RTOMO_SBDX_WEIGHT_ONE 281474976710656.0
+
+/* A weight (0 <= w <= 1) as an integer count of 2^-48, truncated. */
+static inline RTOMO_SBDX_HOST_DEVICE int64_t rtomo_sbdx_weight_fixed(float w)
+{
+    return (int64_t)((double)w * RTOMO_SBDX_WEIGHT_ONE);
+}
+
+/* The uniform response of one output index along an axis from the exact
+ * fixed-point sum of its weights: the same expression on every backend. */
+static inline RTOMO_SBDX_HOST_DEVICE float rtomo_sbdx_response(int64_t sum,
+                                                               int shift_m,
+                                                               int n_det)
+{
+    return (float)(((double)sum / RTOMO_SBDX_WEIGHT_ONE) *
+                   ((double)shift_m / n_det));
+}
+
 /* Whether a pixel whose axis responses are rx, ry is in the field of view
- * of flat-fielding: its response rx * ry (in float) reaches
- * RTOMO_SBDX_RESPONSE_FLOOR (rtomo_engine.h). */
+ * of flat-fielding: their product, exact in double, reaches
+ * RTOMO_SBDX_FIELD_OF_VIEW_MIN (rtomo_engine.h: the floor less a margin
+ * far above rounding, so that a response of exactly the floor is in). */
 static inline RTOMO_SBDX_HOST_DEVICE int rtomo_sbdx_in_field_of_view(float rx,
                                                                      float ry)
 {
-    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+    return (double)rx * (double)ry >= RTOMO_SBDX_FIELD_OF_VIEW_MIN;
 }
 
 /* A plane value flat-fielded by the axis responses rx, ry of its pixel:

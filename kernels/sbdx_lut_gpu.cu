@@ -12,6 +12,7 @@
 
 #include "cuda_common.h"
 #include "cuda_sbdx_device.h"
+#include "sbdx_lut.h"
 
 #define LUT_THREADS 128
 
@@ -92,8 +93,9 @@ SBDX_HD void lut_lists_thread(const sbdx_lut_params &p, int idx)
 
 /* Thread idx = output index i of one axis of one plane (the x indices of
  * all planes first): the uniform response, the weights of every entry that
- * reaches position origin + i from a hole inside the collimator, summed in
- * double and scaled by m / n_det like the CPU's (sbdx_lut.c). */
+ * reaches position origin + i from a hole inside the collimator, summed
+ * exactly in fixed point and scaled by m / n_det by the CPU's expressions
+ * (sbdx_lut.h), so that the responses are the CPU's bit for bit. */
 SBDX_HD void lut_response_thread(const sbdx_lut_params &p, int idx)
 {
     int nx = p.n_planes * p.x.n_out;
@@ -107,15 +109,14 @@ SBDX_HD void lut_response_thread(const sbdx_lut_params &p, int idx)
     int q = sbdx_div_floor(position, m), rho = position - q * m;
     const int32_t *start = a.start + (size_t)k * sbdx_start_pitch(m);
     const sbdx_gpu_entry *ent = a.ent + (size_t)k * sbdx_entry_pitch(a.n_det);
-    double sum = 0.0;
+    int64_t sum = 0;
     for (int e = start[rho]; e < start[rho + 1]; e++) {
         /* entry.j = d - delta * stride with 0 <= d < stride. */
         int hole = q + sbdx_div_floor(ent[e].j, a.stride);
         if (hole >= 0 && hole < a.n_holes)
-            sum += ent[e].w;
+            sum += rtomo_sbdx_weight_fixed(ent[e].w);
     }
-    a.response[(size_t)k * a.n_out + i] =
-        (float)(sum * ((double)m / a.n_det));
+    a.response[(size_t)k * a.n_out + i] = rtomo_sbdx_response(sum, m, a.n_det);
 }
 
 __global__ void lut_dc_kernel(sbdx_lut_params p)

@@ -507,6 +507,67 @@ static double window_variance(const rtomo_sbdx_geometry *g,
                               g->composite_radius, i, j);
 }
 
+/* The GPU's responses are the CPU's bit for bit (both sum exactly,
+ * sbdx_lut.h), so the field of view and flat-fielding agree everywhere. */
+START_TEST(test_responses_are_the_cpus)
+{
+    scene s;
+    scene_make(&s, _i, 1);
+    const rtomo_sbdx_geometry *g = &s.g;
+    host_tables t;
+    tables_build(&t, g);
+    rtomo_error err;
+    rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(g, &err);
+    ck_assert_ptr_nonnull(lut);
+    for (int k = 0; k < g->n_planes; k++) {
+        ck_assert(memcmp(t.p.x.response + (size_t)k * g->out_width,
+                         lut->x[k].response,
+                         sizeof(float) * g->out_width) == 0);
+        ck_assert(memcmp(t.p.y.response + (size_t)k * g->out_height,
+                         lut->y[k].response,
+                         sizeof(float) * g->out_height) == 0);
+    }
+    rtomo_sbdx_lut_destroy(lut);
+    tables_free(&t);
+}
+END_TEST
+
+/* A pixel whose response is 0.25 in exact arithmetic (0.4 x 0.625) but
+ * 0.249999985 as the product of its float responses is in the field of
+ * view on the GPU too: a uniform frame flat-fields to its value there
+ * with both methods (as in tests/test_sbdx_composite.c on the CPU). */
+START_TEST(test_threshold_pixel_is_in_view)
+{
+    static const double ratio[1] = {1.4};
+    rtomo_sbdx_geometry g;
+    rtomo_sbdx_geometry_init(&g);
+    g.holes_x = g.holes_y = 6;
+    g.det_width = g.det_height = 12;
+    g.shift_m = 3;
+    g.n_planes = 1;
+    g.ratios = ratio;
+    g.out_width = g.out_height = 38;
+    g.origin_x = g.origin_y = -10;
+    g.composite_radius = 2;
+    size_t n = sbdx_frame_samples(&g);
+    float *frame = malloc(sizeof(float) * n);
+    ck_assert_ptr_nonnull(frame);
+    for (size_t s = 0; s < n; s++)
+        frame[s] = 100.0f;
+    for (int method = 0; method < 2; method++) {
+        emulation e = default_emulation();
+        e.method = (rtomo_sbdx_method)method;
+        result r = run(&g, &e, frame, RTOMO_DTYPE_F32);
+        float v = r.planes[8 * 38 + 5];
+        ck_assert_msg(fabs(v - 100.0) < 1e-3, "method %d: the pixel at the "
+                      "threshold flat-fields to %.9g", method, (double)v);
+        ck_assert_int_eq(r.depth[8 * 38 + 5], 0);
+        result_free(&r);
+    }
+    free(frame);
+}
+END_TEST
+
 /* The responses are what a frame of ones reconstructs to. */
 START_TEST(test_responses_are_the_uniform_frame)
 {
@@ -538,7 +599,8 @@ START_TEST(test_responses_are_the_uniform_frame)
 END_TEST
 
 /* Depth is the candidate plane of largest local variance (the lowest on a
- * tie to rounding; 0 without candidates), composite its value. */
+ * tie to rounding; RTOMO_SBDX_DEPTH_NONE, composite 0, without
+ * candidates), composite its value. */
 START_TEST(test_composite_rule)
 {
     scene s;
@@ -556,7 +618,7 @@ START_TEST(test_composite_rule)
     for (int j = 0; j < g->out_height; j++)
         for (int i = 0; i < g->out_width; i++) {
             size_t p = (size_t)j * g->out_width + i;
-            int best = 0;
+            int best = RTOMO_SBDX_DEPTH_NONE;
             double best_var = -INFINITY;
             for (int k = 0; k < g->n_planes; k++) {
                 double v = window_variance(g, &t, r.planes, k, i, j);
@@ -564,6 +626,13 @@ START_TEST(test_composite_rule)
                     best_var = v, best = k;
             }
             int d = r.depth[p];
+            if (best == RTOMO_SBDX_DEPTH_NONE || d == RTOMO_SBDX_DEPTH_NONE) {
+                SBDX_REQUIRE(d == best && r.composite[p] == 0.0f,
+                             "pixel (%d, %d): depth %d, composite %g; the "
+                             "rule says %d", i, j, d, (double)r.composite[p],
+                             best);
+                continue;
+            }
             SBDX_REQUIRE(d >= 0 && d < g->n_planes, "depth %d at %zu", d, p);
             SBDX_REQUIRE(r.composite[p] == r.planes[d * n + p],
                          "composite at %zu is not plane %d's value", p, d);
@@ -663,6 +732,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_splits_do_not_change_the_result, 0, 6);
     tcase_add_loop_test(tc, test_composite_rule, 0, 6);
     tcase_add_loop_test(tc, test_responses_are_the_uniform_frame, 0, 3);
+    tcase_add_loop_test(tc, test_responses_are_the_cpus, 0, 3);
+    tcase_add_test(tc, test_threshold_pixel_is_in_view);
     tcase_add_test(tc, test_u16_formula);
     tcase_add_loop_test(tc, test_bands_cover_rows_and_holes, 0, 3);
     suite_add_tcase(s, tc);

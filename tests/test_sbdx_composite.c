@@ -8,7 +8,10 @@
  * engine's own composite of reconstructed planes, raw and flat-fielded,
  * against the same brute force.  Also: bands give bit-identical results,
  * exact ties go to the lowest plane, and the composite is the chosen
- * plane's value.
+ * plane's value.  A pixel where no plane counts has depth
+ * RTOMO_SBDX_DEPTH_NONE (not plane 0) and composite 0; a pixel whose
+ * response is exactly the floor in exact arithmetic is in the field of
+ * view however its weights round.
  */
 #include "config.h"
 
@@ -65,8 +68,8 @@ static void random_stack_make(random_stack *s, uint64_t *seed, int n_planes,
             for (int i = 0; i < width; i++) {
                 float v = (float)(50.0 + amplitude *
                                              rtomo_random_uniform(seed));
-                float r = s->rx[k * width + i] * s->ry[k * height + j];
-                if (kind == FLAT_FIELDED && !(r >= RTOMO_SBDX_RESPONSE_FLOOR))
+                double r = (double)s->rx[k * width + i] * s->ry[k * height + j];
+                if (kind == FLAT_FIELDED && !(r >= RTOMO_SBDX_FIELD_OF_VIEW_MIN))
                     v = 0.0f;
                 s->planes[img * k + (size_t)j * width + i] = v;
             }
@@ -88,14 +91,14 @@ static void random_stack_free(random_stack *s)
 }
 
 /* Whether pixel (i, j) of plane k counts, straight from the rule: raw
- * planes everywhere, flat-fielded ones where the float product of the
- * responses reaches the floor. */
+ * planes everywhere, flat-fielded ones where the product of the responses
+ * (exact in double) reaches RTOMO_SBDX_FIELD_OF_VIEW_MIN. */
 static int counts(const rtomo_sbdx_stack *s, int k, int i, int j)
 {
     if (!s->flat_fielded)
         return 1;
-    float r = s->response_x[k][i] * s->response_y[k][j];
-    return r >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+    double r = (double)s->response_x[k][i] * s->response_y[k][j];
+    return r >= RTOMO_SBDX_FIELD_OF_VIEW_MIN;
 }
 
 /* u_k(i, j) of the rule, in long double. */
@@ -156,13 +159,15 @@ static int check_against_rule(const rtomo_sbdx_stack *st, int radius,
     *near_ties = 0;
     for (int j = 0; j < height; j++)
         for (int i = 0; i < width; i++) {
-            /* r = 0: every variance is 0, depth 0 by the rule. */
-            int best = 0;
+            /* No candidate: no plane.  r = 0: every candidate's variance
+             * is 0, so the lowest candidate by the tie rule. */
+            int best = RTOMO_SBDX_DEPTH_NONE;
             long double best_var = -1.0L, second = -1.0L;
-            for (int k = 0; radius > 0 && k < st->n_planes; k++) {
+            for (int k = 0; k < st->n_planes; k++) {
                 if (!counts(st, k, i, j))
                     continue;
-                long double v = window_variance(st, k, i, j, radius);
+                long double v =
+                    radius ? window_variance(st, k, i, j, radius) : 0.0L;
                 if (v > best_var) {
                     second = best_var;
                     best_var = v;
@@ -180,9 +185,13 @@ static int check_against_rule(const rtomo_sbdx_stack *st, int radius,
                              "(variances %Lg vs %Lg)", i, j, depth[p], best,
                              best_var, second);
             }
-            SBDX_REQUIRE(composite[p] == st->planes[img * depth[p] + p],
-                         "pixel (%d, %d): composite is not plane %u's value",
-                         i, j, depth[p]);
+            if (depth[p] == RTOMO_SBDX_DEPTH_NONE)
+                SBDX_REQUIRE(composite[p] == 0.0f, "pixel (%d, %d): no plane "
+                             "but composite %g", i, j, (double)composite[p]);
+            else
+                SBDX_REQUIRE(composite[p] == st->planes[img * depth[p] + p],
+                             "pixel (%d, %d): composite is not plane %u's "
+                             "value", i, j, depth[p]);
         }
     return mismatches;
 }
@@ -333,6 +342,92 @@ START_TEST(ties_go_to_the_lowest_plane)
 }
 END_TEST
 
+/* "No plane measured this pixel" is not plane 0: on flat-fielded planes a
+ * pixel outside every field of view has depth RTOMO_SBDX_DEPTH_NONE and
+ * composite 0, one inside plane 1's only has depth 1, with any radius. */
+START_TEST(no_plane_is_not_plane_0)
+{
+    enum { W = 6, H = 5, P = 2 };
+    float planes[P * W * H], rx[P][W], ry[P][H];
+    for (int k = 0; k < P; k++) {
+        for (int i = 0; i < W; i++)
+            rx[k][i] = 1.0f;
+        for (int j = 0; j < H; j++)
+            ry[k][j] = 1.0f;
+    }
+    rx[0][2] = rx[1][2] = 0.1f;     /* column 2: outside on both planes */
+    rx[0][4] = 0.1f;                /* column 4: inside plane 1 only */
+    for (int p = 0; p < P * W * H; p++)
+        planes[p] = (float)(1 + p % 7);
+    for (int k = 0; k < P; k++)
+        for (int j = 0; j < H; j++)
+            for (int i = 0; i < W; i++)
+                if (rx[k][i] * ry[k][j] < 0.25f)
+                    planes[(k * H + j) * W + i] = 0.0f;
+    const float *rxs[P] = {rx[0], rx[1]}, *rys[P] = {ry[0], ry[1]};
+    rtomo_sbdx_stack st = {planes, P, W, H, rxs, rys, 1};
+    for (int radius = 0; radius <= 2; radius++) {
+        float composite[W * H];
+        uint16_t depth[W * H];
+        rtomo_error err;
+        ck_assert_int_eq(rtomo_sbdx_composite(&st, radius, composite, depth,
+                                              &err), RTOMO_OK);
+        for (int j = 0; j < H; j++) {
+            ck_assert_msg(depth[j * W + 2] == RTOMO_SBDX_DEPTH_NONE,
+                          "radius %d row %d: depth %u where no plane "
+                          "measured", radius, j, depth[j * W + 2]);
+            ck_assert(composite[j * W + 2] == 0.0f);
+            ck_assert_int_eq(depth[j * W + 4], 1);
+            ck_assert(composite[j * W + 4] == planes[(H + j) * W + 4]);
+        }
+    }
+}
+END_TEST
+
+/* A pixel whose response is 0.25 in exact arithmetic (0.4 x 0.625 for
+ * n = 1.4, m = 3, 12 detector elements) but whose float responses
+ * multiply to 0.249999985: in the field of view by the documented rule,
+ * so a uniform frame flat-fields to its value there, on both CPU methods. */
+START_TEST(a_pixel_at_the_threshold_is_in_the_field_of_view)
+{
+    static const double ratio[1] = {1.4};
+    rtomo_sbdx_geometry g;
+    rtomo_sbdx_geometry_init(&g);
+    g.holes_x = g.holes_y = 6;
+    g.det_width = g.det_height = 12;
+    g.shift_m = 3;
+    g.n_planes = 1;
+    g.ratios = ratio;
+    g.out_width = g.out_height = 38;
+    g.origin_x = g.origin_y = -10;
+    rtomo_error err;
+    rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(&g, &err);
+    ck_assert_ptr_nonnull(lut);
+    const int i = 5, j = 8;     /* Rx = 0.4, Ry = 0.625 exactly */
+    double r = (double)lut->x[0].response[i] * lut->y[0].response[j];
+    ck_assert_msg(fabs(r - 0.25) < 1e-6, "response %.12g is not at the "
+                  "threshold: the scene no longer tests it", r);
+    ck_assert(r >= RTOMO_SBDX_FIELD_OF_VIEW_MIN);
+    rtomo_sbdx_lut_destroy(lut);
+
+    size_t n = (size_t)6 * 6 * 12 * 12;
+    float *frame = malloc(sizeof(float) * n);
+    ck_assert_ptr_nonnull(frame);
+    for (size_t s = 0; s < n; s++)
+        frame[s] = 100.0f;
+    for (int method = 0; method < 2; method++) {
+        float *planes = sbdx_reconstruct(&g, (rtomo_sbdx_method)method, 1,
+                                         frame, RTOMO_DTYPE_F32);
+        float v = planes[j * 38 + i];
+        ck_assert_msg(fabs(v - 100.0) < 1e-3, "method %d: the pixel at the "
+                      "threshold flat-fields to %.9g, not 100", method,
+                      (double)v);
+        free(planes);
+    }
+    free(frame);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sbdx_composite");
@@ -341,6 +436,8 @@ int main(void)
     tcase_add_loop_test(tc, engine_composite_is_the_rule_on_its_planes, 0, 4);
     tcase_add_loop_test(tc, bands_give_identical_results, 0, 2);
     tcase_add_test(tc, ties_go_to_the_lowest_plane);
+    tcase_add_test(tc, no_plane_is_not_plane_0);
+    tcase_add_test(tc, a_pixel_at_the_threshold_is_in_the_field_of_view);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }

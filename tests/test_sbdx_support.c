@@ -123,11 +123,11 @@ double sbdx_max_relative_error(const float *a, const float *b,
     return worst;
 }
 
-/* The field of view as the contract states it: the float product of the
- * axis responses reaches the floor. */
+/* The field of view as the contract states it: the product of the axis
+ * responses, exact in double, reaches RTOMO_SBDX_FIELD_OF_VIEW_MIN. */
 static int responses_in_view(float rx, float ry)
 {
-    return rx * ry >= (float)RTOMO_SBDX_RESPONSE_FLOOR;
+    return (double)rx * ry >= RTOMO_SBDX_FIELD_OF_VIEW_MIN;
 }
 
 int sbdx_in_field_of_view(const rtomo_sbdx_lut *lut, int k, int i, int j)

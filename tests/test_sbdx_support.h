@@ -67,9 +67,10 @@ double sbdx_max_relative_error(const float *a, const float *b,
                                const rtomo_sbdx_geometry *g);
 
 /* Whether the documented uniform response of plane k at pixel (i, j)
- * reaches RTOMO_SBDX_RESPONSE_FLOOR, i.e. whether flat_field = 1 keeps the
- * pixel (rtomo_engine.h): the float product of the LUT's axis responses,
- * as the contract states it.  lut from rtomo_sbdx_lut_create(g). */
+ * reaches RTOMO_SBDX_FIELD_OF_VIEW_MIN, i.e. whether flat_field = 1 keeps
+ * the pixel (rtomo_engine.h): the product of the LUT's axis responses,
+ * exact in double, as the contract states it.  lut from
+ * rtomo_sbdx_lut_create(g). */
 int sbdx_in_field_of_view(const rtomo_sbdx_lut *lut, int k, int i, int j);
 
 /* Flat-fielding applied to reference planes computed independently in
