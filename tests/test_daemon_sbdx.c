@@ -5,7 +5,10 @@
  * of the same frame; uint16 planes without composite; frame rejects;
  * several workers reconstructing frames side by side still publish them
  * in order, with per-frame latency and GU/s in telemetry; an end that
- * overtakes frames held back by a full work queue waits for them.
+ * overtakes frames held back by a full work queue waits for them.  The
+ * composite and depth map are what PROTOCOL.md 3.7's written rule makes
+ * of the published planes, computed here from that text alone, with raw
+ * and with flat-fielded planes.
  */
 #include "config.h"
 
@@ -247,6 +250,173 @@ START_TEST(stream_of_frames_end_to_end)
 }
 END_TEST
 
+/* ------------------------- PROTOCOL.md 3.7, written out independently -- */
+
+/* Rx (or Ry) of one axis: n_det elements, n_holes holes, shift m, output
+ * positions origin .. origin + n_out - 1, by the exact rule of 3.7 (each
+ * float weight counted as floor(w 2^48), an exact integer sum). */
+static void spec_response(double n, int n_det, int n_holes, int m,
+                          int origin, int n_out, float *out)
+{
+    int64_t *sum = calloc((size_t)n_out, sizeof *sum);
+    ck_assert_ptr_nonnull(sum);
+    for (int d = 0; d < n_det; d++) {
+        double t = n * (d - (n_det - 1) / 2.0), o = floor(t), f = t - o;
+        float w[2] = {(float)(1.0 - f), (float)f};
+        for (int c = 0; c < n_holes; c++)
+            for (int e = 0; e < 2; e++) {
+                long pos = (long)m * c + (long)o + e - origin;
+                if (pos >= 0 && pos < n_out)
+                    sum[pos] += (int64_t)((double)w[e] * 281474976710656.0);
+            }
+    }
+    for (int i = 0; i < n_out; i++)
+        out[i] = (float)(((double)sum[i] / 281474976710656.0) *
+                         ((double)m / n_det));
+    free(sum);
+}
+
+/* Depth and composite of one frame's published planes by the rule of 3.7;
+ * compares with rtomod's and returns the pixels decided by a near-tie
+ * (variances equal to 1e-9 of the largest u^2), the only ones where the
+ * depth may differ. */
+static int check_spec_composite(const rtomo_sbdx_spec *spec,
+                                const float *const *planes,
+                                const float *composite, const uint16_t *depth,
+                                int w, int h)
+{
+    const rtomo_sbdx_geometry *g = &spec->geometry;
+    int P = g->n_planes, r = g->composite_radius, ff = g->flat_field;
+    float *rx = malloc(sizeof(float) * (size_t)P * w);
+    float *ry = malloc(sizeof(float) * (size_t)P * h);
+    double *u = malloc(sizeof(double) * (size_t)P * w * h);
+    char *in = malloc((size_t)P * w * h);
+    ck_assert(rx && ry && u && in);
+    double scale = 0.0;
+    for (int k = 0; k < P; k++) {
+        spec_response(g->ratios[k], g->det_width, g->holes_x, g->shift_m,
+                      g->origin_x, w, rx + (size_t)k * w);
+        spec_response(g->ratios[k], g->det_height, g->holes_y, g->shift_m,
+                      g->origin_y, h, ry + (size_t)k * h);
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < w; i++) {
+                size_t q = ((size_t)k * h + j) * w + i;
+                double R = (double)rx[k * w + i] * (double)ry[k * h + j];
+                double v = planes[k][(size_t)j * w + i];
+                in[q] = !ff || R >= 0.25 * (1.0 - 1.0 / 65536.0);
+                u[q] = ff ? v : v / (R > 0.25 ? R : 0.25);
+                scale = fmax(scale, u[q] * u[q]);
+            }
+    }
+    int near_ties = 0;
+    for (int j = 0; j < h; j++)
+        for (int i = 0; i < w; i++) {
+            int best = 65535;
+            double best_var = -INFINITY, second = -INFINITY;
+            for (int k = 0; k < P; k++) {
+                if (!in[((size_t)k * h + j) * w + i])
+                    continue;
+                double s1 = 0.0, s2 = 0.0, n = 0.0;
+                for (int y = j - r; y <= j + r; y++)
+                    for (int x = i - r; x <= i + r; x++) {
+                        size_t q = ((size_t)k * h + y) * w + x;
+                        if (x < 0 || x >= w || y < 0 || y >= h || !in[q])
+                            continue;
+                        s1 += u[q];
+                        s2 += u[q] * u[q];
+                        n += 1.0;
+                    }
+                double var = s2 / n - (s1 / n) * (s1 / n);
+                if (var > best_var) {
+                    second = best_var;
+                    best_var = var;
+                    best = k;
+                } else if (var > second) {
+                    second = var;
+                }
+            }
+            size_t p = (size_t)j * w + i;
+            int tie = best_var - second <= 1e-9 * scale;
+            near_ties += tie;
+            ck_assert_msg(depth[p] == best || (tie && best != 65535 &&
+                                               depth[p] != 65535),
+                          "pixel (%d, %d): rtomod's depth %u, the written "
+                          "rule's %d (variances %.17g, %.17g)", i, j,
+                          depth[p], best, best_var, second);
+            float want = depth[p] == 65535 ? 0.0f : planes[depth[p]][p];
+            ck_assert_msg(composite[p] == want, "pixel (%d, %d): composite "
+                          "%.9g, plane %u has %.9g", i, j,
+                          (double)composite[p], depth[p], (double)want);
+        }
+    free(rx);
+    free(ry);
+    free(u);
+    free(in);
+    return near_ties;
+}
+
+/* A client that reads PROTOCOL.md 3.7 and nothing else computes rtomod's
+ * composite and depth map from the published float32 planes: raw planes
+ * (flat_field false), then flat-fielded ones, whose pixels outside every
+ * field of view (origin shifted past the collimator's edge) have depth
+ * 65535 and composite 0. */
+START_TEST(composite_follows_the_written_rule)
+{
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    for (int ff = 0; ff <= 1; ff++) {
+        char id[16];
+        snprintf(id, sizeof id, "rule-%d", ff);
+        rtomo_sbdx_spec spec;
+        stream_spec(&spec, id);
+        spec.geometry.flat_field = ff;
+        spec.geometry.composite_radius = 2;
+        spec.geometry.origin_x = -6;
+        uint8_t *frames = simulate_n_frames(&spec.geometry, 2, 0xdae0405 + ff);
+        rtomo_error err;
+        ck_assert(rtomo_client_send_sbdx_begin(t.c, &spec, &err) == RTOMO_OK);
+        size_t n = frame_samples(&spec.geometry);
+        for (int f = 0; f < 2; f++)
+            send_frame(t.c, &spec, f, frames + n * f);
+        ck_assert(rtomo_client_send_end(t.c, RTOMO_MSG_SBDX_END, id, &err) ==
+                  RTOMO_OK);
+        daemon_wait_event(&t.in, "scan_complete", NULL, id, 0);
+        int none = 0;
+        for (int f = 0; f < 2; f++) {
+            const float *planes[N_PLANES];
+            for (int k = 0; k < N_PLANES; k++) {
+                const daemon_image *im = daemon_find_image(
+                    &t.in, RTOMO_TOPIC_PLANE, id, f, k);
+                ck_assert_msg(im, "frame %d plane %d missing", f, k);
+                planes[k] = im->data;
+            }
+            const daemon_image *comp = daemon_find_image(
+                &t.in, RTOMO_TOPIC_COMPOSITE, id, f, 0);
+            const daemon_image *depth = daemon_find_image(
+                &t.in, RTOMO_TOPIC_DEPTH, id, f, 0);
+            ck_assert(comp && depth);
+            int w = comp->h.width, h = comp->h.height;
+            int ties = check_spec_composite(&spec, planes, comp->data,
+                                            depth->data, w, h);
+            const uint16_t *d = depth->data;
+            for (int p = 0; p < w * h; p++)
+                none += d[p] == 65535;
+            printf("flat_field %d frame %d: composite and depth by the "
+                   "written rule (%d near-ties)\n", ff, f, ties);
+        }
+        /* The shifted origin leaves columns no plane measures: only when
+         * flat-fielded are they "no plane". */
+        if (ff)
+            ck_assert_int_gt(none, 0);
+        else
+            ck_assert_int_eq(none, 0);
+        free(frames);
+        rtomo_sbdx_spec_clear(&spec);
+    }
+    daemon_session_close(&t);
+}
+END_TEST
+
 START_TEST(uint16_planes_without_composite_and_frame_rejects)
 {
     daemon_session t;
@@ -424,6 +594,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         stream_of_frames_end_to_end,
+        composite_follows_the_written_rule,
         uint16_planes_without_composite_and_frame_rejects,
         several_workers_keep_frame_order,
         end_waits_for_frames_held_back_by_back_pressure,
