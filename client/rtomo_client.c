@@ -501,6 +501,13 @@ rtomo_status rtomo_client_send_sbdx_begin(rtomo_client *c,
                                           const rtomo_sbdx_spec *spec,
                                           rtomo_error *err)
 {
+    /* The encoder refuses these settings with NULL; say why instead. */
+    rtomo_reject_info why;
+    if (rtomo_proto_check_sbdx_output(spec, &why) != 0)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "the daemon would reject this message (%s): "
+                               "%s", rtomo_reject_name(why.reason),
+                               why.message);
     return send_control_message(c, rtomo_proto_encode_sbdx_begin(spec), err);
 }
 

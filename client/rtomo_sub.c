@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,11 @@ static float *preview_values(const rtomo_published *m)
     for (size_t i = 0; i < n; i++)
         values[i] = scaled ? u[i] / m->image.u16_scale + m->image.u16_offset
                            : (float)u[i];
+    /* Depth 65535 is "no plane" (PROTOCOL.md 3.7): NaN keeps it out of
+     * the preview's value range. */
+    for (size_t i = 0; !scaled && i < n; i++)
+        if (u[i] == 65535 && strcmp(m->topic, RTOMO_TOPIC_DEPTH) == 0)
+            values[i] = NAN;
     return values;
 }
 

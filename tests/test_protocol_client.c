@@ -253,6 +253,23 @@ START_TEST(push_refuses_bad_frames)
     ck_assert_int_eq(rtomo_client_send_scan_begin(c, &spec, &err),
                      RTOMO_E_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "scan"));
+    /* A u16_scale that is 0 as a float (what 1e-300 became): refused
+     * with the decoder's reason, not as an encoding failure. */
+    rtomo_sbdx_spec sbdx;
+    rtomo_sbdx_spec_init(&sbdx);
+    snprintf(sbdx.scan, sizeof sbdx.scan, "sbdx");
+    static const double ratio[1] = {1.0};
+    sbdx.geometry.holes_x = sbdx.geometry.holes_y = 2;
+    sbdx.geometry.det_width = sbdx.geometry.det_height = 2;
+    sbdx.geometry.shift_m = 1;
+    sbdx.geometry.n_planes = 1;
+    sbdx.geometry.ratios = ratio;
+    sbdx.u16_scale = (float)1e-300;
+    ck_assert_int_eq(rtomo_client_send_sbdx_begin(c, &sbdx, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_msg(strstr(err.message, "bad_field") &&
+                  strstr(err.message, "output.u16_scale"), "%s",
+                  err.message);
     ck_assert_int_eq(rtomo_client_send_end(c, RTOMO_MSG_DARK, "x", &err),
                      RTOMO_E_INVALID);
     ck_assert_int_eq(rtomo_client_send_raw(c, 2, "{}", 2, 1, NULL, 0, &err),
