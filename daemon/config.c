@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rtomod_config.h"
+#include "rtomod_security.h"
 
 /* ------------------------------------------------------------ enums ---- */
 
@@ -297,6 +298,14 @@ static const field fields[] = {
     ENUM("log", "level", log.level, enum_log_level, 1),
     INT("shutdown", "drain_quiet_ms", shutdown.drain_quiet_ms, 0, 60000, 0),
     INT("shutdown", "timeout_ms", shutdown.timeout_ms, 100, 3600000, 0),
+    CUSTOM("security", "curve_secret_key_file",
+           rtomod_security_parse_secret_key_file,
+           rtomod_security_dump_secret_key_file, 0),
+    CUSTOM("security", "client_keys", rtomod_security_parse_client_keys,
+           rtomod_security_dump_client_keys, 0),
+    CUSTOM("security", "allow_addresses", rtomod_security_parse_allow,
+           rtomod_security_dump_allow, 0),
+    BOOL("security", "allow_insecure_remote", security.allow_insecure_remote),
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 

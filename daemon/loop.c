@@ -12,6 +12,7 @@
 
 #include "rtomod_log.h"
 #include "rtomod_loop.h"
+#include "rtomod_security.h"
 
 int rtomod_zsock_readable(void *socket)
 {
@@ -113,6 +114,11 @@ void *rtomod_zsock_bind(void *ctx, int type, const char *endpoint,
             zmq_close(s);
             return NULL;
         }
+    }
+    /* CURVE keys and the ZAP domain, like the options, before binding. */
+    if (rtomod_security_prepare(ctx, s, role, error, error_size) != 0) {
+        zmq_close(s);
+        return NULL;
     }
     if (zmq_bind(s, endpoint) != 0) {
         snprintf(error, error_size, "%s: cannot bind %s: %s", role, endpoint,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "rtomod.h"
+#include "rtomod_security.h"
 
 static void usage(FILE *out)
 {
@@ -165,6 +166,12 @@ static int read_configuration(int argc, char **argv, rtomod_config *cfg)
         fprintf(stderr, "rtomod: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    /* Checks across keys wait for the whole configuration: overrides
+     * come one at a time, in any order. */
+    if (rtomod_security_check_config(cfg, error, sizeof error) != 0) {
+        fprintf(stderr, "rtomod: %s\n", error);
+        return 2;
+    }
     if (check) {
         json_t *json = rtomod_config_to_json(cfg);
         json_dumpf(json, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
@@ -186,14 +193,22 @@ int main(int argc, char **argv)
     }
     static rtomod daemon;
     char error[RTOMOD_CONFIG_ERROR_MAX];
+    /* Keys are read before any socket exists: every one listens with them. */
+    if (rtomod_security_load(&cfg, error, sizeof error) != 0) {
+        log_error("cannot start: %s", error);
+        rtomod_config_clear(&cfg);
+        return 1;
+    }
     if (rtomod_open(&daemon, &cfg, error, sizeof error) != 0) {
         log_error("cannot start: %s", error);
         rtomod_config_clear(&cfg);
+        rtomod_security_unload();
         return 1;
     }
     rtomod_config_clear(&cfg);
     int status = rtomod_run(&daemon);
     rtomod_close(&daemon);
+    rtomod_security_unload();   /* the context is gone: the handler too */
     log_info("exit %d", status);
     return status;
 }

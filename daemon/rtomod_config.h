@@ -20,6 +20,7 @@
 #include "rtomod_log.h"
 #include "rtomo_engine.h"
 #include "rtomo_protocol.h"
+#include "rtomod_security.h"
 
 #define RTOMOD_ENDPOINT_MAX 256
 #define RTOMOD_CONFIG_ERROR_MAX 512
@@ -81,6 +82,7 @@ typedef struct rtomod_config {
         int drain_quiet_ms;     /* ingest silence that ends the drain */
         int timeout_ms;         /* give up waiting for the workers */
     } shutdown;
+    rtomod_security_config security;   /* who may connect (rtomod_security.h) */
 } rtomod_config;
 
 /* Fill with the defaults (work out of the box on one machine). */

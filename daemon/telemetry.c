@@ -32,12 +32,13 @@ static json_t *counters_json(rtomod *d)
     for (int r = RTOMO_REJECT_NONE + 1; r < RTOMO_REJECT_COUNT; r++)
         json_object_set_new(rejects, rtomo_reject_name((rtomo_reject)r),
                             json_integer((json_int_t)d->counters.rejects[r]));
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
                      "accepted", (json_int_t)d->counters.accepted,
                      "rejected", (json_int_t)d->counters.rejected,
                      "dropped", (json_int_t)d->counters.dropped,
                      "published", (json_int_t)d->pub.published,
                      "pub_dropped", (json_int_t)d->pub.dropped,
+                     "auth_refused", (json_int_t)rtomod_security_refused(),
                      "rejects", rejects);
 }
 

@@ -186,7 +186,8 @@ START_TEST(help_version_and_unusable_endpoints)
     ck_assert(strstr(r.output, PACKAGE_VERSION));
     /* Start-up failures exit 1 with the reason in the log. */
     run("--backend cpu --ingest tcp://256.1.1.1:1 --publish tcp://127.0.0.1:0 "
-        "--control tcp://127.0.0.1:0", &r);
+        "--control tcp://127.0.0.1:0 --set security.allow_insecure_remote=true",
+        &r);
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.output);
     ck_assert_msg(strstr(r.output, "ingest") && strstr(r.output, "bind"),
                   "%s", r.output);
