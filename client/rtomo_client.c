@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "rtomo_client.h"
+#include "rtomo_keys.h"
 
 /* ZeroMQ I/O threads of a client at most (one per ingest connection). */
 #define MAX_IO_THREADS 8
@@ -39,6 +40,8 @@ typedef struct endpoint_list {
 
 struct rtomo_client {
     rtomo_client_options opt;
+    char server_key[RTOMO_KEY_Z85_SIZE];    /* CURVE, Z85; "" = none */
+    char public_key[RTOMO_KEY_Z85_SIZE], secret_key[RTOMO_KEY_Z85_SIZE];
     void *context;
     endpoint_list ingests, publishes;
     void **push;                /* ingests.n x opt.connections PUSH
@@ -138,6 +141,44 @@ static void await_handshake(void *s, void *pair, int ms)
     zmq_close(pair);
 }
 
+/* Read the CURVE keys named in the options (none: plain ZeroMQ). */
+static rtomo_status load_keys(rtomo_client *c, const rtomo_client_options *o,
+                              rtomo_error *err)
+{
+    if (!o->server_key && !o->client_key)
+        return RTOMO_OK;
+    if (!o->server_key || !o->client_key)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "CURVE needs both the "
+                               "daemon's public key (server_key, "
+                               "--server-key) and this client's key pair "
+                               "(client_key, --client-key)");
+    if (!rtomo_keys_curve_available())
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE, "this libzmq was "
+                               "built without CURVE (zmq_has(\"curve\") is "
+                               "false)");
+    rtomo_status st = rtomo_keys_read(o->server_key, "server key",
+                                      c->server_key, NULL, err);
+    if (st == RTOMO_OK)
+        st = rtomo_keys_read(o->client_key, "client key", c->public_key,
+                             c->secret_key, err);
+    return st;
+}
+
+/* Make s a CURVE client of the daemon when keys were given.  A daemon
+ * that refuses the key (or does not know CURVE) never completes the
+ * handshake: nothing sent on s is delivered, and requests time out. */
+static int set_curve(const rtomo_client *c, void *s)
+{
+    if (!c->server_key[0])
+        return 0;
+    return zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->server_key,
+                          RTOMO_KEY_Z85_SIZE) != 0 ||
+           zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, c->public_key,
+                          RTOMO_KEY_Z85_SIZE) != 0 ||
+           zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, c->secret_key,
+                          RTOMO_KEY_Z85_SIZE) != 0 ? -1 : 0;
+}
+
 /* A socket made as `how` says, connected: linger time, high-water mark
  * and I/O thread set, PUSH sockets with the send timeout, SUB sockets
  * with the receive buffer (all before connecting: ZeroMQ applies them to
@@ -160,6 +201,11 @@ static void *connect_socket(rtomo_client *c, const socket_setup *how,
         (how->type == ZMQ_SUB && c->opt.receive_buffer > 0 &&
          set_int(s, ZMQ_RCVBUF, c->opt.receive_buffer) != 0)) {
         zmq_failure(err, "cannot set socket options");
+        zmq_close(s);
+        return NULL;
+    }
+    if (set_curve(c, s) != 0) {
+        zmq_failure(err, "cannot set the CURVE keys");
         zmq_close(s);
         return NULL;
     }
@@ -314,6 +360,10 @@ rtomo_client *rtomo_client_open(const rtomo_client_options *opt,
         return NULL;
     }
     c->opt = *opt;
+    if (load_keys(c, opt, err) != RTOMO_OK) {
+        rtomo_client_close(c);
+        return NULL;
+    }
     int failed = 0;
     c->control = copy_endpoint(opt->control, &failed);
     c->opt.ingest = c->opt.publish = NULL;
@@ -376,6 +426,7 @@ void rtomo_client_close(rtomo_client *c)
     free_endpoints(&c->controls);
     free(c->req);
     free(c->control);
+    explicit_bzero(c->secret_key, sizeof c->secret_key);
     free(c);
 }
 

@@ -71,6 +71,13 @@ typedef struct rtomo_client_options {
                                    (ZMQ_RCVBUF); 0 = the system's */
     int linger_ms;              /* on close, how long queued frames may still
                                    be delivered (default 10000; -1 forever) */
+    const char *server_key;     /* CURVE: file with the daemon's public key
+                                   (rtomo-keygen's NAME.key); NULL = plain
+                                   ZeroMQ.  Applies to every socket */
+    const char *client_key;     /* CURVE: file with this client's key pair
+                                   (NAME.key_secret, mode 0600), whose
+                                   public key the daemon lists; needed with
+                                   server_key */
 } rtomo_client_options;
 
 typedef struct rtomo_client rtomo_client;

@@ -98,6 +98,7 @@ static void usage(FILE *out)
 "\n"
 "Connection:\n"
 "  -i, --ingest ENDPOINT    ingest socket (default tcp://localhost:5555)\n"
+TOOL_CURVE_HELP
 "      --fanout EP1,EP2,..  send every message to each of these ingest\n"
 "                           sockets (several daemons, each configured with\n"
 "                           its slice range: docs/rtomod.md)\n"
@@ -184,6 +185,8 @@ static int apply_option(int c, const char *arg, push_options *o)
     const long EDGE = 65536;
     switch (c) {
     case 'i': o->client.ingest = arg; return 0;
+    case TOOL_OPT_SERVER_KEY: o->client.server_key = arg; return 0;
+    case TOOL_OPT_CLIENT_KEY: o->client.client_key = arg; return 0;
     case OPT_FANOUT:
         if (!strchr(arg, ','))
             return tool_option_error(program, "--fanout: '%s' is not a list "
@@ -308,6 +311,7 @@ static int parse_args(int argc, char **argv, push_options *o)
 {
     static const struct option options[] = {
         {"ingest", required_argument, NULL, 'i'},
+        TOOL_CURVE_OPTIONS,
         {"fanout", required_argument, NULL, OPT_FANOUT},
         {"control", required_argument, NULL, 'c'},
         {"no-sync", no_argument, NULL, OPT_NO_SYNC},

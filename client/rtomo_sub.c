@@ -49,6 +49,7 @@ static void usage(FILE *out)
 "  -p, --publish ENDPOINT  publish socket (default tcp://localhost:5556);\n"
 "                          repeat it (or give EP1,EP2) to merge what several\n"
 "                          daemons publish\n"
+TOOL_CURVE_HELP
 "  -t, --topic TOPIC       receive topics starting with TOPIC: slice, plane,\n"
 "                          composite, depth, telemetry, event (repeatable;\n"
 "                          default: all)\n"
@@ -75,6 +76,7 @@ static int parse_args(int argc, char **argv, sub_options *o)
 {
     static const struct option options[] = {
         {"publish", required_argument, NULL, 'p'},
+        TOOL_CURVE_OPTIONS,
         {"topic", required_argument, NULL, 't'},
         {"output", required_argument, NULL, 'o'},
         {"no-png", no_argument, NULL, 'P'},
@@ -103,6 +105,8 @@ static int parse_args(int argc, char **argv, sub_options *o)
             o->topics[o->n_topics++] = optarg;
             break;
         case 'o': o->output = optarg; break;
+        case TOOL_OPT_SERVER_KEY: o->client.server_key = optarg; break;
+        case TOOL_OPT_CLIENT_KEY: o->client.client_key = optarg; break;
         case 'P': o->png = 0; break;
         case 'n':
             if (tool_parse_int(program, "--count", optarg, 1, 1L << 40,

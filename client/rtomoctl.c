@@ -41,6 +41,7 @@ static void usage(FILE *out)
 "Options:\n"
 "  -c, --control ENDPOINT  control socket (default tcp://localhost:5557)\n"
 "  -t, --timeout MS        wait this long for the reply (default 3000)\n"
+TOOL_CURVE_HELP
 "  -h, --help              show this help\n"
 "\n"
 "Exit status: 0 ok, 1 the daemon refused or did not answer, 2 bad usage.\n");
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
     static const struct option options[] = {
         {"control", required_argument, NULL, 'c'},
         {"timeout", required_argument, NULL, 't'},
+        TOOL_CURVE_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     rtomo_client_options opt;
@@ -141,6 +143,8 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+c:t:h", options, NULL)) != -1) {
         switch (c) {
         case 'c': opt.control = optarg; break;
+        case TOOL_OPT_SERVER_KEY: opt.server_key = optarg; break;
+        case TOOL_OPT_CLIENT_KEY: opt.client_key = optarg; break;
         case 't':
             if (tool_parse_int(program, "--timeout", optarg, 1, 3600000,
                                &timeout) != 0)

@@ -58,6 +58,19 @@ int tool_parse_ratios(const char *program, const char *name,
  * when n is 1); malloc'd, NULL when out of memory. */
 double *tool_ratios(double first, double last, int n);
 
+/* CURVE options of the tools that talk to rtomod (rtomo-push, rtomo-sub,
+ * rtomoctl): put TOOL_CURVE_OPTIONS in the getopt_long table, set the
+ * client options' server_key / client_key on the two codes, and print
+ * TOOL_CURVE_HELP in the usage. */
+enum { TOOL_OPT_SERVER_KEY = 0x5301, TOOL_OPT_CLIENT_KEY };
+#define TOOL_CURVE_OPTIONS                                                  \
+    {"server-key", required_argument, NULL, TOOL_OPT_SERVER_KEY},           \
+    {"client-key", required_argument, NULL, TOOL_OPT_CLIENT_KEY}
+#define TOOL_CURVE_HELP                                                     \
+    "      --server-key FILE    CURVE: the daemon's public key (NAME.key)\n" \
+    "      --client-key FILE    CURVE: this client's key pair\n"            \
+    "                           (NAME.key_secret, rtomo-keygen)\n"
+
 /* Monotonic clock, seconds. */
 double tool_now(void);
 /* Sleep until monotonic time `t` (seconds); returns at once if past. */

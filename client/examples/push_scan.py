@@ -14,6 +14,8 @@ Needs pyzmq and numpy (Debian: python3-zmq python3-numpy).
 
     python3 push_scan.py                          # daemon on localhost
     python3 push_scan.py --daemon otherhost --size 256 --angles 360
+    python3 push_scan.py --daemon otherhost \\
+        --server-key rtomod.key --client-key camera1.key_secret   # CURVE
 """
 import argparse
 import json
@@ -24,6 +26,31 @@ import numpy as np
 import zmq
 
 PROTOCOL = 1
+
+# CURVE keys (PROTOCOL.md 1, "Authentication"): (server public, client
+# public, client secret), or None for plain ZeroMQ.
+CURVE = None
+
+
+def secure(sock):
+    """Make sock a CURVE client of the daemon when keys were given; call
+    before connecting.  A refused key is never reported on the socket: the
+    handshake just does not complete."""
+    if CURVE:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = CURVE
+    return sock
+
+
+def load_curve(server_key, client_key):
+    """The keys of rtomo-keygen's files (CZMQ/pyzmq certificates)."""
+    import zmq.auth
+    if not (server_key and client_key):
+        sys.exit("push_scan.py: CURVE needs both --server-key and --client-key")
+    server_public, _ = zmq.auth.load_certificate(server_key)
+    public, secret = zmq.auth.load_certificate(client_key)
+    if not secret:
+        sys.exit("push_scan.py: %s holds no secret key" % client_key)
+    return server_public, public, secret
 
 # Discs of the phantom: centre (x, y) and radius as fractions of the detector
 # width, attenuation per pixel (PROTOCOL.md 3.3: slices are in attenuation
@@ -52,6 +79,10 @@ def parse_args():
                    help="seconds to wait for the scan's outcome and slices")
     p.add_argument("--output", default="slice.npy",
                    help="where to save the shown slice (.npy)")
+    p.add_argument("--server-key",
+                   help="CURVE: the daemon's public key file (NAME.key)")
+    p.add_argument("--client-key",
+                   help="CURVE: this client's key pair (NAME.key_secret)")
     args = p.parse_args()
     args.ingest = args.ingest or "tcp://%s:5555" % args.daemon
     args.publish = args.publish or "tcp://%s:5556" % args.daemon
@@ -131,7 +162,7 @@ def control_request(ctx, endpoint, request, timeout_s=3.0):
     socket each time: one that missed its reply could not send again."""
     req = ctx.socket(zmq.REQ)
     req.setsockopt(zmq.LINGER, 0)
-    req.connect(endpoint)
+    secure(req).connect(endpoint)
     try:
         req.send(json.dumps(request).encode("utf-8"))
         if not req.poll(int(timeout_s * 1000)):
@@ -247,9 +278,12 @@ def show(args, header, img):
 
 def main():
     args = parse_args()
+    global CURVE
+    if args.server_key or args.client_key:
+        CURVE = load_curve(args.server_key, args.client_key)
     ctx = zmq.Context()
     sub = ctx.socket(zmq.SUB)
-    sub.connect(args.publish)
+    secure(sub).connect(args.publish)
     for topic in (b"slice", b"event"):
         sub.setsockopt(zmq.SUBSCRIBE, topic)
     # PUB drops what it sends before our subscription arrives
@@ -257,7 +291,7 @@ def main():
     time.sleep(0.5)
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 10000)
-    push.connect(args.ingest)
+    secure(push).connect(args.ingest)
     t0 = time.time()
     push_scan(args, push)
     print("pushed %d projections of %dx%d in %.2f s"
