@@ -278,9 +278,10 @@ void rtomo_scan_outcome_merge(rtomo_scan_outcome *into,
 
 /*
  * Ask every daemon for the fate of `scan`, polling until each answer is
- * final or timeout_ms passes (0: ask once).  "unknown" counts as not
- * final while the wait lasts: right after sending, the scan's messages
- * may still be on their way.  RTOMO_OK once settled; RTOMO_E_UNAVAILABLE
+ * final or timeout_ms passes (-1: no limit; 0: ask once and return
+ * RTOMO_OK with the answers as they are).  "unknown" counts as not final
+ * while the wait lasts: right after sending, the scan's messages may
+ * still be on their way.  RTOMO_OK once settled; RTOMO_E_UNAVAILABLE
  * when not settled in time (*out then holds the last answers, daemons >
  * 0) or a daemon did not answer (daemons = 0); RTOMO_E_INVALID when the
  * daemon refused the request (a bad id, or a daemon without the "scan"
