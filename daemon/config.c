@@ -96,6 +96,18 @@ static const enum_def enum_precision = {parse_precision, name_precision};
 static const enum_def enum_sbdx_method = {parse_sbdx_method, name_sbdx_method};
 static const enum_def enum_log_level = {parse_log_level, name_log_level};
 
+/* scans.incomplete: what becomes of a scan that ends without its end. */
+static const char *const incomplete_names[] = {"reconstruct", "abort", NULL};
+static int parse_incomplete(const char *s, int *out)
+{
+    return parse_in_table(incomplete_names, s, out);
+}
+static const char *name_incomplete(int v)
+{
+    return v >= 0 && v < 2 ? incomplete_names[v] : NULL;
+}
+static const enum_def enum_incomplete = {parse_incomplete, name_incomplete};
+
 /* --------------------------------------------------- custom values ---- */
 
 typedef int (*custom_parse_fn)(const json_t *v, rtomod_config *cfg,
@@ -266,10 +278,12 @@ static const field fields[] = {
     INT("ingest", "reorder_ms", ingest.reorder_ms, 0, 60000, 0),
     INT("ingest", "io_threads", ingest.io_threads, 1, 63, 0),
     BOOL("ingest", "keep_buffers", ingest.keep_buffers),
+    DBL("ingest", "keep_mb", ingest.keep_mb, 0, 1 << 22, 0),
     STR("publish", "endpoint", publish.endpoint),
     INT("publish", "sndhwm", publish.sndhwm, 1, 1 << 20, 0),
     INT("publish", "linger_ms", publish.linger_ms, 0, 600000, 0),
-    BOOL("publish", "nodrop", publish.nodrop),
+    DBL("publish", "queue_mb", publish.queue_mb, 1, 1 << 22, 0),
+    DBL("publish", "max_image_mb", publish.max_image_mb, 0.001, 1 << 20, 0),
     INT("publish", "stats_threads", publish.stats_threads, 1, 64, 0),
     STR("control", "endpoint", control.endpoint),
     ENUM("engine", "backend", engine.backend, enum_backend, 0),
@@ -292,11 +306,18 @@ static const field fields[] = {
     INT("reconstruction", "batch", reconstruction.batch, 0, 4096, 0),
     INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,
         1 << 16, 0),
+    INT("scans", "max", scans.max, 1, RTOMOD_MAX_SCANS, 0),
+    INT("scans", "idle_timeout_ms", scans.idle_timeout_ms, 0, 86400000, 1),
+    ENUM("scans", "incomplete", scans.incomplete_abort, enum_incomplete, 1),
+    DBL("limits", "host_mb", limits.host_mb, 0, 1 << 30, 0),
+    DBL("limits", "device_mb", limits.device_mb, 0, 1 << 30, 0),
+    DBL("limits", "early_mb", limits.early_mb, 1, 1 << 22, 0),
     INT("queue", "frames", queue.frames, 1, 1 << 20, 0),
     DBL("queue", "mb", queue.mb, 1, 1 << 22, 0),
     INT("telemetry", "interval_ms", telemetry.interval_ms, 10, 3600000, 1),
     ENUM("log", "level", log.level, enum_log_level, 1),
     INT("shutdown", "drain_quiet_ms", shutdown.drain_quiet_ms, 0, 60000, 0),
+    INT("shutdown", "drain_max_ms", shutdown.drain_max_ms, 0, 600000, 0),
     INT("shutdown", "timeout_ms", shutdown.timeout_ms, 100, 3600000, 0),
     CUSTOM("security", "curve_secret_key_file",
            rtomod_security_parse_secret_key_file,
@@ -330,10 +351,20 @@ void rtomod_config_init(rtomod_config *cfg)
      * (publish and control have a thread of their own besides). */
     cfg->ingest.io_threads = 4;
     cfg->ingest.keep_buffers = 1;
+    /* Enough for a backlog of a few large frames; a burst beyond is
+     * returned to the kernel, and everything once rtomod is idle. */
+    cfg->ingest.keep_mb = 1024;
     snprintf(cfg->publish.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_PUBLISH_ENDPOINT);
     cfg->publish.sndhwm = 1000;
     cfg->publish.linger_ms = 2000;
+    /* A subscriber that never reads pins at most this.  With images of up
+     * to 16 MB (2048^2 float32 slices) that is 256 messages queued per
+     * subscriber: the queue must hold a whole batch of slices (64 on a
+     * GPU) published at once, since rtomod hands a batch to ZeroMQ faster
+     * than any subscriber takes it. */
+    cfg->publish.queue_mb = 4096;
+    cfg->publish.max_image_mb = 16;
     /* One core scans about 19 GB/s (measured on the EPYC build host):
      * 7 ms for an SBDX frame's 128 MB of planes, close to a GPU's 8.4 ms
      * per frame; a second thread leaves room for slower cores. */
@@ -350,11 +381,25 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->reconstruction.batch = 0;
     /* Two windows in flight keep a GPU busy; more only add latency. */
     cfg->reconstruction.window_backlog = 2;
+    /* One scan acquiring while up to three earlier ones reconstruct: a
+     * camera's scans in a row never wait for the daemon. */
+    cfg->scans.max = 4;
+    /* A camera pauses between frames for milliseconds, between scans
+     * longer; 30 s of silence within a scan means its sender is gone. */
+    cfg->scans.idle_timeout_ms = 30000;
+    /* Reconstructing what arrived keeps every accepted frame's work and
+     * says what is missing; "abort" is for those who prefer nothing to an
+     * incomplete result. */
+    cfg->scans.incomplete_abort = 0;
+    cfg->limits.early_mb = 256;
     cfg->queue.frames = 64;
     cfg->queue.mb = 2048;
     cfg->telemetry.interval_ms = 1000;
     cfg->log.level = RTOMOD_LOG_INFO;
     cfg->shutdown.drain_quiet_ms = 300;
+    /* Frames sent just before the signal are read; a sender that keeps
+     * streaming is refused after this. */
+    cfg->shutdown.drain_max_ms = 2000;
     cfg->shutdown.timeout_ms = 60000;
 }
 
@@ -369,6 +414,18 @@ int rtomod_config_copy(rtomod_config *dst, const rtomod_config *src)
     dst->reconstruction.slices.rows = NULL;
     return rtomo_slice_selection_copy(&dst->reconstruction.slices,
                                       &src->reconstruction.slices);
+}
+
+size_t rtomod_config_max_image(const rtomod_config *cfg)
+{
+    return (size_t)(cfg->publish.max_image_mb * 1024.0 * 1024.0);
+}
+
+int rtomod_config_publish_hwm(const rtomod_config *cfg)
+{
+    double fit = cfg->publish.queue_mb / cfg->publish.max_image_mb;
+    return fit < 2 ? 2 : fit > cfg->publish.sndhwm ? cfg->publish.sndhwm
+                                                   : (int)fit;
 }
 
 size_t rtomod_config_max_payload(const rtomod_config *cfg)
@@ -537,6 +594,13 @@ static int apply_section(rtomod_config *cfg, const char *section,
     json_t *value;
     json_object_foreach((json_t *)obj, key, value) {
         const field *f = find_field(section, key);
+        /* A removed key gets its own explanation, not "unknown". */
+        if (!f && strcmp(section, "publish") == 0 &&
+            strcmp(key, "nodrop") == 0)
+            return fail(error, n, "publish.nodrop was removed: with it one "
+                        "subscriber that stopped reading silenced publication "
+                        "for every subscriber; publish.queue_mb now bounds "
+                        "what each subscriber may hold back");
         if (!f)
             return fail(error, n, "%s.%s: unknown configuration key", section,
                         key);

@@ -72,6 +72,24 @@ static json_t *workers_json(rtomod *d)
     return list;
 }
 
+/* The budgets of admission control and what scans hold of them, MB. */
+static json_t *memory_json(rtomod *d)
+{
+    const rtomod_budget *b = &d->budget;
+    const double mib = 1024.0 * 1024.0;
+    json_t *gpus = json_array();
+    for (int i = 0; i < b->n_devices; i++)
+        json_array_append_new(gpus, json_pack(
+            "{s:f, s:f}", "budget_mb", (double)b->device_limit[i] / mib,
+            "used_mb", (double)b->device_used[i] / mib));
+    return json_pack("{s:f, s:f, s:f, s:f, s:o}",
+                     "host_budget_mb", (double)b->host_limit / mib,
+                     "host_used_mb", (double)b->host_used / mib,
+                     "early_budget_mb", (double)b->early_limit / mib,
+                     "early_used_mb", (double)b->early_used / mib,
+                     "devices", gpus);
+}
+
 static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
 {
     (void)request; (void)error;
@@ -86,6 +104,8 @@ static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
     json_object_set_new(reply, "gpus", gpus_json(d));
     json_object_set_new(reply, "workers", workers_json(d));
     json_object_set_new(reply, "scan", rtomod_scan_status(d));
+    json_object_set_new(reply, "scans", rtomod_scans_status(d));
+    json_object_set_new(reply, "memory", memory_json(d));
     json_object_set(reply, "counters", json_object_get(telemetry, "counters"));
     json_object_del(telemetry, "counters");
     json_object_set_new(reply, "telemetry", telemetry);
@@ -122,18 +142,16 @@ static json_t *cmd_set_config(rtomod *d, const json_t *request, char **error)
     return config_reply(d);
 }
 
-/* The scan `id` names (active first), or without id the active scan, else
- * the most recent one still reconstructing. */
+/* The scan `id` names (the newest of that id), or without id the oldest
+ * acquiring scan, else the oldest one still reconstructing. */
 static rtomod_scan *scan_to_abort(rtomod *d, const char *id)
 {
-    if (!id)
-        return d->active ? d->active : d->finishing;
-    if (d->active && strcmp(d->active->id, id) == 0)
-        return d->active;
-    for (rtomod_scan *s = d->finishing; s; s = s->next)
-        if (strcmp(s->id, id) == 0)
+    if (id)
+        return rtomod_scan_named(d, id);
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        if (s->phase == RTOMOD_SCAN_ACQUIRING)
             return s;
-    return NULL;
+    return d->scans;
 }
 
 static json_t *cmd_abort(rtomod *d, const json_t *request, char **error)
@@ -153,7 +171,33 @@ static json_t *cmd_abort(rtomod *d, const json_t *request, char **error)
         return NULL;
     }
     json_t *reply = json_pack("{s:b, s:s}", "ok", 1, "aborted", scan->id);
-    rtomod_scan_abort(d, scan, "aborted by a control request");
+    rtomod_scan_abort(d, scan, "aborted", "aborted by a control request");
+    return reply;
+}
+
+/* What became of a scan: live, from the history, or "unknown". */
+static json_t *cmd_scan(rtomod *d, const json_t *request, char **error)
+{
+    const char *id = json_string_value(json_object_get(request, "scan"));
+    if (!id || !rtomo_proto_valid_id(id)) {
+        *error = error_reply("bad_argument", "\"scan\" must be a scan id "
+                             "(1 to 63 characters from A-Z a-z 0-9 _ . : -)");
+        return NULL;
+    }
+    rtomod_outcome live, unknown;
+    const rtomod_outcome *o = NULL;
+    rtomod_scan *scan = rtomod_scan_named(d, id);
+    if (scan) {
+        rtomod_scan_outcome(scan, &live);
+        o = &live;
+    } else if (!(o = rtomod_history_find(&d->history, id))) {
+        memset(&unknown, 0, sizeof unknown);
+        snprintf(unknown.id, sizeof unknown.id, "%s", id);
+        unknown.state = "unknown";
+        o = &unknown;
+    }
+    json_t *reply = ok_reply();
+    json_object_set_new(reply, "scan", rtomod_outcome_json(o));
     return reply;
 }
 
@@ -166,6 +210,7 @@ static const struct {
     {"get_config", cmd_get_config},
     {"set_config", cmd_set_config},
     {"abort", cmd_abort},
+    {"scan", cmd_scan},
 };
 
 /* The reply text for one request (malloc'd). */
@@ -198,7 +243,7 @@ static char *answer(rtomod *d, const char *text, size_t size, int n_parts)
         if (i == sizeof commands / sizeof commands[0])
             error = error_reply("unknown_command", "unknown command '%s' "
                                 "(ping, status, get_config, set_config, "
-                                "abort)", cmd);
+                                "abort, scan)", cmd);
         else
             reply = commands[i].fn(d, request, &error);
     }

@@ -5,18 +5,27 @@
  * cleanly on SIGTERM/SIGINT.
  *
  * Shutdown, in phases (rtomod_phase):
- *   DRAINING   no new scan is accepted; ingest keeps reading until it has
- *              been quiet for shutdown.drain_quiet_ms, so frames already
- *              sent are not lost.  Then the active scan is reconstructed if
- *              it is complete (an SBDX stream is ended), else aborted.
- *   FINISHING  ingest is closed; the workers finish every queued job and
- *              their results are published.
+ *   DRAINING   no new scan is accepted (shutting_down); frames of scans
+ *              already acquiring are still taken until ingest has been
+ *              quiet for shutdown.drain_quiet_ms, or for at most
+ *              shutdown.drain_max_ms, so that frames sent before the signal
+ *              are not lost while a sender that keeps streaming cannot
+ *              hold the daemon up.  Then every acquiring scan ends: one
+ *              that has its frames (or an SBDX stream) is finished, another
+ *              reconstructed from what arrived or aborted, as
+ *              scans.incomplete says.
+ *   FINISHING  every message is rejected (shutting_down) so that senders
+ *              learn; the workers finish every queued job and their
+ *              results are published.
  *   STOPPING   leave the loop; PUB lingers so the last messages flush.
- * A second signal, or shutdown.timeout_ms, cuts this short.
+ * shutdown.timeout_ms bounds FINISHING: what is still unfinished then is
+ * aborted and its frames counted dropped, and rtomod exits 0, every
+ * accepted frame accounted for.  A second signal stops at once (exit 1).
  */
 #include "config.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +73,11 @@ static void report_error(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 
 static void report_dropped(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 {
-    d->counters.dropped += (uint64_t)r->dropped;
+    /* A result of a scan that was aborted finds no record: the abort
+     * counted every frame of it that was lost. */
     if (!scan)
         return;
+    d->counters.dropped += (uint64_t)r->dropped;
     /* One event per scan: a failed plan may drop every frame after it. */
     if (scan->dropped == 0)
         rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "dropped", scan->id, -1,
@@ -154,23 +165,41 @@ static void enter_phase(rtomod *d, rtomod_phase phase)
     d->t_phase = rtomod_now();
 }
 
-/* End of the drain: settle the active scan, close ingest. */
+/* End of the drain: every acquiring scan ends now. */
 static void stop_ingest(rtomod *d)
 {
-    rtomod_scan *scan = d->active;
-    if (scan && (scan->end_pending || scan->kind == RTOMOD_SCAN_SBDX ||
-                 rtomod_tomo_complete(scan))) {
-        log_info("shutdown: finishing scan %s", scan->id);
-        rtomod_scan_end_now(d);
-    } else if (scan) {
-        rtomod_scan_abort(d, scan, "rtomod shut down before the scan ended");
+    rtomod_scan *scan = d->scans;
+    while (scan) {
+        rtomod_scan *next = scan->next;     /* ending may free it */
+        if (scan->phase != RTOMOD_SCAN_ACQUIRING) {
+        } else if (scan->end_pending || scan->kind == RTOMOD_SCAN_SBDX ||
+                   rtomod_tomo_complete(scan)) {
+            log_info("shutdown: finishing scan %s", scan->id);
+            rtomod_scan_end_now(d, scan);
+        } else {
+            rtomod_scan_end_incomplete(d, scan, "shutdown", "rtomod shut "
+                                       "down before the scan's end");
+        }
+        scan = next;
     }
-    rtomod_ingest_close(d);
-    log_info("shutdown: ingest closed after %llu messages drained; finishing "
-             "queued work", (unsigned long long)(d->counters.accepted +
-                                                 d->counters.rejected -
-                                                 d->messages_at_signal));
+    log_info("shutdown: %llu messages read since the signal; finishing "
+             "accepted work, refusing new input",
+             (unsigned long long)(d->counters.accepted + d->counters.rejected -
+                                  d->messages_at_signal));
     enter_phase(d, RTOMOD_FINISHING);
+    rtomod_ingest_flush_early(d);
+}
+
+/* shutdown.timeout_ms ran out: what is unfinished is aborted, counted. */
+static void give_up(rtomod *d)
+{
+    log_error("shutdown: gave up waiting for the workers after %d ms; "
+              "aborting what is unfinished", d->cfg.shutdown.timeout_ms);
+    while (d->scans)
+        rtomod_scan_abort(d, d->scans, "shutdown", "rtomod shut down before "
+                          "the reconstruction finished "
+                          "(shutdown.timeout_ms)");
+    enter_phase(d, RTOMOD_STOPPING);
 }
 
 static void on_drain_timer(struct ev_loop *loop, ev_timer *timer, int revents)
@@ -181,23 +210,20 @@ static void on_drain_timer(struct ev_loop *loop, ev_timer *timer, int revents)
     dispatch_results(d);
     if (d->phase == RTOMOD_DRAINING) {
         double quiet = d->cfg.shutdown.drain_quiet_ms / 1000.0;
+        double most = d->cfg.shutdown.drain_max_ms / 1000.0;
         int waiting = d->ingest && rtomod_zsock_readable(d->ingest);
-        if (!waiting && now - d->t_last_ingest >= quiet &&
-            now - d->t_phase >= quiet)
+        if ((!waiting && now - d->t_last_ingest >= quiet &&
+             now - d->t_phase >= quiet) || now - d->t_phase >= most)
             stop_ingest(d);
     }
-    if (d->phase == RTOMOD_FINISHING && !d->active && !d->finishing &&
+    if (d->phase == RTOMOD_FINISHING && !d->scans &&
         rtomod_pool_idle(&d->pool)) {
         log_info("shutdown: all work published");
         enter_phase(d, RTOMOD_STOPPING);
     }
-    if (d->phase != RTOMOD_STOPPING &&
-        now - d->t_phase > d->cfg.shutdown.timeout_ms / 1000.0) {
-        log_error("shutdown: gave up waiting after %d ms",
-                  d->cfg.shutdown.timeout_ms);
-        d->exit_code = 1;
-        enter_phase(d, RTOMOD_STOPPING);
-    }
+    if (d->phase == RTOMOD_FINISHING &&
+        now - d->t_phase > d->cfg.shutdown.timeout_ms / 1000.0)
+        give_up(d);
     if (d->phase == RTOMOD_STOPPING)
         ev_break(loop, EVBREAK_ALL);
 }
@@ -209,13 +235,17 @@ static void on_signal(struct ev_loop *loop, ev_signal *sig, int revents)
     if (d->phase != RTOMOD_RUNNING) {
         log_warn("signal %d again: stopping now, dropping queued work",
                  sig->signum);
+        while (d->scans)
+            rtomod_scan_abort(d, d->scans, "shutdown", "rtomod was stopped "
+                              "by a second signal");
         d->exit_code = 1;
         enter_phase(d, RTOMOD_STOPPING);
         ev_break(loop, EVBREAK_ALL);
         return;
     }
-    log_info("signal %d: draining (no new scans; finishing accepted work)",
-             sig->signum);
+    log_info("signal %d: draining (no new scans; taking the frames already "
+             "sent for at most %d ms)", sig->signum,
+             d->cfg.shutdown.drain_max_ms);
     rtomo_notify(&d->notifier, "STOPPING=1");
     d->messages_at_signal = d->counters.accepted + d->counters.rejected;
     enter_phase(d, RTOMOD_DRAINING);
@@ -279,12 +309,45 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
                           d->cfg.publish.stats_threads, d->loop, &d->wake,
                           error, error_size) != 0)
         return -1;
-    log_info("engine: %s backend, %d worker%s", rtomo_backend_name(d->backend),
-             d->pool.n, d->pool.n == 1 ? "" : "s");
+    size_t gpu_memory[RTOMO_MAX_DEVICES];
+    for (int i = 0; i < d->n_gpus; i++)
+        gpu_memory[i] = d->gpus[i].memory_total;
+    if (rtomod_budget_init(&d->budget, &d->cfg, gpu_memory, d->n_gpus,
+                           d->pool.n, error, error_size) != 0)
+        return -1;
+    int batch = d->cfg.reconstruction.batch > 0 ? d->cfg.reconstruction.batch
+                                                : d->n_gpus > 0 ? 64 : 16;
+    if (rtomod_config_publish_hwm(&d->cfg) < 2 * batch)
+        log_warn("publish: %d messages per subscriber at most "
+                 "(publish.queue_mb / publish.max_image_mb), fewer than two "
+                 "batches of %d slices: a subscriber may lose slices of a "
+                 "batch published at once", rtomod_config_publish_hwm(&d->cfg),
+                 batch);
+    log_info("engine: %s backend, %d worker%s; scans may hold %.0f MB of "
+             "host memory", rtomo_backend_name(d->backend), d->pool.n,
+             d->pool.n == 1 ? "" : "s",
+             (double)d->budget.host_limit / (1 << 20));
     for (int i = 0; i < d->n_gpus; i++)
         log_info("engine: worker %d on GPU %d (%s)", i, d->gpus[i].index,
                  d->gpus[i].name);
     return 0;
+}
+
+/* Memory a burst needed goes back to the kernel once rtomod is idle: no
+ * scan, no queued work, no early frame.  Once per idle spell. */
+#define TRIM_CHECK_S 1.0
+
+static void on_trim_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)loop; (void)revents;
+    rtomod *d = timer->data;
+    static uint64_t trimmed_at = UINT64_MAX;
+    uint64_t activity = d->counters.accepted + d->counters.rejected;
+    int idle = !d->scans && d->n_early == 0 && rtomod_pool_idle(&d->pool);
+    if (!idle || activity == trimmed_at)
+        return;
+    rtomod_memory_return();
+    trimmed_at = activity;
 }
 
 /* The watchdog is pinged from the loop: a loop that stops turning stops
@@ -333,8 +396,8 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
     d->t_start = d->t_last_ingest = rtomod_now();
     d->loop = ev_default_loop(EVFLAG_AUTO);
     /* Before ZeroMQ's I/O threads start allocating message buffers. */
-    if (d->cfg.ingest.keep_buffers)
-        rtomod_keep_freed_memory();
+    rtomod_memory_setup(d->cfg.ingest.keep_buffers,
+                        (size_t)(d->cfg.ingest.keep_mb * 1024.0 * 1024.0));
     d->zmq = zmq_ctx_new();
     if (d->zmq)
         zmq_ctx_set(d->zmq, ZMQ_IO_THREADS, rtomod_config_zmq_threads(&d->cfg));
@@ -344,8 +407,6 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
         rtomod_close(d);
         return -1;
     }
-    ev_init(&d->end_timer, rtomod_scan_end_timer);
-    d->end_timer.data = d;
     ev_async_init(&d->wake, on_wake);
     d->wake.data = d;
     ev_async_start(d->loop, &d->wake);
@@ -360,6 +421,9 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
     start_signals(d);
     start_notifier(d);
     rtomod_telemetry_start(d);
+    ev_timer_init(&d->trim_timer, on_trim_timer, TRIM_CHECK_S, TRIM_CHECK_S);
+    d->trim_timer.data = d;
+    ev_timer_start(d->loop, &d->trim_timer);
     return 0;
 }
 
@@ -376,7 +440,7 @@ void rtomod_close(rtomod *d)
     if (d->loop) {
         rtomod_telemetry_stop(d);
         ev_timer_stop(d->loop, &d->drain_timer);
-        ev_timer_stop(d->loop, &d->end_timer);
+        ev_timer_stop(d->loop, &d->trim_timer);
         ev_timer_stop(d->loop, &d->watchdog_timer);
         ev_signal_stop(d->loop, &d->sigterm);
         ev_signal_stop(d->loop, &d->sigint);
@@ -390,13 +454,11 @@ void rtomod_close(rtomod *d)
         dispatch_results(d);
         rtomod_pool_free(&d->pool);
     }
-    while (d->finishing) {
-        rtomod_scan *next = d->finishing->next;
-        rtomod_scan_free(d->finishing);
-        d->finishing = next;
+    while (d->scans) {
+        rtomod_scan *next = d->scans->next;
+        rtomod_scan_free(d->scans);
+        d->scans = next;
     }
-    rtomod_scan_free(d->active);
-    d->active = NULL;
     if (d->loop)
         ev_async_stop(d->loop, &d->wake);
     rtomod_publisher_close(&d->pub, d->cfg.publish.linger_ms);

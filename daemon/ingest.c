@@ -170,6 +170,7 @@ static rtomod_early *early_pop(rtomod *d, rtomod_early **link)
             d->early_tail = p;
     }
     d->n_early--;
+    d->budget.early_used -= zmq_msg_size(&e->payload);
     return e;
 }
 
@@ -199,25 +200,28 @@ static void on_early_timer(struct ev_loop *loop, ev_timer *timer, int revents)
         ev_timer_stop(loop, timer);
 }
 
-/* A frame for a scan that is not active, or a projection that the
+/* A frame for a scan that is not acquiring, or a projection that the
  * announced darks and flats should precede, may be early. */
-static int may_be_early(const rtomod *d, const rtomo_ingest_msg *msg)
+static int may_be_early(rtomod *d, const rtomo_ingest_msg *msg)
 {
     if (!is_frame(msg->type) || d->phase != RTOMOD_RUNNING ||
         d->cfg.ingest.reorder_ms == 0)
         return 0;
-    if (!d->active || strcmp(d->active->id, msg->scan) != 0)
+    rtomod_scan *scan = rtomod_scan_acquiring(d, msg->scan);
+    if (!scan)
         return 1;
     return msg->type == RTOMO_MSG_PROJECTION &&
-           rtomod_tomo_awaits_fields(d->active);
+           rtomod_tomo_awaits_fields(scan);
 }
 
 /* Keep the frame (which arrived at t_arrival) until what it needs comes or
- * reorder_ms passes.  Returns 0, or -1 when out of memory (the caller
- * delivers it now). */
+ * reorder_ms passes.  Returns 0, or -1 when out of memory or larger than
+ * the whole hold (the caller delivers it now). */
 static int early_keep(rtomod *d, const rtomo_ingest_msg *msg,
                       zmq_msg_t *payload, double t_arrival)
 {
+    if (zmq_msg_size(payload) > d->budget.early_limit)
+        return -1;
     rtomod_early *e = calloc(1, sizeof *e);
     if (!e)
         return -1;
@@ -230,8 +234,14 @@ static int early_keep(rtomod *d, const rtomo_ingest_msg *msg,
     else
         d->early_head = e;
     d->early_tail = e;
-    /* Bounded like a work queue: the oldest gives way. */
-    if (++d->n_early > d->cfg.queue.frames)
+    d->budget.early_used += zmq_msg_size(&e->payload);
+    /* Bounded like a work queue, in frames and in bytes (limits.early_mb):
+     * the oldest give way, taken as they are now (most often rejected as
+     * unknown_scan: their begin never came). */
+    ++d->n_early;
+    while (d->n_early > d->cfg.queue.frames ||
+           (d->budget.early_used > d->budget.early_limit &&
+            d->early_head != e))
         early_deliver(d, &d->early_head);
     if (!ev_is_active(&d->early_timer)) {
         ev_timer_set(&d->early_timer, 0.02, 0.02);
@@ -287,7 +297,11 @@ static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
         early_keep(d, msg, payload, d->t_received) == 0)
         return;
     size_t payload_size = zmq_msg_size(payload);
-    if (dispatch(d, msg, payload) == 0) {
+    d->handling_begin = msg->type == RTOMO_MSG_SCAN_BEGIN ||
+                        msg->type == RTOMO_MSG_SBDX_BEGIN;
+    int rc = dispatch(d, msg, payload);
+    d->handling_begin = 0;
+    if (rc == 0) {
         d->counters.accepted++;
         if (is_frame(msg->type)) {
             d->counters.frames++;
@@ -314,13 +328,21 @@ static void handle(rtomod *d, ingest_parts *m)
     rtomo_ingest_msg_clear(&msg);
 }
 
+/* After the drain of a shutdown every message is refused (shutting_down),
+ * so that its sender learns, until the accepted work is done: that needs
+ * no room in the work queues. */
+static int rejects_only(const rtomod *d)
+{
+    return d->phase == RTOMOD_FINISHING;
+}
+
 /* Read while messages wait, the workers have room and the fairness bound
  * is not reached. */
 static void on_readable(rtomod_zwatch *w)
 {
     rtomod *d = w->data;
     for (int i = 0; i < d->cfg.ingest.fairness; i++) {
-        if (i > 0 && !rtomod_pool_has_room(&d->pool))
+        if (i > 0 && !rejects_only(d) && !rtomod_pool_has_room(&d->pool))
             break;
         ingest_parts m;
         int rc = receive(d->ingest, &m);
@@ -340,7 +362,8 @@ static void on_readable(rtomod_zwatch *w)
 static int can_read(rtomod_zwatch *w)
 {
     rtomod *d = w->data;
-    return d->phase <= RTOMOD_DRAINING && rtomod_pool_has_room(&d->pool);
+    return rejects_only(d) ||
+           (d->phase <= RTOMOD_DRAINING && rtomod_pool_has_room(&d->pool));
 }
 
 int rtomod_ingest_has_waiting(rtomod *d)

@@ -20,8 +20,9 @@ int rtomod_publisher_open(rtomod_publisher *pub, void *ctx,
                           size_t error_size)
 {
     memset(pub, 0, sizeof *pub);
+    pub->hwm = rtomod_config_publish_hwm(cfg);
     const int64_t options[] = {
-        ZMQ_SNDHWM, cfg->publish.sndhwm, ZMQ_XPUB_NODROP, cfg->publish.nodrop,
+        ZMQ_SNDHWM, pub->hwm,
         ZMQ_AFFINITY, (int64_t)rtomod_config_zmq_affinity(cfg, 0), -1};
     pub->socket = rtomod_zsock_bind(ctx, ZMQ_PUB, cfg->publish.endpoint,
                                     "publish", options, error, error_size);

@@ -24,7 +24,9 @@
 #include <jansson.h>
 #include <zmq.h>
 
+#include "rtomod_budget.h"
 #include "rtomod_config.h"
+#include "rtomod_history.h"
 #include "rtomod_loop.h"
 #include "rtomod_publish.h"
 #include "rtomo_protocol.h"
@@ -71,18 +73,33 @@ int rtomod_seen_has(const rtomod_seen *s, int64_t index);
 typedef enum rtomod_scan_kind { RTOMOD_SCAN_TOMO, RTOMOD_SCAN_SBDX }
     rtomod_scan_kind;
 
+/* Where a live scan is in its life (what happens after is in history.c). */
+typedef enum rtomod_scan_phase {
+    RTOMOD_SCAN_ACQUIRING,      /* takes input (end_pending: its end came,
+                                   stragglers are still welcome) */
+    RTOMOD_SCAN_FINISHING       /* ended, waiting for the workers */
+} rtomod_scan_phase;
+
 typedef struct rtomod_tomo_scan rtomod_tomo_scan;   /* scan_tomo.c */
 typedef struct rtomod_sbdx_scan rtomod_sbdx_scan;   /* scan_sbdx.c */
 
 typedef struct rtomod_scan {
-    struct rtomod_scan *next;   /* in the finishing list */
+    struct rtomod_scan *next;   /* in d->scans, oldest first */
+    rtomod *d;
     rtomod_scan_kind kind;
+    rtomod_scan_phase phase;
     char id[RTOMO_ID_MAX];
     uint64_t serial;            /* unique per scan, names its jobs */
     int end_pending;            /* end received, frames still missing: wait
                                    ingest.reorder_ms for stragglers */
+    ev_timer end_timer;         /* the pending end's wait */
+    ev_timer idle_timer;        /* ends a scan whose sender went quiet */
     int failed;                 /* the engine refused the scan */
     char failure[RTOMO_REASON_MAX];
+    int incomplete;             /* ended by the idle timeout or a shutdown
+                                   before its own end */
+    char end_code[32];          /* why it ended without its end: "idle_timeout",
+                                   "shutdown"; "" otherwise */
     uint32_t workers;           /* bit i: worker i holds a plan of it */
     int parts_pending;          /* DONE results still expected */
     double t_begin;             /* monotonic seconds */
@@ -90,6 +107,9 @@ typedef struct rtomod_scan {
     long frames;                /* frames accepted */
     long dropped;               /* frames accepted but not used */
     long images;                /* images published */
+    long rejected;              /* messages naming it that were rejected */
+    uint32_t rejects[RTOMO_REJECT_COUNT];
+    rtomod_budget_claim claim;  /* memory admitted for it (budget.c) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;
 } rtomod_scan;
@@ -98,42 +118,67 @@ typedef struct rtomod_scan {
 rtomod_scan *rtomod_scan_new(rtomod *d, rtomod_scan_kind kind,
                              const char *id);
 void rtomod_scan_free(rtomod_scan *scan);
-/* The active scan or a finishing one with this serial, or NULL. */
+/* The live scan (acquiring or finishing) with this serial, or NULL. */
 rtomod_scan *rtomod_scan_find(rtomod *d, uint64_t serial);
-/* The active scan no longer takes input: it waits for `parts` DONE results
- * from the workers (0: it completes now). */
-void rtomod_scan_finish(rtomod *d, int parts);
-/* An end message for the active scan: it finishes now when nothing is
+/* The acquiring scan with this id, or NULL. */
+rtomod_scan *rtomod_scan_acquiring(rtomod *d, const char *id);
+/* The newest live scan with this id, or NULL. */
+rtomod_scan *rtomod_scan_named(rtomod *d, const char *id);
+/* Live scans in a phase. */
+int rtomod_scan_count(rtomod *d, rtomod_scan_phase phase);
+/* The scan no longer takes input: it waits for `parts` DONE results from
+ * the workers (0: it completes now). */
+void rtomod_scan_finish(rtomod *d, rtomod_scan *scan, int parts);
+/* An end message for an acquiring scan: it finishes now when nothing is
  * missing, else after ingest.reorder_ms unless the missing frames come
  * first (they may be overtaken on another connection). */
 void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan);
-/* Finish the active scan now (its kind's way). */
-void rtomod_scan_end_now(rtomod *d);
-/* Finish the active scan if its end waited long enough (ev_timer). */
-void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents);
+/* Finish an acquiring scan now (its kind's way). */
+void rtomod_scan_end_now(rtomod *d, rtomod_scan *scan);
+/* End an acquiring scan that will get no end message (idle timeout,
+ * shutdown): reconstructed from what arrived, or aborted, as
+ * scans.incomplete says.  `code` and the sentence say why. */
+void rtomod_scan_end_incomplete(rtomod *d, rtomod_scan *scan,
+                                const char *code, const char *why);
 /* A worker finished its part; the last part completes the scan. */
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan);
 /* Cancel a scan (active or finishing): queued jobs are dropped, plans
- * closed, "scan_aborted" published.  The record is freed. */
-void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *why);
+ * closed, every accepted frame not yet reconstructed counted dropped,
+ * "scan_aborted" published.  The record is freed.  `code` is the short
+ * reason ("aborted", "shutdown", "idle_timeout", "failed"). */
+void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *code,
+                       const char *why);
 /* Queue a CLOSE job (finish or abort) on every worker holding a plan of
  * the scan; returns how many were queued. */
 int rtomod_scan_close_plans(rtomod *d, rtomod_scan *scan, int abort);
 /* Queue a job for worker w and count it as holding a plan of the scan. */
 void rtomod_scan_push(rtomod *d, rtomod_scan *scan, int w, rtomod_job *job);
-/* The active scan as status JSON, or null. */
+/* The first acquiring scan as status JSON, or null; and every live scan
+ * as a list. */
 json_t *rtomod_scan_status(rtomod *d);
+json_t *rtomod_scans_status(rtomod *d);
+/* One scan's status object. */
+json_t *rtomod_scan_json(const rtomod_scan *scan);
 
-/* The active scan when `msg` (a frame or end message) may feed it: its id
- * must name the active scan, of the right kind, not failed.  Otherwise the
+/* The acquiring scan `msg` (a frame or end message) may feed: its id must
+ * name an acquiring scan of the right kind, not failed.  Otherwise the
  * message is rejected and NULL returned. */
 rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
                                    rtomod_scan_kind kind);
-/* Whether a begin message may start a scan now (no other active scan, not
- * shutting down); rejects it otherwise.  A failed active scan is dropped to
- * make room. */
+/* Whether a begin message may start a scan now (not shutting down, no
+ * acquiring scan of that id, fewer than limits.scans in flight); rejects
+ * it otherwise. */
 int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg);
-/* Register a new scan as the active one and announce it. */
+/* Refuse a begin (over_budget) whose images of `bytes` each exceed
+ * publish.max_image_mb; `what` names them.  Returns 0 or -1. */
+int rtomod_scan_check_image(rtomod *d, const char *id, size_t bytes,
+                            const char *what);
+/* Claim the memory in scan->claim against the budgets, or reject the
+ * begin (over_budget, with the numbers; `what` names the scan's kind and
+ * size).  Returns 0 or -1. */
+int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what);
+/* Register a new scan as acquiring, start its idle timer and announce
+ * it. */
 void rtomod_scan_activate(rtomod *d, rtomod_scan *scan);
 
 /* Reject an ingest message: count it, log it, publish a "rejected" event.
@@ -163,8 +208,15 @@ void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,
 int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg);
 int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload);
 int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg);
-/* End the active tomography scan and start its reconstruction. */
-void rtomod_tomo_finish(rtomod *d);
+/* End an acquiring tomography scan and start its reconstruction. */
+void rtomod_tomo_finish(rtomod *d, rtomod_scan *scan);
+/* Projections of a plain scan that have not arrived (0 in continuous
+ * mode). */
+long rtomod_tomo_missing(const rtomod_scan *scan);
+/* Accepted frames that published images contain: all of a plain scan's
+ * once its slices are out, a continuous stream's up to its last published
+ * window. */
+long rtomod_tomo_frames_used(const rtomod_scan *scan);
 /* 1 when every projection of the active scan has arrived. */
 int rtomod_tomo_complete(const rtomod_scan *scan);
 /* 1 while the scan waits for announced darks or flats before its first
@@ -182,8 +234,10 @@ int rtomod_tomo_pending_windows(const rtomod_scan *scan);
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg);
 int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload);
 int rtomod_sbdx_end(rtomod *d, rtomo_ingest_msg *msg);
-/* End the active SBDX stream: the workers finish the frames they hold. */
-void rtomod_sbdx_finish(rtomod *d);
+/* End an acquiring SBDX stream: the workers finish the frames they hold. */
+void rtomod_sbdx_finish(rtomod *d, rtomod_scan *scan);
+/* Frames of the stream whose images are out. */
+long rtomod_sbdx_frames_done(const rtomod_scan *scan);
 void rtomod_sbdx_free(rtomod_sbdx_scan *sbdx);
 void rtomod_sbdx_status(const rtomod_scan *scan, json_t *out);
 /* Results of a stream's frames are published in frame order: a result
@@ -274,14 +328,17 @@ struct rtomod {
     rtomo_notifier notifier;    /* systemd, when run by it */
     ev_timer watchdog_timer;
     ev_timer drain_timer;
-    ev_timer end_timer;         /* the active scan's pending end */
+    ev_timer trim_timer;        /* returns idle memory (rtomod_memory.h) */
     struct rtomod_early *early_head, *early_tail;   /* frames before begin */
     int n_early;
     ev_timer early_timer;
     rtomod_counters counters;
     rtomod_telemetry telemetry;
-    rtomod_scan *active;        /* taking input, or NULL */
-    rtomod_scan *finishing;     /* ended, waiting for the workers */
+    rtomod_scan *scans;         /* live scans, oldest first */
+    rtomod_budget budget;       /* memory admitted for them */
+    rtomod_history history;     /* what became of recent scans */
+    int handling_begin;         /* the message being handled is a begin:
+                                   a reject of it is a refusal */
     uint64_t next_serial;
     double t_start;             /* monotonic */
     rtomod_phase phase;
@@ -291,6 +348,13 @@ struct rtomod {
     uint64_t messages_at_signal;/* ingest messages read before the signal */
     int exit_code;
 };
+
+/* Put every message of a scan on the right record: a live scan, or its
+ * history (rejects are counted there; a begin's refusal makes a record
+ * "refused"). */
+rtomod_outcome *rtomod_outcome_for(rtomod *d, const char *id);
+/* A live scan's outcome so far (for the "scan" request). */
+void rtomod_scan_outcome(const rtomod_scan *scan, rtomod_outcome *out);
 
 /* Monotonic seconds. */
 double rtomod_now(void);

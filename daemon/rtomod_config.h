@@ -4,8 +4,8 @@
  * control socket may change.  docs/rtomod.md documents every key.
  *
  * The configuration is a JSON object of sections ("ingest", "publish",
- * "control", "engine", "reconstruction", "queue", "telemetry", "log",
- * "shutdown").  Keys are addressed as "section.key" paths, both in the file
+ * "control", "engine", "reconstruction", "scans", "limits", "queue",
+ * "telemetry", "log", "shutdown").  Keys are addressed as "section.key" paths, both in the file
  * and in --set overrides; unknown keys are refused so that a typo never goes
  * unnoticed.
  */
@@ -23,6 +23,8 @@
 #include "rtomod_security.h"
 
 #define RTOMOD_ENDPOINT_MAX 256
+/* Scans in flight at most (scans.max); also the plans a worker holds. */
+#define RTOMOD_MAX_SCANS 16
 #define RTOMOD_CONFIG_ERROR_MAX 512
 
 typedef struct rtomod_config {
@@ -36,14 +38,22 @@ typedef struct rtomod_config {
                                    delivers out of order around begin/end */
         int io_threads;         /* ZeroMQ I/O threads of ingest (publish
                                    and control have one more) */
-        int keep_buffers;       /* 1: freed message memory is reused, not
-                                   returned to the kernel (rtomod_memory.h) */
+        int keep_buffers;       /* 1: freed message memory is reused, up to
+                                   keep_mb (rtomod_memory.h) */
+        double keep_mb;         /* freed memory kept for reuse at most; the
+                                   rest goes back to the kernel, all of it
+                                   once rtomod is idle */
     } ingest;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];
         int sndhwm;             /* messages queued per subscriber */
         int linger_ms;          /* flush time for queued messages at exit */
-        int nodrop;             /* 1: ZMQ_XPUB_NODROP, drops counted */
+        double queue_mb;        /* bytes queued per subscriber at most:
+                                   a subscriber that does not read loses
+                                   messages beyond, the others none */
+        double max_image_mb;    /* largest image payload published; a
+                                   begin whose images are larger is
+                                   refused (over_budget) */
         int stats_threads;      /* per worker: image statistics, off the
                                    engine's path (rtomod_finisher.h) */
     } publish;
@@ -69,6 +79,21 @@ typedef struct rtomod_config {
                                    count 0 = all */
     } reconstruction;
     struct {
+        int max;                /* scans in flight (acquiring or
+                                   reconstructing) at most */
+        int idle_timeout_ms;    /* an acquiring scan that receives nothing
+                                   this long ends by itself; 0 = never */
+        int incomplete_abort;   /* 1: such a scan (and one cut short by a
+                                   shutdown) is aborted; 0: reconstructed
+                                   from what arrived, marked incomplete */
+    } scans;
+    struct {
+        double host_mb;         /* memory for scans' state, 0 = derived from
+                                   the machine (budget.c) */
+        double device_mb;       /* per GPU, 0 = derived from the GPU */
+        double early_mb;        /* frames held for their begin, at most */
+    } limits;
+    struct {
         int frames;             /* jobs queued per worker at most */
         double mb;              /* payload bytes queued per worker at most */
     } queue;
@@ -80,6 +105,7 @@ typedef struct rtomod_config {
     } log;
     struct {
         int drain_quiet_ms;     /* ingest silence that ends the drain */
+        int drain_max_ms;       /* the drain ends after this at most */
         int timeout_ms;         /* give up waiting for the workers */
     } shutdown;
     rtomod_security_config security;   /* who may connect (rtomod_security.h) */
@@ -109,6 +135,12 @@ int rtomod_config_set_path(rtomod_config *cfg, const char *assignment,
 
 /* The whole effective configuration as JSON (new reference). */
 json_t *rtomod_config_to_json(const rtomod_config *cfg);
+
+/* The publish socket's high-water mark: publish.queue_mb over
+ * publish.max_image_mb, within [2, publish.sndhwm]. */
+int rtomod_config_publish_hwm(const rtomod_config *cfg);
+/* publish.max_image_mb in bytes. */
+size_t rtomod_config_max_image(const rtomod_config *cfg);
 
 /* Largest payload in bytes accepted by ingest. */
 size_t rtomod_config_max_payload(const rtomod_config *cfg);

@@ -2,17 +2,27 @@
  * rtomod_publish.h — the PUB socket: every published message is three parts
  * [topic, header JSON, payload] (the payload may be empty).
  *
- * Sends never block.  With publish.nodrop off (the default) ZeroMQ drops
- * messages for a subscriber whose queue is full, silently and per
- * subscriber, so one stalled subscriber costs the others nothing; those
- * drops cannot be seen from here.  With publish.nodrop on, a send that
- * would overflow any subscriber's queue fails with EAGAIN: the message is
- * dropped for everyone and counted in pub_dropped.
+ * Sends never block.  ZeroMQ drops messages for a subscriber whose queue
+ * is full, silently and per subscriber, so one stalled subscriber costs the
+ * others nothing; those drops cannot be seen from here.  (The former
+ * publish.nodrop mode, which refused a message for everyone once any queue
+ * was full, let one stalled subscriber silence all: it was removed.)
+ *
+ * Each subscriber's queue is bounded in bytes, publish.queue_mb: ZeroMQ
+ * bounds it in messages (its high-water mark), so the mark is queue_mb
+ * over the largest image rtomod publishes (publish.max_image_mb; a begin
+ * whose images are larger is refused), never above publish.sndhwm.  A
+ * subscriber that never reads pins at most queue_mb.  The mark must hold
+ * a batch of images published at once (rtomod warns at start when it
+ * cannot).  The mark is set
+ * once, before the socket binds: libzmq applies a changed mark to
+ * connected subscribers too, but a lowered one can leave a pipe that
+ * counts itself full for good (its reader acknowledges reads only every
+ * half of the old mark), which silenced a subscriber in testing.
  *
  * Every header carries "seq", a sequence number per topic that counts
  * every message of the topic offered to the socket, sent or refused: a
- * subscriber that sees a gap knows how many it lost, whoever dropped them
- * (ZeroMQ for that subscriber alone, or nodrop for all).
+ * subscriber that sees a gap knows how many it lost.
  */
 #ifndef RTOMOD_PUBLISH_H
 #define RTOMOD_PUBLISH_H
@@ -31,6 +41,7 @@ typedef struct rtomod_publisher {
     uint64_t published;         /* messages sent */
     uint64_t dropped;           /* messages refused (EAGAIN) */
     uint64_t seq[RTOMOD_TOPICS];    /* next sequence number per topic */
+    int hwm;                    /* messages per subscriber at most */
 } rtomod_publisher;
 
 int rtomod_publisher_open(rtomod_publisher *pub, void *ctx,

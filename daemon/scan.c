@@ -1,12 +1,16 @@
 /*
- * scan.c — the scan registry of rtomod: at most one active scan takes input;
- * scans that ended wait in the finishing list until every worker holding a
- * plan of theirs reported DONE.  Also the pieces both scan kinds share:
- * index bookkeeping, frame jobs, rejects.
+ * scan.c — the scan registry of rtomod: the live scans, acquiring (taking
+ * input) or finishing (ended, waiting until every worker holding a plan of
+ * theirs reported DONE), and their way out into the history.  Also the
+ * pieces both scan kinds share: index bookkeeping, frame jobs, rejects,
+ * the end's wait for stragglers and the idle timeout.
  *
- * Why one active scan: a detector produces one stream at a time, and a
- * second scan_begin while one is active is almost always a client that lost
- * track (it is refused with bad_state; abort clears the way).
+ * Why several scans at once: a camera starts its next scan as soon as the
+ * last one's frames are sent, often over a new connection, while rtomod
+ * still reads the last one's frames (ZeroMQ interleaves connections) or
+ * reconstructs them.  Refusing that begin lost whole scans.  Each scan has
+ * its own plans on the workers, admitted against the memory budgets
+ * (budget.c), up to scans.max at a time.
  */
 #include "config.h"
 
@@ -81,12 +85,44 @@ int rtomod_seen_mark(rtomod_seen *s, int64_t index)
 
 /* ---------------------------------------------------------- rejects ---- */
 
+rtomod_outcome *rtomod_outcome_for(rtomod *d, const char *id)
+{
+    rtomod_outcome *o = rtomod_history_find(&d->history, id);
+    return o ? o : rtomod_history_add(&d->history, id);
+}
+
+/* Count a reject on the scan it names: a live scan, else that id's record
+ * in the history (a refused begin makes a new one). */
+static void count_reject(rtomod *d, const rtomo_reject_info *why,
+                         const char *id)
+{
+    rtomod_scan *scan = rtomod_scan_named(d, id);
+    if (scan) {
+        scan->rejected++;
+        if ((unsigned)why->reason < RTOMO_REJECT_COUNT)
+            scan->rejects[why->reason]++;
+        return;
+    }
+    rtomod_outcome *o;
+    if (d->handling_begin) {
+        o = rtomod_history_add(&d->history, id);
+        o->state = "refused";
+        snprintf(o->code, sizeof o->code, "%s", rtomo_reject_name(why->reason));
+        snprintf(o->reason, sizeof o->reason, "%s", why->message);
+    } else {
+        o = rtomod_outcome_for(d, id);
+    }
+    rtomod_outcome_count_reject(o, why->reason);
+}
+
 void rtomod_reject(rtomod *d, const rtomo_reject_info *why, const char *scan,
                    int64_t index)
 {
     d->counters.rejected++;
     if ((unsigned)why->reason < RTOMO_REJECT_COUNT)
         d->counters.rejects[why->reason]++;
+    if (scan && *scan)
+        count_reject(d, why, scan);
     /* A flood of bad messages must not flood the log: after a burst, only
      * every 1000th reject is logged (all are counted and published). */
     uint64_t n = d->counters.rejected;
@@ -131,15 +167,22 @@ rtomod_job *rtomod_frame_job(const rtomod *d, rtomod_job_kind kind,
 
 /* ---------------------------------------------------------- registry ---- */
 
+static void on_end_timer(struct ev_loop *loop, ev_timer *timer, int revents);
+static void on_idle_timer(struct ev_loop *loop, ev_timer *timer, int revents);
+
 rtomod_scan *rtomod_scan_new(rtomod *d, rtomod_scan_kind kind, const char *id)
 {
     rtomod_scan *scan = calloc(1, sizeof *scan);
     if (!scan)
         return NULL;
+    scan->d = d;
     scan->kind = kind;
     snprintf(scan->id, sizeof scan->id, "%s", id);
     scan->serial = ++d->next_serial;
     scan->t_begin = scan->t_last_input = rtomod_now();
+    ev_init(&scan->end_timer, on_end_timer);
+    ev_init(&scan->idle_timer, on_idle_timer);
+    scan->end_timer.data = scan->idle_timer.data = scan;
     return scan;
 }
 
@@ -147,6 +190,12 @@ void rtomod_scan_free(rtomod_scan *scan)
 {
     if (!scan)
         return;
+    if (scan->d && scan->d->loop) {
+        ev_timer_stop(scan->d->loop, &scan->end_timer);
+        ev_timer_stop(scan->d->loop, &scan->idle_timer);
+    }
+    if (scan->d)
+        rtomod_budget_release(&scan->d->budget, &scan->claim);
     rtomod_tomo_free(scan->tomo);
     rtomod_sbdx_free(scan->sbdx);
     free(scan);
@@ -154,17 +203,40 @@ void rtomod_scan_free(rtomod_scan *scan)
 
 rtomod_scan *rtomod_scan_find(rtomod *d, uint64_t serial)
 {
-    if (d->active && d->active->serial == serial)
-        return d->active;
-    for (rtomod_scan *s = d->finishing; s; s = s->next)
+    for (rtomod_scan *s = d->scans; s; s = s->next)
         if (s->serial == serial)
             return s;
     return NULL;
 }
 
-static void unlink_finishing(rtomod *d, rtomod_scan *scan)
+rtomod_scan *rtomod_scan_acquiring(rtomod *d, const char *id)
 {
-    for (rtomod_scan **link = &d->finishing; *link; link = &(*link)->next) {
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        if (s->phase == RTOMOD_SCAN_ACQUIRING && strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+rtomod_scan *rtomod_scan_named(rtomod *d, const char *id)
+{
+    rtomod_scan *found = NULL;
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            found = s;          /* the newest */
+    return found;
+}
+
+int rtomod_scan_count(rtomod *d, rtomod_scan_phase phase)
+{
+    int n = 0;
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        n += s->phase == phase;
+    return n;
+}
+
+static void unlink_scan(rtomod *d, rtomod_scan *scan)
+{
+    for (rtomod_scan **link = &d->scans; *link; link = &(*link)->next) {
         if (*link == scan) {
             *link = scan->next;
             return;
@@ -172,36 +244,106 @@ static void unlink_finishing(rtomod *d, rtomod_scan *scan)
     }
 }
 
-static void complete(rtomod *d, rtomod_scan *scan)
+static const char *kind_short(rtomod_scan_kind kind)
 {
-    unlink_finishing(d, scan);
-    rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_complete", scan->id,
-                         -1, NULL, "%ld frames, %ld images published, %ld "
-                         "frames dropped%s%s", scan->frames, scan->images,
-                         scan->dropped, scan->failed ? "; failed: " : "",
-                         scan->failed ? scan->failure : "");
+    return kind == RTOMOD_SCAN_TOMO ? "tomo" : "sbdx";
+}
+
+void rtomod_scan_outcome(const rtomod_scan *scan, rtomod_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->id, sizeof out->id, "%s", scan->id);
+    out->kind = kind_short(scan->kind);
+    out->state = scan->phase == RTOMOD_SCAN_FINISHING ? "reconstructing"
+                 : scan->end_pending                   ? "ending"
+                                                       : "acquiring";
+    out->frames = scan->frames;
+    out->dropped = scan->dropped;
+    out->missing = scan->kind == RTOMOD_SCAN_TOMO
+                       ? rtomod_tomo_missing(scan) : 0;
+    out->images = scan->images;
+    out->rejected = scan->rejected;
+    memcpy(out->rejects, scan->rejects, sizeof out->rejects);
+    out->incomplete = scan->incomplete;
+    snprintf(out->code, sizeof out->code, "%s",
+             scan->failed ? "failed" : scan->end_code);
+    snprintf(out->reason, sizeof out->reason, "%s", scan->failure);
+}
+
+/* The scan leaves: its outcome goes to the history, its record is freed. */
+static void retire(rtomod *d, rtomod_scan *scan, const char *state,
+                   const char *code, const char *why)
+{
+    unlink_scan(d, scan);
+    rtomod_outcome *o = rtomod_history_add(&d->history, scan->id);
+    rtomod_scan_outcome(scan, o);
+    o->state = state;
+    if (code) {
+        snprintf(o->code, sizeof o->code, "%s", code);
+        snprintf(o->reason, sizeof o->reason, "%s", why);
+    }
     rtomod_scan_free(scan);
 }
 
-void rtomod_scan_finish(rtomod *d, int parts)
+static void complete(rtomod *d, rtomod_scan *scan)
 {
-    rtomod_scan *scan = d->active;
-    d->active = NULL;
+    long missing = scan->kind == RTOMOD_SCAN_TOMO ? rtomod_tomo_missing(scan)
+                                                  : 0;
+    rtomod_publish_event(&d->pub, scan->failed || scan->incomplete
+                                      ? RTOMOD_LOG_WARN : RTOMOD_LOG_INFO,
+                         "scan_complete", scan->id, -1,
+                         scan->failed ? "failed" : scan->end_code,
+                         "%ld frames, %ld images published, %ld frames "
+                         "dropped, %ld rejected, %ld projections missing%s%s%s",
+                         scan->frames, scan->images, scan->dropped,
+                         scan->rejected, missing,
+                         scan->incomplete ? "; incomplete: " : "",
+                         scan->incomplete ? scan->failure : "",
+                         scan->failed ? "; failed: " : "");
+    retire(d, scan, "complete", NULL, NULL);
+}
+
+void rtomod_scan_finish(rtomod *d, rtomod_scan *scan, int parts)
+{
+    ev_timer_stop(d->loop, &scan->end_timer);
+    ev_timer_stop(d->loop, &scan->idle_timer);
+    scan->phase = RTOMOD_SCAN_FINISHING;
+    scan->end_pending = 0;
     scan->parts_pending = parts;
-    scan->next = d->finishing;
-    d->finishing = scan;
     if (parts == 0)
         complete(d, scan);
 }
 
-void rtomod_scan_end_now(rtomod *d)
+void rtomod_scan_end_now(rtomod *d, rtomod_scan *scan)
 {
-    ev_timer_stop(d->loop, &d->end_timer);
-    d->active->end_pending = 0;
-    if (d->active->kind == RTOMOD_SCAN_TOMO)
-        rtomod_tomo_finish(d);
+    ev_timer_stop(d->loop, &scan->end_timer);
+    scan->end_pending = 0;
+    if (scan->kind == RTOMOD_SCAN_TOMO)
+        rtomod_tomo_finish(d, scan);
     else
-        rtomod_sbdx_finish(d);
+        rtomod_sbdx_finish(d, scan);
+}
+
+void rtomod_scan_end_incomplete(rtomod *d, rtomod_scan *scan,
+                                const char *code, const char *why)
+{
+    int whole = scan->kind == RTOMOD_SCAN_SBDX || rtomod_tomo_complete(scan);
+    snprintf(scan->end_code, sizeof scan->end_code, "%s", code);
+    if (!whole && d->cfg.scans.incomplete_abort) {
+        rtomod_scan_abort(d, scan, code, why);
+        return;
+    }
+    /* An SBDX stream or a scan that has all its projections lost only
+     * its end message: it completes as if that had come. */
+    if (!whole) {
+        scan->incomplete = 1;
+        snprintf(scan->failure, sizeof scan->failure, "%s", why);
+    }
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "scan_ending", scan->id,
+                         -1, code, "%s; %s", why,
+                         whole ? "it had all its frames: finishing it"
+                               : "reconstructing what arrived");
+    rtomod_scan_end_now(d, scan);
 }
 
 void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan)
@@ -209,12 +351,12 @@ void rtomod_scan_request_end(rtomod *d, rtomod_scan *scan)
     scan->t_last_input = rtomod_now();
     if (rtomod_tomo_complete(scan) || scan->failed ||
         d->cfg.ingest.reorder_ms == 0) {
-        rtomod_scan_end_now(d);
+        rtomod_scan_end_now(d, scan);
         return;
     }
     scan->end_pending = 1;
-    ev_timer_set(&d->end_timer, d->cfg.ingest.reorder_ms / 1000.0, 0.0);
-    ev_timer_start(d->loop, &d->end_timer);
+    ev_timer_set(&scan->end_timer, d->cfg.ingest.reorder_ms / 1000.0, 0.0);
+    ev_timer_start(d->loop, &scan->end_timer);
 }
 
 /* Seconds the pending end must still wait for stragglers.  The wait is
@@ -231,19 +373,59 @@ static double end_wait_left(rtomod *d, const rtomod_scan *scan)
     return wait - (rtomod_now() - scan->t_last_input);
 }
 
-void rtomod_scan_end_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+static void on_end_timer(struct ev_loop *loop, ev_timer *timer, int revents)
 {
     (void)revents;
-    rtomod *d = timer->data;
-    if (!d->active || !d->active->end_pending)
+    rtomod_scan *scan = timer->data;
+    if (scan->phase != RTOMOD_SCAN_ACQUIRING || !scan->end_pending)
         return;
-    double left = end_wait_left(d, d->active);
+    double left = end_wait_left(scan->d, scan);
     if (left > 0) {
         ev_timer_set(timer, left, 0.0);
         ev_timer_start(loop, timer);
         return;
     }
-    rtomod_scan_end_now(d);
+    rtomod_scan_end_now(scan->d, scan);
+}
+
+/* Seconds until the scan counts as abandoned, or <= 0 when it does.  As
+ * for the end's wait, time in which rtomod itself held frames back (full
+ * queues, unread messages) does not count against the sender. */
+static double idle_left(rtomod *d, const rtomod_scan *scan)
+{
+    double limit = d->cfg.scans.idle_timeout_ms / 1000.0;
+    if (!rtomod_pool_has_room(&d->pool) || rtomod_ingest_has_waiting(d))
+        return limit;
+    return limit - (rtomod_now() - scan->t_last_input);
+}
+
+static void arm_idle_timer(rtomod *d, rtomod_scan *scan, double after)
+{
+    ev_timer_stop(d->loop, &scan->idle_timer);
+    if (d->cfg.scans.idle_timeout_ms <= 0)
+        return;
+    ev_timer_set(&scan->idle_timer, after, 0.0);
+    ev_timer_start(d->loop, &scan->idle_timer);
+}
+
+static void on_idle_timer(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    (void)loop; (void)revents;
+    rtomod_scan *scan = timer->data;
+    rtomod *d = scan->d;
+    if (scan->phase != RTOMOD_SCAN_ACQUIRING || scan->end_pending)
+        return;
+    if (d->cfg.scans.idle_timeout_ms <= 0)
+        return;             /* switched off since it was armed */
+    double left = idle_left(d, scan);
+    if (left > 0) {
+        arm_idle_timer(d, scan, left);
+        return;
+    }
+    char why[160];
+    snprintf(why, sizeof why, "nothing received for %.1f s "
+             "(scans.idle_timeout_ms)", rtomod_now() - scan->t_last_input);
+    rtomod_scan_end_incomplete(d, scan, "idle_timeout", why);
 }
 
 void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,
@@ -258,7 +440,7 @@ void rtomod_scan_set_done(rtomod *d, rtomod_scan *scan,
 
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan)
 {
-    if (scan == d->active || --scan->parts_pending > 0)
+    if (scan->phase != RTOMOD_SCAN_FINISHING || --scan->parts_pending > 0)
         return;
     complete(d, scan);
 }
@@ -289,33 +471,42 @@ int rtomod_scan_close_plans(rtomod *d, rtomod_scan *scan, int abort)
     return queued;
 }
 
-void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *why)
+/* Frames of the scan that no published image will ever contain: all of a
+ * tomography scan's (its images come only at its end or with windows
+ * already counted), an SBDX stream's not yet published. */
+static long frames_lost(const rtomod_scan *scan)
 {
-    long dropped = rtomod_pool_purge(&d->pool, scan->serial);
-    d->counters.dropped += (uint64_t)dropped;
-    scan->dropped += dropped;
-    /* Results still on their way for this serial find no record and are
-     * discarded; the CLOSE jobs free the plans. */
-    rtomod_scan_close_plans(d, scan, 1);
-    if (scan == d->active) {
-        ev_timer_stop(d->loop, &d->end_timer);
-        d->active = NULL;
-    } else {
-        unlink_finishing(d, scan);
-    }
-    rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_aborted", scan->id,
-                         -1, "aborted", "%s; %ld frames accepted, %ld "
-                         "dropped", why, scan->frames, scan->dropped);
-    rtomod_scan_free(scan);
+    long used = scan->kind == RTOMOD_SCAN_TOMO ? rtomod_tomo_frames_used(scan)
+                                               : rtomod_sbdx_frames_done(scan);
+    long lost = scan->frames - used - scan->dropped;
+    return lost > 0 ? lost : 0;
 }
 
-json_t *rtomod_scan_status(rtomod *d)
+void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *code,
+                       const char *why)
 {
-    rtomod_scan *scan = d->active;
-    if (!scan)
-        return json_null();
-    json_t *out = json_pack("{s:s, s:s, s:b}", "id", scan->id, "kind",
-                            scan->kind == RTOMOD_SCAN_TOMO ? "tomo" : "sbdx",
+    rtomod_pool_purge(&d->pool, scan->serial);
+    /* Results still on their way for this serial find no record and are
+     * discarded (their drops were counted here); the CLOSE jobs free the
+     * plans. */
+    long lost = frames_lost(scan);
+    d->counters.dropped += (uint64_t)lost;
+    scan->dropped += lost;
+    rtomod_scan_close_plans(d, scan, 1);
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_WARN, "scan_aborted", scan->id,
+                         -1, code, "%s; %ld frames accepted, %ld dropped, "
+                         "%ld rejected", why, scan->frames, scan->dropped,
+                         scan->rejected);
+    retire(d, scan, "aborted", code, why);
+}
+
+json_t *rtomod_scan_json(const rtomod_scan *scan)
+{
+    json_t *out = json_pack("{s:s, s:s, s:s, s:b}", "id", scan->id, "kind",
+                            kind_short(scan->kind), "phase",
+                            scan->phase == RTOMOD_SCAN_FINISHING
+                                ? "reconstructing"
+                                : scan->end_pending ? "ending" : "acquiring",
                             "failed", scan->failed);
     if (scan->failed)
         json_object_set_new(out, "failure", json_string(scan->failure));
@@ -326,25 +517,65 @@ json_t *rtomod_scan_status(rtomod *d)
     return out;
 }
 
+json_t *rtomod_scan_status(rtomod *d)
+{
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        if (s->phase == RTOMOD_SCAN_ACQUIRING)
+            return rtomod_scan_json(s);
+    return json_null();
+}
+
+json_t *rtomod_scans_status(rtomod *d)
+{
+    json_t *list = json_array();
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        json_array_append_new(list, rtomod_scan_json(s));
+    return list;
+}
+
 static const char *kind_name(rtomod_scan_kind kind)
 {
     return kind == RTOMOD_SCAN_TOMO ? "tomography scan" : "SBDX stream";
 }
 
+/* Reject input for a scan that is not acquiring, with the most useful
+ * reason: it ended already, or the daemon does not know it. */
+static void reject_not_acquiring(rtomod *d, const rtomo_ingest_msg *msg,
+                                 int64_t index)
+{
+    rtomod_scan *live = rtomod_scan_named(d, msg->scan);
+    rtomod_outcome *past = live ? NULL
+                                : rtomod_history_find(&d->history, msg->scan);
+    if (live || (past && strcmp(past->state, "unknown") != 0 &&
+                 strcmp(past->state, "refused") != 0))
+        rtomod_rejectf(d, RTOMO_REJECT_ENDED, msg->scan, index,
+                       "scan '%s' already ended (%s)", msg->scan,
+                       live ? "reconstructing" : past->state);
+    else if (past && strcmp(past->state, "refused") == 0)
+        rtomod_rejectf(d, RTOMO_REJECT_UNKNOWN_SCAN, msg->scan, index,
+                       "scan '%s' was refused at its begin (%s)", msg->scan,
+                       past->code);
+    else
+        rtomod_rejectf(d, RTOMO_REJECT_UNKNOWN_SCAN, msg->scan, index,
+                       "scan '%s' is not acquiring (%d scan%s %s)",
+                       msg->scan, rtomod_scan_count(d, RTOMOD_SCAN_ACQUIRING),
+                       rtomod_scan_count(d, RTOMOD_SCAN_ACQUIRING) == 1
+                           ? " is" : "s are", "acquiring");
+}
+
 rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
                                    rtomod_scan_kind kind)
 {
-    rtomod_scan *scan = d->active;
     int64_t index = msg->type == RTOMO_MSG_SCAN_END ||
                     msg->type == RTOMO_MSG_SBDX_END ? -1 : msg->frame.index;
-    if (!scan || strcmp(scan->id, msg->scan) != 0) {
-        if (scan)
-            rtomod_rejectf(d, RTOMO_REJECT_UNKNOWN_SCAN, msg->scan, index,
-                           "scan '%s' is not the active scan ('%s' is)",
-                           msg->scan, scan->id);
-        else
-            rtomod_rejectf(d, RTOMO_REJECT_UNKNOWN_SCAN, msg->scan, index,
-                           "scan '%s' is not active (no scan is)", msg->scan);
+    if (d->phase > RTOMOD_DRAINING) {
+        rtomod_rejectf(d, RTOMO_REJECT_SHUTDOWN, msg->scan, index,
+                       "rtomod is shutting down and accepts no more input");
+        return NULL;
+    }
+    rtomod_scan *scan = rtomod_scan_acquiring(d, msg->scan);
+    if (!scan) {
+        reject_not_acquiring(d, msg, index);
         return NULL;
     }
     if (scan->kind != kind) {
@@ -373,34 +604,65 @@ rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
 int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg)
 {
     if (d->phase != RTOMOD_RUNNING) {
-        rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, -1,
+        rtomod_rejectf(d, RTOMO_REJECT_SHUTDOWN, msg->scan, -1,
                        "rtomod is shutting down and starts no new scan");
         return 0;
     }
-    rtomod_scan *scan = d->active;
-    /* The previous scan's end came: its stragglers have had their chance. */
-    if (scan && scan->end_pending) {
-        rtomod_scan_end_now(d);
-        scan = NULL;
-    }
-    if (scan && scan->failed) {
-        rtomod_scan_abort(d, scan, "replaced by a new scan after failing");
-        scan = NULL;
-    }
-    if (scan) {
+    rtomod_scan *same = rtomod_scan_acquiring(d, msg->scan);
+    if (same) {
         rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, -1,
-                       "%s '%s' is active: end or abort it before "
-                       "beginning '%s'", kind_name(scan->kind), scan->id,
-                       msg->scan);
+                       "%s '%s' is already acquiring: a scan id names one "
+                       "scan at a time", kind_name(same->kind), same->id);
+        return 0;
+    }
+    int live = 0;
+    for (rtomod_scan *s = d->scans; s; s = s->next)
+        live++;
+    if (live >= d->cfg.scans.max) {
+        rtomod_rejectf(d, RTOMO_REJECT_BUDGET, msg->scan, -1,
+                       "%d scans are in flight, the most scans.max allows: "
+                       "wait for one to finish", live);
         return 0;
     }
     return 1;
 }
 
+int rtomod_scan_check_image(rtomod *d, const char *id, size_t bytes,
+                            const char *what)
+{
+    size_t most = rtomod_config_max_image(&d->cfg);
+    if (bytes <= most)
+        return 0;
+    rtomod_rejectf(d, RTOMO_REJECT_BUDGET, id, -1, "its %s of %.1f MB exceed "
+                   "publish.max_image_mb (%.1f MB), which bounds what a "
+                   "subscriber may hold back", what,
+                   (double)bytes / (1 << 20), (double)most / (1 << 20));
+    return -1;
+}
+
+int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what)
+{
+    char why[RTOMO_REASON_MAX - 64];
+    if (rtomod_budget_take(&d->budget, &scan->claim, why, sizeof why) == 0)
+        return 0;
+    memset(&scan->claim, 0, sizeof scan->claim);
+    rtomod_rejectf(d, RTOMO_REJECT_BUDGET, scan->id, -1, "%s %s", what, why);
+    return -1;
+}
+
 void rtomod_scan_activate(rtomod *d, rtomod_scan *scan)
 {
-    d->active = scan;
+    rtomod_scan **tail = &d->scans;
+    while (*tail)
+        tail = &(*tail)->next;
+    scan->next = NULL;
+    *tail = scan;
+    scan->phase = RTOMOD_SCAN_ACQUIRING;
+    arm_idle_timer(d, scan, d->cfg.scans.idle_timeout_ms / 1000.0);
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_started", scan->id,
-                         -1, NULL, "%s started", kind_name(scan->kind));
+                         -1, NULL, "%s started (%d scans in flight)",
+                         kind_name(scan->kind), rtomod_scan_count(d,
+                             RTOMOD_SCAN_ACQUIRING) +
+                             rtomod_scan_count(d, RTOMOD_SCAN_FINISHING));
     rtomod_ingest_replay_early(d, scan->id);
 }

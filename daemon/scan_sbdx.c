@@ -13,6 +13,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,11 +113,45 @@ static rtomod_job *begin_job(const rtomod_scan *scan,
     return job;
 }
 
+/* The memory of the stream's plans (budget.c): every worker holds one. */
+static void estimate(const rtomod *d, const rtomo_sbdx_spec *spec,
+                     rtomod_budget_claim *claim)
+{
+    int plane_bytes = spec->planes == RTOMO_PLANES_UINT16 ? 2
+                      : spec->planes == RTOMO_PLANES_NONE ? 0 : 4;
+    int buffers = d->cfg.publish.stats_threads + 1 + 3;
+    memset(claim, 0, sizeof *claim);
+    for (int w = 0; w < d->pool.n; w++) {
+        size_t host, device;
+        rtomod_budget_sbdx_part(&spec->geometry, plane_bytes, spec->composite,
+                                buffers, d->n_gpus > 0, &host, &device);
+        claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
+                                                    : claim->host + host;
+        claim->device[w] = device;
+    }
+}
+
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg)
 {
     if (!rtomod_scan_may_begin(d, msg))
         return -1;
+    int plane_bytes = msg->sbdx_spec->planes == RTOMO_PLANES_UINT16 ? 2 : 4;
+    if (rtomod_scan_check_image(d, msg->scan, rtomod_budget_sbdx_image_bytes(
+                                    &msg->sbdx_spec->geometry, plane_bytes),
+                                "planes") != 0)
+        return -1;
     rtomod_scan *scan = rtomod_scan_new(d, RTOMOD_SCAN_SBDX, msg->scan);
+    if (scan) {
+        const rtomo_sbdx_geometry *g = &msg->sbdx_spec->geometry;
+        char what[160];
+        snprintf(what, sizeof what, "an SBDX stream of %d planes from %dx%d "
+                 "holes", g->n_planes, g->holes_x, g->holes_y);
+        estimate(d, msg->sbdx_spec, &scan->claim);
+        if (rtomod_scan_admit(d, scan, what) != 0) {
+            rtomod_scan_free(scan);
+            return -1;
+        }
+    }
     rtomod_sbdx_scan *s = calloc(1, sizeof *s);
     rtomod_job *jobs[RTOMO_MAX_DEVICES] = {0};
     int ok = scan && s && rtomod_seen_init(&s->frames, FRAME_INDEX_WINDOW) == 0;
@@ -127,7 +162,7 @@ int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg)
             rtomod_job_free(jobs[w]);
         rtomod_sbdx_free(s);
         rtomod_scan_free(scan);
-        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+        rtomod_rejectf(d, RTOMO_REJECT_BUDGET, msg->scan, -1,
                        "out of memory for an SBDX stream");
         return -1;
     }
@@ -180,11 +215,16 @@ int rtomod_sbdx_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
     return 0;
 }
 
-void rtomod_sbdx_finish(rtomod *d)
+void rtomod_sbdx_finish(rtomod *d, rtomod_scan *scan)
 {
-    rtomod_scan *scan = d->active;
     log_info("SBDX stream %s: ended after %ld frames", scan->id, scan->frames);
-    rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, scan->failed));
+    rtomod_scan_finish(d, scan, rtomod_scan_close_plans(d, scan,
+                                                        scan->failed));
+}
+
+long rtomod_sbdx_frames_done(const rtomod_scan *scan)
+{
+    return (long)scan->sbdx->due_seq;
 }
 
 /* A stream announces no frame count: its end always waits

@@ -40,6 +40,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ typedef struct pending_window {
     int64_t window;
     int parts;                      /* SET_DONE results still expected */
     double t_input;                 /* arrival of its last projection */
+    long frames;                    /* the scan's frames when it was queued */
 } pending_window;
 
 /* What a reconstruction publishes beside the slices: the window and its
@@ -85,6 +87,7 @@ struct rtomod_tomo_scan {
     pending_window *pending;        /* queued windows, oldest first */
     int n_pending;
     long windows, windows_skipped;  /* published, skipped */
+    long frames_used;               /* frames in published windows */
 };
 
 void rtomod_tomo_free(rtomod_tomo_scan *t)
@@ -224,9 +227,39 @@ static void own_rows(const rtomod *d, const rtomod_tomo_scan *t, int *first,
     *n = j - i;
 }
 
-/* Split this daemon's chosen rows into one contiguous part per worker and
- * queue the plans (none when it has no rows of this scan).  Returns 0, or
- * -1 when out of memory. */
+/* Slices per publication batch and batch buffers alive, as worker.c
+ * chooses them (its AUTO_BATCH_* and buffers_kept), for the estimate. */
+static void output_shape(const rtomod *d, int *batch, int *buffers)
+{
+    *batch = d->cfg.reconstruction.batch > 0 ? d->cfg.reconstruction.batch
+             : d->n_gpus > 0                 ? 64 : 16;
+    *buffers = d->cfg.publish.stats_threads + 1 + 3;
+}
+
+/* The memory a scan's plans hold, worker by worker (budget.c). */
+static void estimate(const rtomod *d, const rtomo_fbp_geometry *g,
+                     const rtomod_tomo_scan *t, rtomod_budget_claim *claim)
+{
+    int batch, buffers;
+    output_shape(d, &batch, &buffers);
+    memset(claim, 0, sizeof *claim);
+    for (int w = 0; w < d->pool.n; w++) {
+        if (t->kept_first[w] < 0)
+            continue;
+        size_t host, device;
+        rtomod_budget_tomo_part(g, t->kept_last[w] - t->kept_first[w] + 1,
+                                batch, buffers, d->n_gpus > 0, &host,
+                                &device);
+        claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
+                                                    : claim->host + host;
+        claim->device[w] = device;
+    }
+}
+
+/* Split this daemon's chosen rows into one contiguous part per worker,
+ * admit the plans' memory and queue them (none when it has no rows of
+ * this scan).  Returns 0; -1 when out of memory; -2 when the budgets have
+ * no room (the begin is rejected then). */
 static int create_plans(rtomod *d, rtomod_scan *scan,
                         const rtomo_fbp_geometry *g)
 {
@@ -243,7 +276,16 @@ static int create_plans(rtomod *d, rtomod_scan *scan,
         int hi = (int)((long)n_own * (w + 1) / parts) - 1;
         t->kept_first[w] = rows[lo];
         t->kept_last[w] = rows[hi];
-        if (!(jobs[w] = begin_job(scan, g, rows[lo], rows[hi]))) {
+    }
+    estimate(d, g, t, &scan->claim);
+    char what[160];
+    snprintf(what, sizeof what, "a scan of %d projections x %d rows of %d "
+             "bins", g->n_proj, n_own, g->det_width);
+    if (rtomod_scan_admit(d, scan, what) != 0)
+        return -2;
+    for (int w = 0; w < parts; w++) {
+        if (!(jobs[w] = begin_job(scan, g, t->kept_first[w],
+                                  t->kept_last[w]))) {
             for (int i = 0; i < w; i++)
                 rtomod_job_free(jobs[i]);
             return -1;
@@ -313,6 +355,9 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                        err.message);
         return -1;
     }
+    if (rtomod_scan_check_image(d, msg->scan, rtomod_budget_slice_bytes(&g),
+                                "slices") != 0)
+        return -1;
     rtomo_reject_info why;
     int *rows, n_rows;
     if (choose_rows(d, spec, &rows, &n_rows, &why) != 0) {
@@ -323,7 +368,7 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
     if (!scan || !(scan->tomo = tomo_new(spec))) {
         free(rows);
         rtomod_scan_free(scan);
-        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+        rtomod_rejectf(d, RTOMO_REJECT_BUDGET, msg->scan, -1,
                        "out of memory for a scan of %d projections",
                        spec->geometry.n_proj);
         return -1;
@@ -331,10 +376,12 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
     msg->scan_spec = NULL;      /* the scan owns it now */
     scan->tomo->rows = rows;
     scan->tomo->n_rows = n_rows;
-    if (create_plans(d, scan, &g) != 0) {
+    int planned = create_plans(d, scan, &g);
+    if (planned != 0) {
         rtomod_scan_free(scan);
-        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
-                       "out of memory for the scan's plans");
+        if (planned == -1)
+            rtomod_rejectf(d, RTOMO_REJECT_BUDGET, msg->scan, -1,
+                           "out of memory for the scan's plans");
         return -1;
     }
     rtomod_scan_activate(d, scan);
@@ -478,7 +525,7 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         rtomod_ingest_replay_early(d, scan->id);
     /* The last straggler after the end: no need to wait any longer. */
     if (scan->end_pending && rtomod_tomo_complete(scan))
-        rtomod_scan_end_now(d);
+        rtomod_scan_end_now(d, scan);
     return 0;
 }
 
@@ -720,6 +767,7 @@ static void queue_window(rtomod *d, rtomod_scan *scan, int64_t window)
     p->window = window;
     p->parts = parts;
     p->t_input = set.t_input;
+    p->frames = scan->frames;
     pending_window **tail = &t->pending;
     while (*tail)
         tail = &(*tail)->next;
@@ -784,6 +832,7 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
     *link = p->next;
     t->n_pending--;
     t->windows++;
+    t->frames_used = p->frames;
     d->counters.windows++;
     rtomod_telemetry_latency(d, 1e3 * (rtomod_now() - p->t_input));
     free(p);
@@ -799,11 +848,22 @@ void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 
 /* -------------------------------------------------------------- end ---- */
 
-void rtomod_tomo_finish(rtomod *d)
+long rtomod_tomo_missing(const rtomod_scan *scan)
 {
-    rtomod_scan *scan = d->active;
+    const rtomod_tomo_scan *t = scan->tomo;
+    return t->spec->continuous ? 0 : t->spec->geometry.n_proj -
+                                         (long)t->projections.count;
+}
+
+long rtomod_tomo_frames_used(const rtomod_scan *scan)
+{
+    return scan->tomo->frames_used;
+}
+
+void rtomod_tomo_finish(rtomod *d, rtomod_scan *scan)
+{
     if (scan->failed) {
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        rtomod_scan_finish(d, scan, rtomod_scan_close_plans(d, scan, 1));
         return;
     }
     if (scan->tomo->spec->continuous) {
@@ -811,7 +871,7 @@ void rtomod_tomo_finish(rtomod *d)
          * behind them. */
         log_info("scan %s: continuous stream ended after %ld frames, %ld "
                  "windows", scan->id, scan->frames, scan->tomo->windows);
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 0));
+        rtomod_scan_finish(d, scan, rtomod_scan_close_plans(d, scan, 0));
         return;
     }
     report_missing(d, scan);
@@ -821,12 +881,12 @@ void rtomod_tomo_finish(rtomod *d)
                     .close_plan = 1};
     int parts = queue_reconstruction(d, scan, &set);
     if (parts < 0) {
-        rtomod_scan_finish(d, rtomod_scan_close_plans(d, scan, 1));
+        rtomod_scan_finish(d, scan, rtomod_scan_close_plans(d, scan, 1));
         return;
     }
     log_info("scan %s: ended after %ld frames; reconstructing", scan->id,
              scan->frames);
-    rtomod_scan_finish(d, parts);
+    rtomod_scan_finish(d, scan, parts);
 }
 
 int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg)
@@ -842,8 +902,7 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
 {
     const rtomod_tomo_scan *t = scan->tomo;
     int continuous = t->spec->continuous;
-    long missing = continuous ? 0 : t->spec->geometry.n_proj -
-                                        (long)t->projections.count;
+    long missing = rtomod_tomo_missing(scan);
     json_object_set_new(out, "mode", json_string(continuous ? "continuous"
                                                             : "scan"));
     json_object_set_new(out, "received", json_integer(t->projections.count));

@@ -15,15 +15,24 @@
 /* Telemetry triggered by finished batches comes at most this often. */
 #define MIN_GAP_S 0.1
 
+/* The scan telemetry and the state speak of: the oldest acquiring one,
+ * else the oldest finishing one. */
+static const rtomod_scan *current(rtomod *d)
+{
+    for (const rtomod_scan *s = d->scans; s; s = s->next)
+        if (s->phase == RTOMOD_SCAN_ACQUIRING)
+            return s;
+    return d->scans;
+}
+
 const char *rtomod_state_name(rtomod *d)
 {
-    if (d->active && d->active->kind == RTOMOD_SCAN_SBDX)
-        return "streaming";
-    if (d->active)
-        return "acquiring";
-    if (d->finishing)
+    const rtomod_scan *scan = current(d);
+    if (!scan)
+        return "idle";
+    if (scan->phase == RTOMOD_SCAN_FINISHING)
         return "reconstructing";
-    return "idle";
+    return scan->kind == RTOMOD_SCAN_SBDX ? "streaming" : "acquiring";
 }
 
 static json_t *counters_json(rtomod *d)
@@ -42,18 +51,17 @@ static json_t *counters_json(rtomod *d)
                      "rejects", rejects);
 }
 
-/* The scan telemetry speaks of: the active one, else one finishing. */
 static json_t *current_scan(rtomod *d)
 {
-    rtomod_scan *scan = d->active ? d->active : d->finishing;
+    const rtomod_scan *scan = current(d);
     return scan ? json_string(scan->id) : json_null();
 }
 
 /* Continuous windows waiting for the workers, over all scans. */
 static int pending_windows(rtomod *d)
 {
-    int n = d->active ? rtomod_tomo_pending_windows(d->active) : 0;
-    for (const rtomod_scan *s = d->finishing; s; s = s->next)
+    int n = 0;
+    for (const rtomod_scan *s = d->scans; s; s = s->next)
         n += rtomod_tomo_pending_windows(s);
     return n;
 }
@@ -109,7 +117,7 @@ static void notify_status(rtomod *d, double now)
     if (!rtomo_notifier_active(&d->notifier) || now - t->t_status < 1.0)
         return;
     t->t_status = now;
-    const rtomod_scan *scan = d->active ? d->active : d->finishing;
+    const rtomod_scan *scan = current(d);
     char line[512];
     snprintf(line, sizeof line, "STATUS=%s%s%s; ingest %.1f frames/s %.1f "
              "MB/s; %.2f GU/s; queue %d jobs (%d frames), %d windows; "

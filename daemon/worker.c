@@ -1,9 +1,10 @@
 /*
  * worker.c — rtomod's engine threads (see rtomod_worker.h).
  *
- * A worker runs one scan's plan at a time: jobs of a scan arrive in order
- * (begin, frames, reconstruct or close), and the next scan's begin is queued
- * behind them.  Everything the engine reports goes back to the loop as a
+ * A worker holds the plans of every scan in flight (up to scans.max): jobs
+ * of one scan arrive in order (begin, frames, reconstruct or close), jobs
+ * of several scans interleave, and each job finds its plan by the scan's
+ * serial.  Everything the engine reports goes back to the loop as a
  * result; a worker never touches a ZeroMQ socket.
  */
 #include "config.h"
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rtomod_config.h"
 #include "rtomod_finisher.h"
 #include "rtomod_log.h"
 #include "rtomod_worker.h"
@@ -242,7 +244,7 @@ static int buffers_kept(const rtomod_worker *w)
     return w->pool->finish_capacity + 3;
 }
 
-/* The plan a worker runs now (at most one scan at a time). */
+/* The plan of one scan on this worker (serial 0: a free slot). */
 typedef struct plan_state {
     uint64_t serial;            /* 0 = none */
     char scan[RTOMO_ID_MAX];
@@ -285,7 +287,47 @@ static rtomod_buffer *pooled_buffer(const rtomod_worker *w,
 
 static int job_matches_plan(const plan_state *s, const rtomod_job *job)
 {
-    return s->serial == job->serial && !s->failed;
+    return s && s->serial == job->serial && !s->failed;
+}
+
+/* A worker's plans, one per scan in flight. */
+typedef struct plan_table {
+    plan_state plans[RTOMOD_MAX_SCANS];
+} plan_table;
+
+/* The plan of this scan, or NULL. */
+static plan_state *plan_of(plan_table *t, uint64_t serial)
+{
+    for (int i = 0; i < RTOMOD_MAX_SCANS; i++)
+        if (t->plans[i].serial == serial)
+            return &t->plans[i];
+    return NULL;
+}
+
+/* A free slot for a new scan's plan, claimed for it; NULL when every slot
+ * is taken (the loop admits at most scans.max <= RTOMOD_MAX_SCANS scans,
+ * so only a bug gets here). */
+static plan_state *plan_new(rtomod_worker *w, plan_table *t,
+                            const rtomod_job *job)
+{
+    plan_state *s = plan_of(t, 0);
+    if (!s) {
+        post_error(w, job->serial, 1, "internal", "worker holds the plans "
+                   "of too many scans");
+        return NULL;
+    }
+    s->serial = job->serial;
+    snprintf(s->scan, sizeof s->scan, "%s", job->scan);
+    return s;
+}
+
+/* A plan with SBDX frames in its pipeline, or NULL. */
+static plan_state *plan_pending(plan_table *t)
+{
+    for (int i = 0; i < RTOMOD_MAX_SCANS; i++)
+        if (t->plans[i].n_pending > 0)
+            return &t->plans[i];
+    return NULL;
 }
 
 /* Report an engine failure; creation failures and backend errors make the
@@ -306,9 +348,6 @@ static void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
 
 static void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
-    plan_close(s);
-    s->serial = job->serial;
-    snprintf(s->scan, sizeof s->scan, "%s", job->scan);
     rtomo_error err;
     s->fbp = rtomo_fbp_create(&job->u.tomo.geometry, &w->options, &err);
     if (!s->fbp) {
@@ -482,9 +521,6 @@ static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
 
 static void sbdx_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
-    plan_close(s);
-    s->serial = job->serial;
-    snprintf(s->scan, sizeof s->scan, "%s", job->scan);
     s->sbdx_out = job->u.sbdx;
     s->sbdx_out.geometry.ratios = NULL;
     rtomo_error err;
@@ -678,17 +714,23 @@ static void sbdx_flush(rtomod_worker *w, plan_state *s, int discard)
 
 /* --------------------------------------------------------- dispatch ---- */
 
-static void handle_job(rtomod_worker *w, plan_state *s, rtomod_job *job)
+static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
 {
+    plan_state *s = plan_of(t, job->serial);
     switch (job->kind) {
     case RTOMOD_JOB_TOMO_BEGIN:
-        tomo_begin(w, s, job);
-        return;
     case RTOMOD_JOB_SBDX_BEGIN:
-        sbdx_begin(w, s, job);
+        if (s)
+            plan_close(s);      /* cannot happen: serials are unique */
+        if (!(s = plan_new(w, t, job)))
+            return;
+        if (job->kind == RTOMOD_JOB_TOMO_BEGIN)
+            tomo_begin(w, s, job);
+        else
+            sbdx_begin(w, s, job);
         return;
     case RTOMOD_JOB_CLOSE:
-        if (s->serial == job->serial) {
+        if (s) {
             if (s->sbdx && !s->failed)
                 sbdx_flush(w, s, job->u.abort);
             plan_close(s);
@@ -700,7 +742,7 @@ static void handle_job(rtomod_worker *w, plan_state *s, rtomod_job *job)
             tomo_reconstruct(w, s, job);
         post_set_done(w, job->serial, job->u.recon.frame, -1, job->t_input);
         if (job->u.recon.close_plan) {
-            if (s->serial == job->serial)
+            if (s)
                 plan_close(s);
             post_done(w, job->serial);
         }
@@ -764,25 +806,28 @@ static rtomod_job *next_job(rtomod_worker *w, int have_pending, int *stop)
 static void *worker_main(void *arg)
 {
     rtomod_worker *w = arg;
-    plan_state state = {0};
+    plan_table table = {0};
+    plan_table *plans = &table;
     for (;;) {
         int stop;
-        rtomod_job *job = next_job(w, state.n_pending > 0, &stop);
+        plan_state *pending = plan_pending(plans);
+        rtomod_job *job = next_job(w, pending != NULL, &stop);
         if (stop)
             break;
         double t0 = now_seconds();
         w->blocked_seconds = 0.0;
         if (job) {
-            handle_job(w, &state, job);
+            handle_job(w, plans, job);
             rtomod_job_free(job);
         } else {
-            sbdx_collect_one(w, &state, 0);
+            sbdx_collect_one(w, pending, 0);
         }
         flush_results(w);
         double busy = now_seconds() - t0 - w->blocked_seconds;
         atomic_fetch_add(&w->busy_ns, (uint64_t)(busy > 0 ? busy * 1e9 : 0));
     }
-    plan_close(&state);
+    for (int i = 0; i < RTOMOD_MAX_SCANS; i++)
+        plan_close(&plans->plans[i]);
     pthread_mutex_lock(&w->lock);
     w->running = 0;
     pthread_mutex_unlock(&w->lock);

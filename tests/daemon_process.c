@@ -153,6 +153,16 @@ int daemon_process_start(daemon_process *p, const char *path,
     return 0;
 }
 
+int daemon_process_exited(daemon_process *p, int *status)
+{
+    int raw;
+    if (!p->pid || waitpid(p->pid, &raw, WNOHANG) != p->pid)
+        return 0;
+    p->pid = 0;
+    *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    return 1;
+}
+
 int daemon_process_stop(daemon_process *p, int sig, int timeout_ms)
 {
     if (!p->pid)

@@ -34,6 +34,10 @@ int daemon_process_spawn(daemon_process *p, const char *path,
  * time (it is then killed). */
 int daemon_process_stop(daemon_process *p, int sig, int timeout_ms);
 
+/* 1 (with the exit status) when the child has exited, else 0; never
+ * waits. */
+int daemon_process_exited(daemon_process *p, int *status);
+
 /* The rtomod binary: $RTOMOD, else $top_builddir/rtomod, else ./rtomod. */
 void daemon_process_default_path(char *out, size_t size);
 

@@ -106,8 +106,9 @@ static const bad_message bad_messages[] = {
      "\"holes\": [4, 4], \"detector\": {\"width\": 4, \"height\": 4}, "
      "\"shift\": 2, \"ratios\": [1], \"output\": {\"planes\": "
      "\"uint16\", \"u16_scale\": 1e-300}}", 1, 0, 0},
-    {"begin while active", "bad_state",
-     "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"other\", "
+    /* Other scans may begin while one acquires; the same id may not. */
+    {"begin of an id that is acquiring", "bad_state",
+     "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"" SCAN "\", "
      "\"detector\": {\"width\": 16, \"height\": 1}, \"projections\": 8}", 1,
      0, 0},
 };

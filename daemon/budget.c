@@ -1,0 +1,238 @@
+/*
+ * budget.c — admission control (see rtomod_budget.h): the estimates of
+ * what a scan's plans hold, the budgets they are admitted against, and
+ * what the machine offers.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rtomod_budget.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* Samples a filtered sinogram line holds beyond the detector's width: the
+ * CPU backend's interpolation guards, the GPU's 512-byte pitch. */
+#define LINE_EXTRA 128
+/* The CUDA pipeline stages up to this many pixels of raw frames per bank
+ * (kernels/cuda_fbp.h), two banks, and filters a bank at a time. */
+#define BANK_PIXELS ((size_t)1 << 22)
+#define BANK_FRAMES_MAX 64
+
+/* Saturating arithmetic: a hostile geometry must yield "too large", never
+ * a small number that wrapped. */
+static size_t mul(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+static size_t add(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+static size_t next_pow2(size_t n)
+{
+    size_t p = 1;
+    while (p < n && p < ((size_t)1 << 40))
+        p <<= 1;
+    return p;
+}
+
+size_t rtomod_budget_slice_bytes(const rtomo_fbp_geometry *g)
+{
+    size_t sw = (size_t)(g->roi_width > 0 ? g->roi_width
+                         : g->slice_size > 0 ? g->slice_size : g->det_width);
+    size_t sh = (size_t)(g->roi_height > 0 ? g->roi_height
+                         : g->slice_size > 0 ? g->slice_size : g->det_width);
+    return mul(mul(sw, sh), sizeof(float));
+}
+
+size_t rtomod_budget_sbdx_image_bytes(const rtomo_sbdx_geometry *g,
+                                      int plane_bytes)
+{
+    size_t w = (size_t)(g->out_width > 0 ? g->out_width
+                                         : g->shift_m * g->holes_x);
+    size_t h = (size_t)(g->out_height > 0 ? g->out_height
+                                          : g->shift_m * g->holes_y);
+    /* Planes, or the float32 composite when planes are smaller. */
+    size_t sample = (size_t)(plane_bytes > 4 ? plane_bytes : 4);
+    return mul(mul(w, h), sample);
+}
+
+void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
+                             int batch, int buffers, int on_gpu,
+                             size_t *host, size_t *device)
+{
+    size_t width = (size_t)g->det_width, r = (size_t)rows;
+    size_t sinograms = mul(mul(r, (size_t)g->n_proj),
+                           (width + LINE_EXTRA) * sizeof(float));
+    /* The ramp filter's padded spectra of a bank of frames (twice: cuFFT's
+     * work area) and the averaged dark and flat of the kept rows. */
+    size_t frame = mul(r, width);
+    size_t bank = frame > 0 ? BANK_PIXELS / frame : 1;
+    bank = bank < 1 ? 1 : bank > BANK_FRAMES_MAX ? BANK_FRAMES_MAX : bank;
+    size_t spectrum = mul(mul(bank, (r + 1) / 2),
+                          (next_pow2(2 * width) / 2 + 1) * 8);
+    size_t filter = add(mul(2, spectrum), mul(mul(2 + 2 * bank, frame), 4));
+    /* Output: slice buffers waiting for the finisher or ZeroMQ. */
+    size_t slice = rtomod_budget_slice_bytes(g);
+    size_t per_batch = (size_t)(batch < rows ? batch : rows);
+    size_t out = mul(mul(per_batch, slice), (size_t)buffers);
+    if (on_gpu) {
+        /* The pinned staging banks, and the device's two output buffers
+         * per batch beside the sinograms. */
+        *host = add(out, mul(mul(2 * bank, frame), sizeof(float)));
+        *device = add(add(sinograms, filter), mul(mul(2, per_batch), slice));
+    } else {
+        *host = add(add(out, sinograms), filter);
+        *device = 0;
+    }
+}
+
+void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
+                             int composite, int buffers, int on_gpu,
+                             size_t *host, size_t *device)
+{
+    size_t w = (size_t)(g->out_width > 0 ? g->out_width
+                                         : g->shift_m * g->holes_x);
+    size_t h = (size_t)(g->out_height > 0 ? g->out_height
+                                          : g->shift_m * g->holes_y);
+    size_t pixels = mul(w, h);
+    size_t planes_f32 = mul(mul(pixels, (size_t)g->n_planes), sizeof(float));
+    size_t planes_out = mul(mul(pixels, (size_t)g->n_planes),
+                            (size_t)plane_bytes);
+    size_t images = composite ? mul(pixels, sizeof(float) + 2) : 0;
+    size_t frame = mul(mul(mul((size_t)g->holes_x, (size_t)g->holes_y),
+                           mul((size_t)g->det_width, (size_t)g->det_height)),
+                       sizeof(float));
+    /* Published sets waiting for the finisher or ZeroMQ, and the engine's
+     * own planes (several frames in its pipeline on a GPU). */
+    size_t out = mul(add(planes_out, images), (size_t)buffers);
+    if (on_gpu) {
+        *host = add(out, mul(4, add(frame, planes_f32)));
+        *device = mul(4, add(add(planes_f32, images), frame));
+    } else {
+        *host = add(add(out, planes_f32), add(images, frame));
+        *device = 0;
+    }
+}
+
+static double mb(size_t bytes)
+{
+    return (double)bytes / (double)MIB;
+}
+
+/* The CUDA context, cuFFT's plans and the kernels' own tables take some
+ * device memory that no estimate lists (kernels/cuda_fbp_backend.cu keeps
+ * 768 MiB free for them). */
+#define DEVICE_RESERVE ((size_t)768 << 20)
+
+int rtomod_budget_init(rtomod_budget *b, const rtomod_config *cfg,
+                       const size_t *gpu_memory, int n_gpus, int n_workers,
+                       char *error, size_t error_size)
+{
+    memset(b, 0, sizeof *b);
+    size_t machine = rtomod_budget_machine_memory();
+    size_t host = cfg->limits.host_mb > 0
+                      ? (size_t)(cfg->limits.host_mb * (double)MIB)
+                      : machine / 4 * 3;
+    size_t queues = mul((size_t)(cfg->queue.mb * (double)MIB),
+                        (size_t)n_workers);
+    b->early_limit = (size_t)(cfg->limits.early_mb * (double)MIB);
+    size_t fixed = add(queues, b->early_limit);
+    if (fixed >= host) {
+        snprintf(error, error_size, "limits.host_mb: the work queues "
+                 "(queue.mb = %.0f MB x %d workers) and the early-frame hold "
+                 "(limits.early_mb = %.0f MB) take %.0f MB, the whole host "
+                 "budget of %.0f MB: raise limits.host_mb or lower those",
+                 cfg->queue.mb, n_workers, cfg->limits.early_mb, mb(fixed),
+                 mb(host));
+        return -1;
+    }
+    b->host_limit = host - fixed;
+    b->n_devices = n_gpus;
+    for (int i = 0; i < n_gpus; i++) {
+        size_t own = gpu_memory[i] > DEVICE_RESERVE
+                         ? (gpu_memory[i] - DEVICE_RESERVE) / 10 * 9 : 0;
+        b->device_limit[i] = cfg->limits.device_mb > 0
+                                 ? (size_t)(cfg->limits.device_mb * (double)MIB)
+                                 : own;
+    }
+    return 0;
+}
+
+int rtomod_budget_take(rtomod_budget *b, const rtomod_budget_claim *c,
+                       char *why, size_t why_size)
+{
+    if (c->host > b->host_limit - b->host_used) {
+        snprintf(why, why_size, "needs %.0f MB of host memory, %.0f MB of "
+                 "the %.0f MB budget are free (limits.host_mb; scans in "
+                 "flight hold the rest)", mb(c->host),
+                 mb(b->host_limit - b->host_used), mb(b->host_limit));
+        return -1;
+    }
+    for (int i = 0; i < b->n_devices; i++) {
+        if (c->device[i] > b->device_limit[i] - b->device_used[i]) {
+            snprintf(why, why_size, "needs %.0f MB on the GPU of worker %d, "
+                     "%.0f MB of its %.0f MB budget are free "
+                     "(limits.device_mb; scans in flight hold the rest)",
+                     mb(c->device[i]), i,
+                     mb(b->device_limit[i] - b->device_used[i]),
+                     mb(b->device_limit[i]));
+            return -1;
+        }
+    }
+    b->host_used += c->host;
+    for (int i = 0; i < b->n_devices; i++)
+        b->device_used[i] += c->device[i];
+    return 0;
+}
+
+void rtomod_budget_release(rtomod_budget *b, rtomod_budget_claim *c)
+{
+    b->host_used -= c->host < b->host_used ? c->host : b->host_used;
+    for (int i = 0; i < b->n_devices; i++)
+        b->device_used[i] -= c->device[i] < b->device_used[i]
+                                 ? c->device[i] : b->device_used[i];
+    memset(c, 0, sizeof *c);
+}
+
+/* The control group's memory.max (cgroup v2), or SIZE_MAX when there is
+ * none or it says "max". */
+static size_t cgroup_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[512], path[640];
+    size_t limit = SIZE_MAX;
+    if (!f)
+        return limit;
+    while (fgets(line, sizeof line, f)) {
+        /* "0::/system.slice/rtomod.service" */
+        if (strncmp(line, "0::", 3) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+        FILE *m = fopen(path, "r");
+        unsigned long long v;
+        if (m && fscanf(m, "%llu", &v) == 1)
+            limit = (size_t)v;
+        if (m)
+            fclose(m);
+    }
+    fclose(f);
+    return limit;
+}
+
+size_t rtomod_budget_machine_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t physical = pages > 0 && page > 0 ? mul((size_t)pages, (size_t)page)
+                                            : (size_t)8 << 30;
+    size_t group = cgroup_limit();
+    return group < physical ? group : physical;
+}

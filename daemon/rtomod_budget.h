@@ -1,0 +1,80 @@
+/*
+ * rtomod_budget.h — admission control: the host and device memory that
+ * every scan in flight may use, claimed when its begin message arrives and
+ * released when it is over, so that no begin can exhaust memory.
+ *
+ * A scan's claim is an estimate, from its geometry, of what its plans hold
+ * for as long as the scan lives: the filtered sinograms (on the GPU, or in
+ * host memory with the CPU backend), the filter's working set, the pinned
+ * staging of the CUDA pipeline and the output buffers that wait to be
+ * published.  It is an upper bound of the big allocations, not a byte
+ * count of every malloc: small tables and the libraries' own overheads are
+ * covered by what the budgets leave free (see budget.c for the defaults).
+ * Frames in flight are bounded apart from scans: by the work queues
+ * (queue.mb per worker), ZeroMQ's high-water marks and the early-frame
+ * hold (limits.early_mb).
+ */
+#ifndef RTOMOD_BUDGET_H
+#define RTOMOD_BUDGET_H
+
+#include <stddef.h>
+
+#include "rtomo_engine.h"
+#include "rtomod_config.h"
+
+typedef struct rtomod_budget_claim {
+    size_t host;                            /* bytes */
+    size_t device[RTOMO_MAX_DEVICES];       /* bytes, per worker's GPU */
+} rtomod_budget_claim;
+
+typedef struct rtomod_budget {
+    size_t host_limit, host_used;
+    size_t device_limit[RTOMO_MAX_DEVICES], device_used[RTOMO_MAX_DEVICES];
+    int n_devices;                          /* workers with a GPU */
+    size_t early_limit, early_used;         /* frames held for a begin */
+} rtomod_budget;
+
+/* Budgets from the configuration (limits.*), the machine's memory and the
+ * GPUs' (gpu_memory[i]: worker i's device, n_gpus 0 with the CPU
+ * backend).  The host budget for scans is what remains of limits.host_mb
+ * (default: 3/4 of the machine's memory) after the fixed reservations:
+ * the work queues (queue.mb per worker) and the early-frame hold
+ * (limits.early_mb).  Returns 0, or -1 with `error` filled when those
+ * reservations leave nothing for scans. */
+int rtomod_budget_init(rtomod_budget *b, const rtomod_config *cfg,
+                       const size_t *gpu_memory, int n_gpus, int n_workers,
+                       char *error, size_t error_size);
+
+/* The bytes of one published slice (its ROI, else slice size, else the
+ * detector width, squared), and of an SBDX stream's largest image (a
+ * plane of plane_bytes per sample, or the float32 composite). */
+size_t rtomod_budget_slice_bytes(const rtomo_fbp_geometry *g);
+size_t rtomod_budget_sbdx_image_bytes(const rtomo_sbdx_geometry *g,
+                                      int plane_bytes);
+
+/* What one worker's part of a tomography scan holds: `rows` detector rows
+ * of the geometry's width, n_proj projections, `batch` slices of the
+ * output size per publication batch, `buffers` batch buffers alive. */
+void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
+                             int batch, int buffers, int on_gpu,
+                             size_t *host, size_t *device);
+/* What one worker's SBDX plan holds (output planes as float32 or uint16,
+ * `buffers` output sets alive). */
+void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
+                             int composite, int buffers, int on_gpu,
+                             size_t *host, size_t *device);
+
+/* Take the claim when it fits beside everything claimed so far; else
+ * leave the budget as it was and say why (a sentence with the numbers and
+ * the setting that bounds them).  Returns 0 or -1. */
+int rtomod_budget_take(rtomod_budget *b, const rtomod_budget_claim *c,
+                       char *why, size_t why_size);
+/* Give a claim back (it is zeroed). */
+void rtomod_budget_release(rtomod_budget *b, rtomod_budget_claim *c);
+
+/* The memory of this machine that rtomod may count on: the smaller of the
+ * physical memory and the limit of its control group (systemd's
+ * MemoryMax), in bytes. */
+size_t rtomod_budget_machine_memory(void);
+
+#endif /* RTOMOD_BUDGET_H */
