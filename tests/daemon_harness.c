@@ -72,6 +72,20 @@ void daemon_stop(daemon_proc *d)
     ck_assert_msg(status == 0, "rtomod exit status %d after SIGTERM", status);
 }
 
+double daemon_resident_mb(const daemon_proc *d)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
+    FILE *f = fopen(path, "r");
+    double kb = -1024;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lf", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb / 1024.0;
+}
+
 /* ------------------------------------------------------------- client ---- */
 
 rtomo_client *daemon_connect(const daemon_proc *d, int connections)

@@ -43,6 +43,8 @@ void daemon_spawn(daemon_proc *d, const char *const *extra_args);
 int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms);
 /* SIGTERM and a clean exit (status 0) are expected. */
 void daemon_stop(daemon_proc *d);
+/* The process's resident memory (VmRSS), MB; -1 when unknown. */
+double daemon_resident_mb(const daemon_proc *d);
 
 /* ------------------------------------------------------------- client ---- */
 

@@ -232,25 +232,6 @@ static json_int_t status_slices(rtomo_client *c)
     return n;
 }
 
-/* Resident memory of a process, MB. */
-static double resident_mb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    double kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %lf", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb / 1024.0;
-}
-
-/* A subscriber that never reads holds back at most publish.queue_mb of
- * published messages: 64 MB of slices go out, the daemon's memory once
- * idle grows by the bound and not by what was published.  (8 MB over
- * 1 MB images: a mark of 8 messages.) */
 /* Send scan k of 16 slices of 512^2 float32 (1 MB each) and wait until
  * all its slices are reconstructed. */
 static void push_pinned_scan(rtomo_client *c, int k)
@@ -270,11 +251,11 @@ static void push_pinned_scan(rtomo_client *c, int k)
 }
 
 /* Resident memory once rtomod had time to give free memory back. */
-static double settled_mb(pid_t pid)
+static double settled_mb(const daemon_proc *d)
 {
     struct timespec pause = {2, 500 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    return resident_mb(pid);
+    return daemon_resident_mb(d);
 }
 
 /* A subscriber that never reads holds back at most publish.queue_mb of
@@ -298,14 +279,14 @@ START_TEST(stalled_subscriber_pins_at_most_queue_mb)
     rtomo_client *c = rtomo_client_open(&opt, &err);
     ck_assert(c);
     push_pinned_scan(c, 0);
-    double before = settled_mb(d.pid);
+    double before = settled_mb(&d);
     void *ctx = zmq_ctx_new();
     void *stalled = stalled_subscriber(ctx, &d);
     struct timespec connect = {0, 200 * 1000 * 1000};
     nanosleep(&connect, NULL);
     for (int k = 1; k <= 4; k++)
         push_pinned_scan(c, k);
-    double after = settled_mb(d.pid);
+    double after = settled_mb(&d);
     printf("resident: %.1f MB before, %.1f MB after 64 MB published to a "
            "stalled subscriber (bound 8 MB)\n", before, after);
     /* Beyond the 8 queued messages: the one ZeroMQ is writing, and heap
