@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_unit_file.sh — the systemd unit as `make install` writes it: it must
 # be a notify service with a watchdog, restart on failure, run as its own
-# user with the hardening options, keep the NVIDIA device nodes reachable,
+# user with the hardening options and a memory limit, keep the NVIDIA
+# device nodes reachable,
 # and pass `systemd-analyze verify` where systemd is installed.
 set -eu
 unit=${top_builddir:-.}/systemd/rtomod.service
@@ -21,6 +22,8 @@ for line in 'Type=notify' 'NotifyAccess=main' 'Restart=on-failure' \
   need "$line"
 done
 grep -q '^WatchdogSec=[1-9]' "$unit" || { echo "FAIL: no WatchdogSec"; fail=1; }
+# The kernel's ceiling, which rtomod's admission control reads.
+grep -q '^MemoryMax=[1-9]' "$unit" || { echo "FAIL: no MemoryMax"; fail=1; }
 grep -q '^ExecStart=/.*/rtomod --config /.*/rtomo/rtomod.json$' "$unit" ||
   { echo "FAIL: ExecStart does not run rtomod with its configuration"; fail=1; }
 if grep -q '@[a-z]*@' "$unit"; then
