@@ -108,6 +108,28 @@ static void image_stats(const void *data, int is_u16, size_t n,
     h->mean = n ? st.sum / (double)n : 0.0;
 }
 
+/* A depth map's statistics leave out the pixels no plane measured
+ * (RTOMO_SBDX_DEPTH_NONE): they are no depth.  A million samples: a plain
+ * loop. */
+static void depth_stats(const uint16_t *depth, size_t n, rtomo_image_header *h)
+{
+    unsigned lo = RTOMO_SBDX_DEPTH_NONE, hi = 0;
+    double sum = 0.0;
+    size_t measured = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = depth[i];
+        if (v == RTOMO_SBDX_DEPTH_NONE)
+            continue;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        sum += v;
+        measured++;
+    }
+    h->min = measured ? lo : 0.0;
+    h->max = measured ? hi : 0.0;
+    h->mean = measured ? sum / (double)measured : 0.0;
+}
+
 /* The statistics of every image of the list, unless its scan was aborted. */
 static void finish_results(const rtomod_finisher *f, rtomod_result *r)
 {
@@ -116,7 +138,11 @@ static void finish_results(const rtomod_finisher *f, rtomod_result *r)
         if (r->kind != RTOMOD_RESULT_IMAGE || (aborted && r->serial == aborted))
             continue;
         int is_u16 = r->header.dtype == RTOMO_DTYPE_U16;
-        image_stats(r->data, is_u16, r->size / (is_u16 ? 2 : 4), &r->header);
+        if (strcmp(r->header.topic, RTOMO_TOPIC_DEPTH) == 0)
+            depth_stats(r->data, r->size / 2, &r->header);
+        else
+            image_stats(r->data, is_u16, r->size / (is_u16 ? 2 : 4),
+                        &r->header);
     }
 }
 

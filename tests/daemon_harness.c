@@ -294,16 +294,24 @@ const daemon_image *daemon_find_image(const daemon_inbox *in,
 void daemon_assert_image_stats(const daemon_image *im, double rel_tol)
 {
     int is_u16 = im->h.dtype == RTOMO_DTYPE_U16;
+    /* A depth map's "no plane" pixels are no depth (PROTOCOL.md 6.1). */
+    int depth = strcmp(im->h.topic, RTOMO_TOPIC_DEPTH) == 0;
     size_t n = im->size / (is_u16 ? sizeof(uint16_t) : sizeof(float));
-    double lo = n ? INFINITY : 0.0, hi = n ? -INFINITY : 0.0, sum = 0.0;
+    double lo = INFINITY, hi = -INFINITY, sum = 0.0;
+    size_t counted = 0;
     for (size_t i = 0; i < n; i++) {
         double v = is_u16 ? ((const uint16_t *)im->data)[i]
                           : ((const float *)im->data)[i];
+        if (depth && v == RTOMO_SBDX_DEPTH_NONE)
+            continue;
         lo = fmin(lo, v);
         hi = fmax(hi, v);
         sum += v;
+        counted++;
     }
-    double mean = n ? sum / (double)n : 0.0;
+    lo = counted ? lo : 0.0;
+    hi = counted ? hi : 0.0;
+    double mean = counted ? sum / (double)counted : 0.0;
     double tol = rel_tol * fmax(fabs(lo), fabs(hi));
     ck_assert_msg(fabs(im->h.min - lo) <= tol && fabs(im->h.max - hi) <= tol &&
                   fabs(im->h.mean - mean) <= tol,
