@@ -1340,6 +1340,34 @@ static int settled(const rtomo_scan_outcome *o)
     return o->final && o->state != RTOMO_SCAN_UNKNOWN;
 }
 
+/* A failed scan's counts may still grow once its state is final: the
+ * daemon goes on rejecting its messages that are still on their way, and
+ * holds a frame without an acquiring scan up to ingest.reorder_ms
+ * (default 200 ms) before it rejects it.  The counts are taken as whole
+ * once they held still this long. */
+#define SETTLE_MS 500
+
+/* Whether to stop asking: settled and, for a scan that did not complete,
+ * its counts unchanged for SETTLE_MS (*total and *since follow them).  A
+ * complete scan's end came after all its frames (PROTOCOL.md 3.2): none is
+ * on its way any more. */
+static int done_waiting(const rtomo_scan_outcome *o, long *total,
+                        double *since)
+{
+    if (!settled(o))
+        return 0;
+    if (o->state == RTOMO_SCAN_COMPLETE)
+        return 1;
+    long now_total = o->frames + o->rejected;
+    double now = monotonic_ms();
+    if (now_total != *total) {
+        *total = now_total;
+        *since = now;
+        return 0;
+    }
+    return now - *since >= SETTLE_MS;
+}
+
 static rtomo_status not_settled(const rtomo_scan_outcome *o, int timeout_ms,
                                 rtomo_error *err)
 {
@@ -1370,19 +1398,24 @@ rtomo_status rtomo_client_scan_outcome(rtomo_client *c, const char *scan,
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     double deadline = monotonic_ms() + timeout_ms;
     int pause_ms = 5;           /* short at first: small scans end fast */
+    long total = -1;
+    double since = 0;
     rtomo_status st;
     for (;;) {
         st = ask_outcome(c, request, scan, out, err);
-        if (st != RTOMO_OK || timeout_ms == 0 || settled(out))
+        if (st != RTOMO_OK || timeout_ms == 0 ||
+            done_waiting(out, &total, &since))
             break;
         double left = deadline - monotonic_ms();
         if (timeout_ms > 0 && left <= 0) {
-            st = not_settled(out, timeout_ms, err);
+            if (!settled(out))
+                st = not_settled(out, timeout_ms, err);
             break;
         }
+        pause_ms = settled(out) ? SETTLE_MS / 4
+                 : pause_ms < 100 ? pause_ms * 2 : 200;
         sleep_ms(timeout_ms > 0 && left < pause_ms ? (int)left + 1
                                                    : pause_ms);
-        pause_ms = pause_ms < 100 ? pause_ms * 2 : 200;
     }
     json_decref(request);
     return st;

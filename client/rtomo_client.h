@@ -281,7 +281,10 @@ void rtomo_scan_outcome_merge(rtomo_scan_outcome *into,
  * final or timeout_ms passes (-1: no limit; 0: ask once and return
  * RTOMO_OK with the answers as they are).  "unknown" counts as not final
  * while the wait lasts: right after sending, the scan's messages may
- * still be on their way.  RTOMO_OK once settled; RTOMO_E_UNAVAILABLE
+ * still be on their way.  For the same reason a scan that failed (refused,
+ * aborted) may still gather rejects after its state became final: the
+ * wait goes on until its counts held still for 500 ms (within the
+ * timeout).  RTOMO_OK once settled; RTOMO_E_UNAVAILABLE
  * when not settled in time (*out then holds the last answers, daemons >
  * 0) or a daemon did not answer (daemons = 0); RTOMO_E_INVALID when the
  * daemon refused the request (a bad id, or a daemon without the "scan"

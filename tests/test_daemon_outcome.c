@@ -169,8 +169,9 @@ START_TEST(refused_begin_exits_3)
     ck_assert_msg(r.status == 3, "exit %d:\n%s%s", r.status, r.out, r.err);
     assert_contains(r.err, "scan roi-misfit refused: ",
                     "rtomo-push's errors");
-    assert_contains(r.err, "0 frames accepted, 51 rejected (",
-                    "rtomo-push's errors");
+    /* Its begin, 50 frames and its end, each counted. */
+    assert_contains(r.err, "0 frames accepted, 52 rejected (bad_geometry: 1, "
+                    "unknown_scan: 51)", "rtomo-push's errors");
     daemon_stop(&d);
 }
 END_TEST
