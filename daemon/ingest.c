@@ -200,8 +200,19 @@ static void on_early_timer(struct ev_loop *loop, ev_timer *timer, int revents)
         ev_timer_stop(loop, timer);
 }
 
-/* A frame for a scan that is not acquiring, or a projection that the
- * announced darks and flats should precede, may be early. */
+/* The newest word on this id is a refused begin (and no scan of it
+ * lives): its frames wait for nothing, they are rejected at once, so that
+ * the refusal's record is whole when the sender asks. */
+static int begin_refused(rtomod *d, const char *id)
+{
+    const rtomod_outcome *o = rtomod_history_find(&d->history, id);
+    return o && strcmp(o->state, "refused") == 0 &&
+           !rtomod_scan_named(d, id);
+}
+
+/* A frame for a scan that is not acquiring (unless its begin was refused),
+ * or a projection that the announced darks and flats should precede, may
+ * be early. */
 static int may_be_early(rtomod *d, const rtomo_ingest_msg *msg)
 {
     if (!is_frame(msg->type) || d->phase != RTOMOD_RUNNING ||
@@ -209,7 +220,7 @@ static int may_be_early(rtomod *d, const rtomo_ingest_msg *msg)
         return 0;
     rtomod_scan *scan = rtomod_scan_acquiring(d, msg->scan);
     if (!scan)
-        return 1;
+        return !begin_refused(d, msg->scan);
     return msg->type == RTOMO_MSG_PROJECTION &&
            rtomod_tomo_awaits_fields(scan);
 }
