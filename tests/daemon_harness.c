@@ -555,6 +555,30 @@ void daemon_send_scan(rtomo_client *c, const daemon_scan *s)
     daemon_send_end(c, s);
 }
 
+void daemon_check_against_engine(daemon_inbox *in, const daemon_scan *s,
+                                 int n_rows)
+{
+    int width = s->spec.geometry.det_width;
+    size_t pixels = (size_t)width * (size_t)width;
+    int *rows = malloc(sizeof(int) * (size_t)n_rows);
+    ck_assert(rows);
+    for (int i = 0; i < n_rows; i++)
+        rows[i] = i;
+    daemon_wait_images(in, RTOMO_TOPIC_SLICE, s->spec.scan, n_rows);
+    float *ref = daemon_reference_slices(s, rows, n_rows, NULL, NULL);
+    for (int i = 0; i < n_rows; i++) {
+        const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
+                                                   s->spec.scan, -1, i);
+        ck_assert_msg(im, "slice %d of %s is missing", i, s->spec.scan);
+        ck_assert_msg(test_max_abs_diff(im->data, ref + pixels * i, pixels) <=
+                      1e-5 * test_max_abs(ref + pixels * i, pixels),
+                      "slice %d of %s differs from the engine's", i,
+                      s->spec.scan);
+    }
+    free(ref);
+    free(rows);
+}
+
 /* The CPU engine's slices of `rows` from projections first..last that
  * have received[p] set (all when received is NULL), projection p in slot
  * p mod n_proj at its own angle. */

@@ -183,6 +183,11 @@ float *daemon_reference_slices(const daemon_scan *s, const int *rows,
 float *daemon_reference_window(const daemon_scan *s, const int *rows,
                                int n_rows, int last, const int *roi);
 
+/* Wait for the first n_rows slices (detector rows 0..n_rows-1) of scan s
+ * and check each against the CPU engine's (1e-5 of its largest value). */
+void daemon_check_against_engine(daemon_inbox *in, const daemon_scan *s,
+                                 int n_rows);
+
 /* A random permutation of 0..n-1 (malloc'd). */
 int *daemon_shuffled(int n, uint64_t *seed);
 

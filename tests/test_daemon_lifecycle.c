@@ -63,25 +63,6 @@ static json_t *final_outcome(rtomo_client *c, const char *id)
     return NULL;
 }
 
-static void check_against_engine(daemon_inbox *in, const daemon_scan *s)
-{
-    int width = s->spec.geometry.det_width, height = s->spec.geometry.det_height;
-    size_t pixels = (size_t)width * (size_t)width;
-    int rows[8];
-    for (int i = 0; i < height; i++)
-        rows[i] = i;
-    daemon_wait_images(in, RTOMO_TOPIC_SLICE, s->spec.scan, height);
-    float *ref = daemon_reference_slices(s, rows, height, NULL, NULL);
-    for (int i = 0; i < height; i++) {
-        const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
-                                                   s->spec.scan, -1, i);
-        ck_assert_msg(im, "slice %d of %s is missing", i, s->spec.scan);
-        ck_assert(test_max_abs_diff(im->data, ref + pixels * i, pixels) <=
-                  1e-5 * test_max_abs(ref + pixels * i, pixels));
-    }
-    free(ref);
-}
-
 /* A client of its own (a new connection, as a new rtomo-push has). */
 static rtomo_client *new_sender(const daemon_proc *d)
 {
@@ -135,7 +116,7 @@ START_TEST(scans_in_a_row_over_new_connections_are_never_lost)
     daemon_send_end(senders[N_ROW - 1], &s[N_ROW - 1]);
 
     for (int k = 0; k < N_ROW; k++) {
-        check_against_engine(&t.in, &s[k]);
+        daemon_check_against_engine(&t.in, &s[k], 2);
         json_t *o = final_outcome(t.c, s[k].spec.scan);
         ck_assert_msg(strcmp(str(o, "state"), "complete") == 0 &&
                       num(o, "rejected") == 0 && num(o, "dropped") == 0 &&
@@ -208,7 +189,7 @@ START_TEST(a_quiet_sender_does_not_block_the_instrument)
         json_decref(o);
 
         daemon_send_scan(t.c, &next);
-        check_against_engine(&t.in, &next);
+        daemon_check_against_engine(&t.in, &next, 2);
         daemon_scan_free(&s);
         daemon_scan_free(&next);
         daemon_session_close(&t);
@@ -284,7 +265,7 @@ START_TEST(the_scan_request_tells_what_happened)
     json_decref(o);
 
     daemon_send_scan(t.c, &second);
-    check_against_engine(&t.in, &second);
+    daemon_check_against_engine(&t.in, &second, 2);
     o = final_outcome(t.c, "second");
     ck_assert_str_eq(str(o, "state"), "complete");
     ck_assert_int_eq(num(o, "images"), 2);

@@ -31,26 +31,6 @@
 
 #include "daemon_harness.h"
 
-static void check_against_engine(daemon_inbox *in, const daemon_scan *s,
-                                 int n_rows)
-{
-    int width = s->spec.geometry.det_width;
-    size_t pixels = (size_t)width * (size_t)width;
-    int *rows = malloc(sizeof(int) * (size_t)n_rows);
-    for (int i = 0; i < n_rows; i++)
-        rows[i] = i;
-    float *ref = daemon_reference_slices(s, rows, n_rows, NULL, NULL);
-    for (int i = 0; i < n_rows; i++) {
-        const daemon_image *im = daemon_find_image(in, RTOMO_TOPIC_SLICE,
-                                                   s->spec.scan, -1, i);
-        ck_assert_msg(im, "slice %d of %s is missing", i, s->spec.scan);
-        ck_assert(test_max_abs_diff(im->data, ref + pixels * i, pixels) <=
-                  1e-5 * test_max_abs(ref + pixels * i, pixels));
-    }
-    free(ref);
-    free(rows);
-}
-
 /* Send scan s to a daemon started with `args` and SIGTERM it at once: the
  * exit status is 0 and every slice arrives, equal to the engine's, with
  * its statistics, before scan_complete. */
@@ -73,7 +53,7 @@ static void sigterm_right_after(const char *const *args, const daemon_scan *s,
     /* The daemon lingered until its messages were out: they are here. */
     daemon_wait_event(&in, "scan_complete", NULL, id, 0);
     ck_assert_int_eq(daemon_count_images(&in, RTOMO_TOPIC_SLICE, id), n_rows);
-    check_against_engine(&in, s, n_rows);
+    daemon_check_against_engine(&in, s, n_rows);
     for (int i = 0; i < in.n_images; i++)
         daemon_assert_image_stats(&in.images[i], 1e-6);
 
@@ -131,8 +111,7 @@ START_TEST(sigterm_finishes_complete_scans_settles_others)
         ck_assert_int_eq(daemon_signal_and_wait(&d, SIGTERM, DAEMON_TIMEOUT_MS),
                          0);
         if (complete) {
-            daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "no-end", 2);
-            check_against_engine(&in, &s, 2);
+            daemon_check_against_engine(&in, &s, 2);
             daemon_wait_event(&in, "scan_complete", NULL, "no-end", 0);
         } else if (!abort) {
             daemon_wait_images(&in, RTOMO_TOPIC_SLICE, "no-end", 2);
