@@ -1334,10 +1334,11 @@ static rtomo_status ask_outcome(rtomo_client *c, const json_t *request,
 }
 
 /* Final, and known: a daemon without a record may not have the scan's
- * messages yet. */
+ * messages yet.  One that rejected messages of it and accepted none (a
+ * begin the decoder refused leaves only rejects) has them. */
 static int settled(const rtomo_scan_outcome *o)
 {
-    return o->final && o->state != RTOMO_SCAN_UNKNOWN;
+    return o->final && (o->state != RTOMO_SCAN_UNKNOWN || o->rejected > 0);
 }
 
 /* A failed scan's counts may still grow once its state is final: the
@@ -1452,7 +1453,8 @@ static void describe_state(const rtomo_scan_outcome *o,
     if (o->reason[0])
         append(line, size, ": %s", o->reason);
     else if (o->state == RTOMO_SCAN_UNKNOWN && v == RTOMO_VERDICT_FAILED)
-        append(line, size, ": rtomod has no record of it");
+        append(line, size, o->rejected > 0 ? ": no message of it was "
+               "accepted" : ": rtomod has no record of it");
 }
 
 /* "; 500 frames accepted, 12 rejected (shape_mismatch: 12), ..." */

@@ -280,7 +280,8 @@ void rtomo_scan_outcome_merge(rtomo_scan_outcome *into,
  * Ask every daemon for the fate of `scan`, polling until each answer is
  * final or timeout_ms passes (-1: no limit; 0: ask once and return
  * RTOMO_OK with the answers as they are).  "unknown" counts as not final
- * while the wait lasts: right after sending, the scan's messages may
+ * while the wait lasts, unless the daemon rejected messages of it (a begin
+ * it could not decode): right after sending, the scan's messages may
  * still be on their way.  For the same reason a scan that failed (refused,
  * aborted) may still gather rejects after its state became final: the
  * wait goes on until its counts held still for 500 ms (within the

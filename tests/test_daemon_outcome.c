@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
@@ -99,6 +100,13 @@ static void push_scan(const daemon_proc *d, const char *id,
         args[n++] = *more++;
     args[n] = NULL;
     run_program("rtomo-push", args, r);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static void assert_contains(const char *text, const char *part,
@@ -244,6 +252,39 @@ START_TEST(library_reports_partial_scan)
 }
 END_TEST
 
+/* A begin the decoder refuses (a detector 1 bin wide) leaves the daemon
+ * only rejects of the id: the outcome says so at once instead of waiting
+ * for a scan that cannot come. */
+START_TEST(undecodable_begin_fails_fast)
+{
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    const char *begin = "{\"protocol\": 1, \"type\": \"scan_begin\", "
+                        "\"scan\": \"narrow\", \"detector\": {\"width\": 1, "
+                        "\"height\": 1}, \"projections\": 4}";
+    const char *end = "{\"protocol\": 1, \"type\": \"scan_end\", "
+                      "\"scan\": \"narrow\"}";
+    rtomo_error err;
+    ck_assert(rtomo_client_send_raw(t.c, 0, begin, strlen(begin), 1, NULL, 0,
+                                    &err) == RTOMO_OK);
+    ck_assert(rtomo_client_send_raw(t.c, 0, end, strlen(end), 1, NULL, 0,
+                                    &err) == RTOMO_OK);
+    double t0 = now_ms();
+    rtomo_scan_outcome o;
+    ck_assert_msg(rtomo_client_scan_outcome(t.c, "narrow", DAEMON_TIMEOUT_MS,
+                                            &o, &err) == RTOMO_OK,
+                  "%s", err.message);
+    ck_assert_double_lt(now_ms() - t0, 5000);
+    char line[1024];
+    ck_assert_msg(rtomo_scan_outcome_verdict(&o, line, sizeof line) ==
+                  RTOMO_VERDICT_FAILED, "%s", line);
+    ck_assert_int_eq(o.frames, 0);
+    ck_assert_int_eq(o.rejected, 2);
+    assert_contains(line, "bad_field: 1", "the outcome's line");
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* A camera's pattern: each scan pushed by a new process on a new
  * connection, the next one right after, nobody waiting in between.  Every
  * push succeeds and every scan completes whole. */
@@ -324,6 +365,7 @@ int main(void)
         refused_begin_exits_3,
         rejected_frames_exit_nonzero,
         library_reports_partial_scan,
+        undecodable_begin_fails_fast,
         back_to_back_pushes_all_complete,
         unknown_outcome_and_usage,
     };

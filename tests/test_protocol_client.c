@@ -832,6 +832,26 @@ START_TEST(outcome_over_control)
     rtomo_client_close(c);
     stop_responder(&r1);
 
+    /* A daemon that only rejected messages of the scan (a begin it could
+     * not decode) has them all: "unknown" with rejects is an answer, read
+     * once its counts hold still. */
+    static const char *const rejected[] = {
+        "{\"ok\":true,\"scan\":{\"id\":\"n\",\"state\":\"unknown\","
+        "\"final\":true,\"rejected\":2,\"rejects\":{\"bad_field\":1,"
+        "\"unknown_scan\":1}}}"};
+    start_responder(&r1, rejected, 1);
+    c = open_client(NULL, NULL, r1.endpoint, 1);
+    t0 = now_ms();
+    ck_assert_int_eq(rtomo_client_scan_outcome(c, "n", 10000, &o, &err),
+                     RTOMO_OK);
+    ck_assert_double_lt(now_ms() - t0, 3000);
+    char line[512];
+    ck_assert_int_eq(rtomo_scan_outcome_verdict(&o, line, sizeof line),
+                     RTOMO_VERDICT_FAILED);
+    ck_assert_msg(strstr(line, "no message of it was accepted"), "%s", line);
+    rtomo_client_close(c);
+    stop_responder(&r1);
+
     /* Refusals of the request itself are errors. */
     static const char *const refuse[] = {
         "{\"ok\":false,\"error\":\"unknown_command\",\"message\":\"no scan\"}"};

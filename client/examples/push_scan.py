@@ -173,23 +173,40 @@ def control_request(ctx, endpoint, request, timeout_s=3.0):
         req.close()
 
 
+def ask_scan(args, ctx):
+    """The daemon's answer about our scan (PROTOCOL.md 7): its "scan"."""
+    reply = control_request(ctx, args.control,
+                            {"cmd": "scan", "scan": args.scan})
+    if not reply["ok"]:
+        raise RuntimeError("rtomod refused the request: %s: %s"
+                           % (reply["error"], reply["message"]))
+    return reply["scan"]
+
+
 def wait_for_outcome(args, ctx):
     """What became of our scan (PROTOCOL.md 3.9): ask "scan" until the
     answer is final.  The ingest socket never answers, so this is the only
-    reliable way to know.  "unknown" right after the end may mean that our
-    messages are still on their way: keep asking until the timeout."""
+    reliable way to know."""
     deadline = time.time() + args.timeout
-    while True:
-        reply = control_request(ctx, args.control,
-                                {"cmd": "scan", "scan": args.scan})
-        if not reply["ok"]:
-            raise RuntimeError("rtomod refused the request: %s: %s"
-                               % (reply["error"], reply["message"]))
-        scan = reply["scan"]
-        settled = scan["final"] and scan["state"] != "unknown"
-        if settled or time.time() > deadline:
+    scan = ask_scan(args, ctx)
+    # "unknown" right after the end may mean that our messages are still on
+    # their way; with rejects counted, the daemon did see them.
+    while not (scan["final"] and (scan["state"] != "unknown"
+                                  or scan["rejected"] > 0)):
+        if time.time() > deadline:
             return scan
         time.sleep(0.1)
+        scan = ask_scan(args, ctx)
+    # A failed scan's later messages are still rejected as they arrive:
+    # report its counts once they hold still.
+    while scan["state"] != "complete" and time.time() < deadline:
+        time.sleep(0.5)
+        again = ask_scan(args, ctx)
+        if (again["frames"], again["rejected"]) == (scan["frames"],
+                                                    scan["rejected"]):
+            break
+        scan = again
+    return scan
 
 
 def judge(scan):
@@ -202,7 +219,8 @@ def judge(scan):
     for why in (scan["code"], scan["reason"]):
         if why:
             line += ": " + why
-    line += "; %d frames accepted" % scan["frames"]
+    line += "%s%d frames accepted" % ("; " if scan["code"] or scan["reason"]
+                                      else ": ", scan["frames"])
     if scan["rejected"]:
         line += ", %d rejected (%s)" % (scan["rejected"], ", ".join(
             "%s: %d" % item for item in scan["rejects"].items()))
