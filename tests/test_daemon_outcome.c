@@ -3,6 +3,7 @@
  * (issue 10, PROTOCOL.md 3.9).  The real rtomo-push and rtomoctl
  * ($top_builddir) against the real daemon on loopback:
  *   - a good scan (tomography and SBDX) exits 0 and says "complete";
+ *     fanned out to two daemons, both are asked and their counts added;
  *   - a begin the daemon refuses exits 3 with the daemon's reason;
  *   - frames the daemon rejects make rtomo-push exit non-zero, naming the
  *     reject, and the library reports a partial scan with its counts;
@@ -161,6 +162,34 @@ START_TEST(good_sbdx_stream_exits_zero)
     assert_contains(r.out, "scan stream complete: 3 frames accepted",
                     "rtomo-push's output");
     daemon_stop(&d);
+}
+END_TEST
+
+/* Two daemons share the stream (rows 0-1 and 2-3): rtomo-push asks both
+ * and adds up what they say. */
+START_TEST(fanned_out_scan_asks_every_daemon)
+{
+    const char *top[] = {"--set", "reconstruction.rows={\"first\": 0, "
+                         "\"count\": 2}", NULL};
+    const char *bottom[] = {"--set", "reconstruction.rows={\"first\": 2, "
+                            "\"count\": 2}", NULL};
+    daemon_proc d[2];
+    daemon_start(&d[0], top);
+    daemon_start(&d[1], bottom);
+    char ingest[160], control[160];
+    snprintf(ingest, sizeof ingest, "%s,%s", d[0].ingest, d[1].ingest);
+    snprintf(control, sizeof control, "%s,%s", d[0].control, d[1].control);
+    const char *args[] = {"--fanout", ingest, "--control", control, "--scan",
+                          "fan", "--size", "64", "--height", "4", "--angles",
+                          "48", "--darks", "1", "--flats", "1", "--wait",
+                          WAIT_S, NULL};
+    run_result r;
+    run_program("rtomo-push", args, &r);
+    ck_assert_msg(r.status == 0, "exit %d:\n%s%s", r.status, r.out, r.err);
+    assert_contains(r.out, "scan fan complete: 100 frames accepted, 4 images "
+                    "published (2 daemons together)", "rtomo-push's output");
+    daemon_stop(&d[0]);
+    daemon_stop(&d[1]);
 }
 END_TEST
 
@@ -362,6 +391,7 @@ int main(void)
     const TTest *const tests[] = {
         good_scan_exits_zero,
         good_sbdx_stream_exits_zero,
+        fanned_out_scan_asks_every_daemon,
         refused_begin_exits_3,
         rejected_frames_exit_nonzero,
         library_reports_partial_scan,
