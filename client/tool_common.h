@@ -7,7 +7,8 @@
  * use it too.
  *
  * Exit codes: 0 success, 1 failure at run time (daemon refused, did not
- * answer, I/O error), 2 bad usage.
+ * answer, I/O error), 2 bad usage.  rtomo-push adds 3 to 5 for what the
+ * daemon made of its scans (its --help).
  */
 #ifndef RTOMO_TOOL_COMMON_H
 #define RTOMO_TOOL_COMMON_H
