@@ -328,11 +328,16 @@ static void handle(rtomod *d, ingest_parts *m)
     rtomo_ingest_msg msg;
     rtomo_reject_info why;
     memset(&msg, 0, sizeof msg);
+    msg.type = RTOMO_MSG_TYPE_COUNT;    /* none, until the header says */
     if (rtomo_proto_decode_ingest(m->n_parts, zmq_msg_data(&m->header),
                                   zmq_msg_size(&m->header),
                                   zmq_msg_data(&m->payload),
                                   zmq_msg_size(&m->payload), &msg, &why) != 0) {
+        /* A begin that does not decode is a refused begin all the same. */
+        d->handling_begin = msg.type == RTOMO_MSG_SCAN_BEGIN ||
+                            msg.type == RTOMO_MSG_SBDX_BEGIN;
         rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL, -1);
+        d->handling_begin = 0;
         return;
     }
     deliver(d, &msg, &m->payload, 1);

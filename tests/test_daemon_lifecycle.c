@@ -197,6 +197,14 @@ START_TEST(a_quiet_sender_does_not_block_the_instrument)
 }
 END_TEST
 
+static void send_raw_header(rtomo_client *c, const char *header)
+{
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_raw(c, 0, header, strlen(header), 1, NULL,
+                                        0, &err) == RTOMO_OK, "%s",
+                  err.message);
+}
+
 /* What "scan" answers for a refused begin, an id never seen, and an
  * aborted scan; and scans.max. */
 START_TEST(the_scan_request_tells_what_happened)
@@ -204,7 +212,6 @@ START_TEST(the_scan_request_tells_what_happened)
     const char *args[] = {"--set", "scans.max=1", NULL};
     daemon_session t;
     daemon_session_open(&t, args, 1);
-    rtomo_error err;
 
     /* Never seen. */
     json_t *o = outcome(t.c, "nobody");
@@ -221,14 +228,23 @@ START_TEST(the_scan_request_tells_what_happened)
         "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"refused\", "
         "\"detector\": {\"width\": 16, \"height\": 1}, \"projections\": 8, "
         "\"reconstruction\": {\"roi\": [0, 0, 500, 500]}}";
-    ck_assert(rtomo_client_send_raw(t.c, 0, refused, strlen(refused), 1, NULL,
-                                    0, &err) == RTOMO_OK);
+    send_raw_header(t.c, refused);
     daemon_wait_event(&t.in, "rejected", "bad_geometry", "refused", 0);
     o = outcome(t.c, "refused");
     ck_assert_str_eq(str(o, "state"), "refused");
     ck_assert_str_eq(str(o, "code"), "bad_geometry");
     ck_assert_msg(strstr(str(o, "reason"), "roi"), "%s", str(o, "reason"));
     ck_assert_int_eq(num(o, "rejected"), 1);
+    json_decref(o);
+    /* A begin the decoder refuses (a field out of range) is refused too. */
+    const char *undecodable =
+        "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"bad-width\", "
+        "\"detector\": {\"width\": 1, \"height\": 1}, \"projections\": 8}";
+    send_raw_header(t.c, undecodable);
+    daemon_wait_event(&t.in, "rejected", "bad_field", "bad-width", 0);
+    o = outcome(t.c, "bad-width");
+    ck_assert_str_eq(str(o, "state"), "refused");
+    ck_assert_str_eq(str(o, "code"), "bad_field");
     json_decref(o);
 
     /* One scan in flight at most: a second begin is refused, over_budget,
