@@ -50,6 +50,11 @@ typedef struct rtomod_counters {
     uint64_t sbdx_frames;       /* SBDX frames reconstructed */
     uint64_t windows;           /* continuous windows published */
     uint64_t windows_skipped;   /* continuous windows skipped */
+    /* Scans: begun; completed (of which incomplete: ended by rtomod before
+     * their end message with projections missing); aborted; begins
+     * refused; ended by the idle timeout (complete or aborted). */
+    uint64_t scans_started, scans_complete, scans_incomplete;
+    uint64_t scans_aborted, scans_refused, scans_timed_out;
 } rtomod_counters;
 
 /* ------------------------------------------------------------- scans ---- */
@@ -166,7 +171,7 @@ json_t *rtomod_scan_json(const rtomod_scan *scan);
 rtomod_scan *rtomod_scan_for_input(rtomod *d, const rtomo_ingest_msg *msg,
                                    rtomod_scan_kind kind);
 /* Whether a begin message may start a scan now (not shutting down, no
- * acquiring scan of that id, fewer than limits.scans in flight); rejects
+ * acquiring scan of that id, fewer than scans.max in flight); rejects
  * it otherwise. */
 int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg);
 /* Refuse a begin (over_budget) whose images of `bytes` each exceed

@@ -105,6 +105,7 @@ static void count_reject(rtomod *d, const rtomo_reject_info *why,
     }
     rtomod_outcome *o;
     if (d->handling_begin) {
+        d->counters.scans_refused++;
         o = rtomod_history_add(&d->history, id);
         o->state = "refused";
         snprintf(o->code, sizeof o->code, "%s", rtomo_reject_name(why->reason));
@@ -289,6 +290,8 @@ static void complete(rtomod *d, rtomod_scan *scan)
 {
     long missing = scan->kind == RTOMOD_SCAN_TOMO ? rtomod_tomo_missing(scan)
                                                   : 0;
+    d->counters.scans_complete++;
+    d->counters.scans_incomplete += scan->incomplete != 0;
     rtomod_publish_event(&d->pub, scan->failed || scan->incomplete
                                       ? RTOMOD_LOG_WARN : RTOMOD_LOG_INFO,
                          "scan_complete", scan->id, -1,
@@ -422,6 +425,7 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *timer, int revents)
         arm_idle_timer(d, scan, left);
         return;
     }
+    d->counters.scans_timed_out++;
     char why[160];
     snprintf(why, sizeof why, "nothing received for %.1f s "
              "(scans.idle_timeout_ms)", rtomod_now() - scan->t_last_input);
@@ -490,6 +494,7 @@ void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *code,
      * discarded (their drops were counted here); the CLOSE jobs free the
      * plans. */
     long lost = frames_lost(scan);
+    d->counters.scans_aborted++;
     d->counters.dropped += (uint64_t)lost;
     scan->dropped += lost;
     rtomod_scan_close_plans(d, scan, 1);
@@ -658,6 +663,7 @@ void rtomod_scan_activate(rtomod *d, rtomod_scan *scan)
     scan->next = NULL;
     *tail = scan;
     scan->phase = RTOMOD_SCAN_ACQUIRING;
+    d->counters.scans_started++;
     arm_idle_timer(d, scan, d->cfg.scans.idle_timeout_ms / 1000.0);
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_started", scan->id,
                          -1, NULL, "%s started (%d scans in flight)",

@@ -41,14 +41,22 @@ static json_t *counters_json(rtomod *d)
     for (int r = RTOMO_REJECT_NONE + 1; r < RTOMO_REJECT_COUNT; r++)
         json_object_set_new(rejects, rtomo_reject_name((rtomo_reject)r),
                             json_integer((json_int_t)d->counters.rejects[r]));
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    const rtomod_counters *n = &d->counters;
+    json_t *scans = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+                              "started", (json_int_t)n->scans_started,
+                              "complete", (json_int_t)n->scans_complete,
+                              "incomplete", (json_int_t)n->scans_incomplete,
+                              "aborted", (json_int_t)n->scans_aborted,
+                              "refused", (json_int_t)n->scans_refused,
+                              "timed_out", (json_int_t)n->scans_timed_out);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
                      "accepted", (json_int_t)d->counters.accepted,
                      "rejected", (json_int_t)d->counters.rejected,
                      "dropped", (json_int_t)d->counters.dropped,
                      "published", (json_int_t)d->pub.published,
                      "pub_dropped", (json_int_t)d->pub.dropped,
                      "auth_refused", (json_int_t)rtomod_security_refused(),
-                     "rejects", rejects);
+                     "rejects", rejects, "scans", scans);
 }
 
 static json_t *current_scan(rtomod *d)

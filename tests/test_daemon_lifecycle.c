@@ -168,6 +168,12 @@ START_TEST(a_quiet_sender_does_not_block_the_instrument)
                                                     "missing_projections",
                                                     NULL, "vanished"));
         }
+        json_t *st = daemon_status(t.c);
+        json_t *scans = json_object_get(json_object_get(st, "counters"),
+                                        "scans");
+        ck_assert_int_eq(num(scans, "timed_out"), 1);
+        ck_assert_int_eq(num(scans, abort ? "aborted" : "incomplete"), 1);
+        json_decref(st);
         json_t *o = final_outcome(t.c, "vanished");
         ck_assert_str_eq(str(o, "state"), abort ? "aborted" : "complete");
         ck_assert_str_eq(str(o, "code"), "idle_timeout");
