@@ -166,23 +166,37 @@ int rtomod_budget_init(rtomod_budget *b, const rtomod_config *cfg,
     return 0;
 }
 
-int rtomod_budget_take(rtomod_budget *b, const rtomod_budget_claim *c,
-                       char *why, size_t why_size)
+/* What of `limit` is free when `used` is claimed, `leaving` of it soon
+ * given back. */
+static size_t free_of(size_t limit, size_t used, size_t leaving)
 {
-    if (c->host > b->host_limit - b->host_used) {
+    size_t held = used > leaving ? used - leaving : 0;
+    return held < limit ? limit - held : 0;
+}
+
+int rtomod_budget_take(rtomod_budget *b, const rtomod_budget_claim *c,
+                       const rtomod_budget_claim *leaving, char *why,
+                       size_t why_size)
+{
+    const rtomod_budget_claim none = {0};
+    if (!leaving)
+        leaving = &none;
+    size_t host_free = free_of(b->host_limit, b->host_used, leaving->host);
+    if (c->host > host_free) {
         snprintf(why, why_size, "needs %.0f MB of host memory, %.0f MB of "
-                 "the %.0f MB budget are free (limits.host_mb; scans in "
-                 "flight hold the rest)", mb(c->host),
-                 mb(b->host_limit - b->host_used), mb(b->host_limit));
+                 "the %.0f MB budget are free (limits.host_mb; scans "
+                 "acquiring hold the rest)", mb(c->host), mb(host_free),
+                 mb(b->host_limit));
         return -1;
     }
     for (int i = 0; i < b->n_devices; i++) {
-        if (c->device[i] > b->device_limit[i] - b->device_used[i]) {
+        size_t dev_free = free_of(b->device_limit[i], b->device_used[i],
+                                  leaving->device[i]);
+        if (c->device[i] > dev_free) {
             snprintf(why, why_size, "needs %.0f MB on the GPU of worker %d, "
                      "%.0f MB of its %.0f MB budget are free "
-                     "(limits.device_mb; scans in flight hold the rest)",
-                     mb(c->device[i]), i,
-                     mb(b->device_limit[i] - b->device_used[i]),
+                     "(limits.device_mb; scans acquiring hold the rest)",
+                     mb(c->device[i]), i, mb(dev_free),
                      mb(b->device_limit[i]));
             return -1;
         }

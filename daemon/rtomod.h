@@ -178,9 +178,10 @@ int rtomod_scan_may_begin(rtomod *d, const rtomo_ingest_msg *msg);
  * publish.max_image_mb; `what` names them.  Returns 0 or -1. */
 int rtomod_scan_check_image(rtomod *d, const char *id, size_t bytes,
                             const char *what);
-/* Claim the memory in scan->claim against the budgets, or reject the
- * begin (over_budget, with the numbers; `what` names the scan's kind and
- * size).  Returns 0 or -1. */
+/* Claim the memory in scan->claim against the budgets, beside what the
+ * acquiring scans hold (scans that ended close their plans before this
+ * one's open), or reject the begin (over_budget, with the numbers; `what`
+ * names the scan's kind and size).  Returns 0 or -1. */
 int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what);
 /* Register a new scan as acquiring, start its idle timer and announce
  * it. */

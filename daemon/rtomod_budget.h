@@ -64,11 +64,14 @@ void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
                              int composite, int buffers, int on_gpu,
                              size_t *host, size_t *device);
 
-/* Take the claim when it fits beside everything claimed so far; else
- * leave the budget as it was and say why (a sentence with the numbers and
- * the setting that bounds them).  Returns 0 or -1. */
+/* Take the claim when it fits beside everything claimed so far, less
+ * `leaving` (memory claimed by scans whose plans will be closed before
+ * this one's are created: may be NULL); else leave the budget as it was
+ * and say why (a sentence with the numbers and the setting that bounds
+ * them).  Returns 0 or -1. */
 int rtomod_budget_take(rtomod_budget *b, const rtomod_budget_claim *c,
-                       char *why, size_t why_size);
+                       const rtomod_budget_claim *leaving, char *why,
+                       size_t why_size);
 /* Give a claim back (it is zeroed). */
 void rtomod_budget_release(rtomod_budget *b, rtomod_budget_claim *c);
 

@@ -645,10 +645,30 @@ int rtomod_scan_check_image(rtomod *d, const char *id, size_t bytes,
     return -1;
 }
 
+/* What the scans that ended still hold: their plans close (the last job
+ * of theirs is queued on every worker holding one) before a scan begun
+ * now opens its plans behind them, so a new begin need not wait for
+ * their reconstruction.  (Without this, a camera's next large scan was
+ * refused while the last one reconstructed.) */
+static void leaving_claims(rtomod *d, rtomod_budget_claim *leaving)
+{
+    memset(leaving, 0, sizeof *leaving);
+    for (rtomod_scan *s = d->scans; s; s = s->next) {
+        if (s->phase != RTOMOD_SCAN_FINISHING)
+            continue;
+        leaving->host += s->claim.host;
+        for (int i = 0; i < RTOMO_MAX_DEVICES; i++)
+            leaving->device[i] += s->claim.device[i];
+    }
+}
+
 int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what)
 {
     char why[RTOMO_REASON_MAX - 64];
-    if (rtomod_budget_take(&d->budget, &scan->claim, why, sizeof why) == 0)
+    rtomod_budget_claim leaving;
+    leaving_claims(d, &leaving);
+    if (rtomod_budget_take(&d->budget, &scan->claim, &leaving, why,
+                           sizeof why) == 0)
         return 0;
     memset(&scan->claim, 0, sizeof scan->claim);
     rtomod_rejectf(d, RTOMO_REJECT_BUDGET, scan->id, -1, "%s %s", what, why);

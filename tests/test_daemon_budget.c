@@ -6,8 +6,9 @@
  *     sinogram, a geometry of about a TiB, slices larger than
  *     publish.max_image_mb: each refused, over_budget, with the numbers and
  *     the setting in the message; rtomod's memory does not move;
- *   - two scans that each fit alone but not together: the second waits for
- *     the first to finish (refused, then admitted once the budget is back);
+ *   - two scans that each fit alone but not together: the second is
+ *     refused while the first acquires, and admitted as soon as the first
+ *     has ended (its plans close before the second's open);
  *   - a burst of 16 MiB frames for scans that do not exist: all rejected,
  *     the hold never above limits.early_mb, and the memory back to where it
  *     was once rtomod is idle.
@@ -131,14 +132,24 @@ START_TEST(scans_that_do_not_fit_together_wait_their_turn)
                                               "big-b", 0);
     ck_assert_msg(strstr(ev->message, "limits.host_mb"), "%s", ev->message);
 
-    /* The first ends; its memory comes back; the second fits now. */
+    /* The first ends and the second begins right behind its end: the
+     * first's plan closes before the second's opens on the worker, so the
+     * second is admitted while the first still reconstructs. */
     daemon_send_fields(t.c, &a);
     for (int p = 0; p < 240; p++)
         daemon_send_projection(t.c, &a, p);
     daemon_send_end(t.c, &a);
-    daemon_wait_event(&t.in, "scan_complete", NULL, "big-a", 0);
     daemon_send_scan(t.c, &b);
     daemon_wait_event(&t.in, "scan_complete", NULL, "big-b", 0);
+    const rtomo_event *a_done = daemon_find_event(&t.in, "scan_complete",
+                                                  NULL, "big-a");
+    const rtomo_event *b_started = daemon_find_event(&t.in, "scan_started",
+                                                     NULL, "big-b");
+    ck_assert(a_done && b_started);
+    ck_assert_msg(b_started < a_done, "big-b began only after big-a was "
+                  "reconstructed");
+    ck_assert_int_eq(daemon_count_images(&t.in, RTOMO_TOPIC_SLICE, "big-a"),
+                     96);
     ck_assert_int_eq(daemon_count_images(&t.in, RTOMO_TOPIC_SLICE, "big-b"),
                      96);
     st = daemon_status(t.c);
