@@ -106,4 +106,11 @@ int proto_decode_sbdx_begin(const json_t *root, const char *scan,
 double proto_radians(double degrees);
 double proto_degrees(double radians);
 
+/* The uint16 scaling of SBDX planes (sbdx_begin's output, image headers):
+ * u16_scale a positive normal float32 of at most 1e30, |u16_offset| at
+ * most 1e30, judged on the values as sent; `path` prefixes the field names
+ * in the reject ("output." or "").  Returns 0, or -1 with `why` filled. */
+int proto_check_u16_scaling(double scale, double offset, const char *path,
+                            rtomo_reject_info *why);
+
 #endif /* RTOMO_PROTO_INTERNAL_H */

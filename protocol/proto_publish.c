@@ -139,7 +139,8 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
         proto_get_int_tuple(root, NULL, "roi", OPTIONAL, 4, 0, INT32_MAX, roi,
                             why) < 0 ||
         proto_get_number(root, NULL, "u16_scale", OPTIONAL, &scale, why) < 0 ||
-        proto_get_number(root, NULL, "u16_offset", OPTIONAL, &offset, why) < 0)
+        proto_get_number(root, NULL, "u16_offset", OPTIONAL, &offset, why) < 0 ||
+        proto_check_u16_scaling(scale, offset, "", why) < 0)
         return -1;
     for (int i = 0; i < 4; i++)
         h->roi[i] = (int)roi[i];

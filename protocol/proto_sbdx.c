@@ -205,34 +205,35 @@ static int parse_plane_format(const char *name, int *out)
     return 0;
 }
 
-static int u16_scale_reject(double scale, rtomo_reject_info *why)
+int proto_check_u16_scaling(double scale, double offset, const char *path,
+                            rtomo_reject_info *why)
 {
-    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                            "field \"output.u16_scale\" = %g is outside "
-                            "[%g, %g] (a positive normal float32: 0 and "
-                            "values that become 0 or subnormal are refused)",
-                            scale, (double)FLT_MIN, PROTO_MAX_U16_SCALING);
-}
-
-static int u16_offset_reject(double offset, rtomo_reject_info *why)
-{
-    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                            "field \"output.u16_offset\" = %g is outside "
-                            "[%g, %g]", offset, -PROTO_MAX_U16_SCALING,
-                            PROTO_MAX_U16_SCALING);
+    /* A double beyond the float range has no float (converting it is
+     * undefined): refuse it first, then judge the float it becomes;
+     * isnormal() refuses 0, subnormals (which 1e-300 or 1e-39 become),
+     * infinities and NaN. */
+    if (!(scale > 0.0 && scale <= PROTO_MAX_U16_SCALING) ||
+        !isnormal((float)scale))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"%su16_scale\" = %g is outside "
+                                "[%g, %g] (a positive normal float32: 0 and "
+                                "values that become 0 or subnormal are "
+                                "refused)", path, scale, (double)FLT_MIN,
+                                PROTO_MAX_U16_SCALING);
+    if (!(fabs(offset) <= PROTO_MAX_U16_SCALING))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"%su16_offset\" = %g is outside "
+                                "[%g, %g]", path, offset,
+                                -PROTO_MAX_U16_SCALING, PROTO_MAX_U16_SCALING);
+    return 0;
 }
 
 int rtomo_proto_check_sbdx_output(const rtomo_sbdx_spec *spec,
                                   rtomo_reject_info *why)
 {
-    float scale = spec->u16_scale, offset = spec->u16_offset;
-    /* isnormal() refuses 0, subnormals (which 1e-300 or 1e-39 become),
-     * infinities and NaN. */
-    if (!(isnormal(scale) && scale > 0.0f &&
-          scale <= (float)PROTO_MAX_U16_SCALING))
-        return u16_scale_reject((double)scale, why);
-    if (!(fabsf(offset) <= (float)PROTO_MAX_U16_SCALING))
-        return u16_offset_reject((double)offset, why);
+    if (proto_check_u16_scaling(spec->u16_scale, spec->u16_offset, "output.",
+                                why) < 0)
+        return -1;
     if (spec->planes == RTOMO_PLANES_NONE && !spec->composite)
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
                                 "field \"output\" asks for neither planes "
@@ -257,23 +258,14 @@ static int decode_output(const json_t *root, rtomo_sbdx_spec *spec,
         proto_get_bool(out, "output", "composite", OPTIONAL, &spec->composite,
                        why) < 0)
         return -1;
-    /* Converting a double beyond the float range is undefined: refuse it
-     * before, then judge the floats themselves. */
-    if (!(fabs(scale) <= PROTO_MAX_U16_SCALING))
-        return u16_scale_reject(scale, why);
-    if (!(fabs(offset) <= PROTO_MAX_U16_SCALING))
-        return u16_offset_reject(offset, why);
+    /* The values as sent are judged (and named in the reject) before
+     * they become floats. */
+    if (proto_check_u16_scaling(scale, offset, "output.", why) < 0)
+        return -1;
     spec->planes = (rtomo_plane_format)planes;
     spec->u16_scale = (float)scale;
     spec->u16_offset = (float)offset;
-    if (rtomo_proto_check_sbdx_output(spec, why) < 0) {
-        /* Name the value as sent, not the float it became. */
-        if (why && why->reason == RTOMO_REJECT_FIELD &&
-            strstr(why->message, "u16_scale"))
-            u16_scale_reject(scale, why);
-        return -1;
-    }
-    return 0;
+    return rtomo_proto_check_sbdx_output(spec, why);
 }
 
 static int decode_sbdx_fields(const json_t *root, rtomo_sbdx_spec *spec,

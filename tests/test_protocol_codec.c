@@ -1160,6 +1160,17 @@ START_TEST(image_header_rejects)
          "telemetry"},
         {"{'protocol':1,'type':'slice','height':2,'dtype':'float32',"
          "'index':0,'count':1}", 16, RTOMO_REJECT_FIELD, "width"},
+        /* uint16 scaling beyond float32 (the fuzzer's finding: it became
+         * inf, and the encoder then refused the header it had decoded). */
+        {"{'protocol':1,'type':'plane','width':2,'height':2,'dtype':'uint16',"
+         "'index':0,'count':1,'u16_scale':1e300}", 8, RTOMO_REJECT_FIELD,
+         "u16_scale"},
+        {"{'protocol':1,'type':'plane','width':2,'height':2,'dtype':'uint16',"
+         "'index':0,'count':1,'u16_scale':1e-300}", 8, RTOMO_REJECT_FIELD,
+         "u16_scale"},
+        {"{'protocol':1,'type':'plane','width':2,'height':2,'dtype':'uint16',"
+         "'index':0,'count':1,'u16_offset':-1e39}", 8, RTOMO_REJECT_FIELD,
+         "u16_offset"},
         {"{'protocol':1,'type':'slice','width':2,'height':2,'dtype':'float32',"
          "'index':1,'count':1}", 16, RTOMO_REJECT_FIELD, "index"},
         {"{'protocol':1,'type':'slice','width':2,'height':2,'dtype':'float64',"
