@@ -86,6 +86,19 @@ double daemon_resident_mb(const daemon_proc *d)
     return kb / 1024.0;
 }
 
+void daemon_assert_memory_growth(double before, double after, double bound_mb,
+                                 const char *what)
+{
+    printf("resident: %.1f MB before, %.1f MB after %s (growth bound "
+           "%.0f MB)\n", before, after, what, bound_mb);
+#if defined(__SANITIZE_ADDRESS__)
+    printf("(AddressSanitizer build: not asserted)\n");
+#else
+    ck_assert_msg(after - before < bound_mb, "rtomod kept %.1f MB more after "
+                  "%s (bound %.0f MB)", after - before, what, bound_mb);
+#endif
+}
+
 /* ------------------------------------------------------------- client ---- */
 
 rtomo_client *daemon_connect(const daemon_proc *d, int connections)

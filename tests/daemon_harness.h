@@ -45,6 +45,13 @@ int daemon_signal_and_wait(daemon_proc *d, int sig, int timeout_ms);
 void daemon_stop(daemon_proc *d);
 /* The process's resident memory (VmRSS), MB; -1 when unknown. */
 double daemon_resident_mb(const daemon_proc *d);
+/* Assert that rtomod's resident memory grew by less than `bound_mb` from
+ * `before` (its message says `what`), and print both.  Under
+ * AddressSanitizer only print: its allocator keeps freed memory in
+ * quarantine (256 MB by default) and pads every block, so resident memory
+ * no longer says what rtomod holds (tools/run-sanitized-tests). */
+void daemon_assert_memory_growth(double before, double after, double bound_mb,
+                                 const char *what);
 
 /* ------------------------------------------------------------- client ---- */
 
