@@ -209,18 +209,20 @@ int proto_check_u16_scaling(double scale, double offset, const char *path,
                             rtomo_reject_info *why)
 {
     /* A double beyond the float range has no float (converting it is
-     * undefined): refuse it first, then judge the float it becomes;
-     * isnormal() refuses 0, subnormals (which 1e-300 or 1e-39 become),
-     * infinities and NaN. */
-    if (!(scale > 0.0 && scale <= PROTO_MAX_U16_SCALING) ||
-        !isnormal((float)scale))
+     * undefined): refuse it first, then judge the float it becomes, so that
+     * a value decoded, stored and sent again passes again (1e30 becomes the
+     * float 1.0000000150e30); isnormal() refuses 0, subnormals (which
+     * 1e-300 or 1e-39 become), infinities and NaN. */
+    if (!(scale > 0.0 && scale <= FLT_MAX) || !isnormal((float)scale) ||
+        (float)scale > (float)PROTO_MAX_U16_SCALING)
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
                                 "field \"%su16_scale\" = %g is outside "
                                 "[%g, %g] (a positive normal float32: 0 and "
                                 "values that become 0 or subnormal are "
                                 "refused)", path, scale, (double)FLT_MIN,
                                 PROTO_MAX_U16_SCALING);
-    if (!(fabs(offset) <= PROTO_MAX_U16_SCALING))
+    if (!(fabs(offset) <= FLT_MAX) ||
+        fabsf((float)offset) > (float)PROTO_MAX_U16_SCALING)
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
                                 "field \"%su16_offset\" = %g is outside "
                                 "[%g, %g]", path, offset,
