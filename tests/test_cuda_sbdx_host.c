@@ -538,16 +538,8 @@ END_TEST
  * with both methods (as in tests/test_sbdx_composite.c on the CPU). */
 START_TEST(test_threshold_pixel_is_in_view)
 {
-    static const double ratio[1] = {1.4};
     rtomo_sbdx_geometry g;
-    rtomo_sbdx_geometry_init(&g);
-    g.holes_x = g.holes_y = 6;
-    g.det_width = g.det_height = 12;
-    g.shift_m = 3;
-    g.n_planes = 1;
-    g.ratios = ratio;
-    g.out_width = g.out_height = 38;
-    g.origin_x = g.origin_y = -10;
+    sbdx_threshold_geometry(&g);
     g.composite_radius = 2;
     size_t n = sbdx_frame_samples(&g);
     float *frame = malloc(sizeof(float) * n);

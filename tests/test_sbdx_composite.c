@@ -390,16 +390,8 @@ END_TEST
  * so a uniform frame flat-fields to its value there, on both CPU methods. */
 START_TEST(a_pixel_at_the_threshold_is_in_the_field_of_view)
 {
-    static const double ratio[1] = {1.4};
     rtomo_sbdx_geometry g;
-    rtomo_sbdx_geometry_init(&g);
-    g.holes_x = g.holes_y = 6;
-    g.det_width = g.det_height = 12;
-    g.shift_m = 3;
-    g.n_planes = 1;
-    g.ratios = ratio;
-    g.out_width = g.out_height = 38;
-    g.origin_x = g.origin_y = -10;
+    sbdx_threshold_geometry(&g);
     rtomo_error err;
     rtomo_sbdx_lut *lut = rtomo_sbdx_lut_create(&g, &err);
     ck_assert_ptr_nonnull(lut);

@@ -38,6 +38,20 @@ void sbdx_mid_geometry(rtomo_sbdx_geometry *g)
     g->ratios = sbdx_mid_ratios;
 }
 
+const double sbdx_threshold_ratio[1] = {1.4};
+
+void sbdx_threshold_geometry(rtomo_sbdx_geometry *g)
+{
+    rtomo_sbdx_geometry_init(g);
+    g->holes_x = g->holes_y = 6;
+    g->det_width = g->det_height = 12;
+    g->shift_m = 3;
+    g->n_planes = 1;
+    g->ratios = sbdx_threshold_ratio;
+    g->out_width = g->out_height = 38;
+    g->origin_x = g->origin_y = -10;
+}
+
 size_t sbdx_frame_samples(const rtomo_sbdx_geometry *g)
 {
     return (size_t)g->holes_x * g->holes_y * g->det_width * g->det_height;

@@ -34,6 +34,13 @@ void sbdx_small_geometry(rtomo_sbdx_geometry *g);
 extern const double sbdx_mid_ratios[8];
 void sbdx_mid_geometry(rtomo_sbdx_geometry *g);
 
+/* One plane, n = 1.4, m = 3, 6x6 holes of 12x12 elements, 38x38 output
+ * from (-10, -10): a pixel there has the response 0.4 x 0.625 = 0.25 in
+ * exact arithmetic but 0.249999985 as the product of float responses, on
+ * the field-of-view threshold. */
+extern const double sbdx_threshold_ratio[1];
+void sbdx_threshold_geometry(rtomo_sbdx_geometry *g);
+
 /* Samples per frame and pixels of all planes of g (output size filled in
  * as the engine does). */
 size_t sbdx_frame_samples(const rtomo_sbdx_geometry *g);
