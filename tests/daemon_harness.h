@@ -59,6 +59,10 @@ void daemon_assert_memory_growth(double before, double after, double bound_mb,
  * to every topic that is known to be live (a telemetry message arrived). */
 rtomo_client *daemon_connect(const daemon_proc *d, int connections);
 
+/* Subscribe c to every topic and wait until a telemetry message proves
+ * the subscription reached rtomod. */
+void daemon_subscribe_all(rtomo_client *c);
+
 /* Send a control request given as JSON text; returns the reply (the
  * caller's reference).  Asserts that a reply came. */
 json_t *daemon_request(rtomo_client *c, const char *request_json);

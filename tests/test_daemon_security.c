@@ -119,22 +119,6 @@ static void wait_for_ping(rtomo_client *c)
     ck_assert_msg(st == RTOMO_OK, "rtomod does not answer an allowed client");
 }
 
-/* Subscribe to everything and wait until telemetry proves it works. */
-static void subscribe(rtomo_client *c)
-{
-    rtomo_error err;
-    ck_assert(rtomo_client_subscribe(c, "", &err) == RTOMO_OK);
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
-    int live = 0;
-    while (!live && now_ms() < deadline) {
-        rtomo_published m = {0};
-        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK)
-            live = m.kind == RTOMO_PUBLISHED_TELEMETRY;
-        rtomo_published_clear(&m);
-    }
-    ck_assert_msg(live, "no telemetry for an allowed subscriber");
-}
-
 /* The daemon with CURVE on: a keyed client with all sockets, subscribed.
  * The harness's own ping has no key, so the daemon is spawned and pinged
  * here. */
@@ -150,7 +134,7 @@ static rtomo_client *start_secure(daemon_proc *d, const keyring *k)
     daemon_spawn(d, args);
     rtomo_client *c = open_client(d, k->server_public, k->good_secret, 1);
     wait_for_ping(c);
-    subscribe(c);
+    daemon_subscribe_all(c);
     return c;
 }
 
