@@ -165,21 +165,30 @@ static void enter_phase(rtomod *d, rtomod_phase phase)
     d->t_phase = rtomod_now();
 }
 
-/* End of the drain: every acquiring scan ends now. */
-static void stop_ingest(rtomod *d)
+/* An acquiring scan at the end of the drain: one that has its frames
+ * (or an SBDX stream, which announces no count) is finished, another ends
+ * incomplete (reconstructed from what arrived, or aborted). */
+static void settle_scan(rtomod *d, rtomod_scan *scan)
+{
+    if (scan->end_pending || scan->kind == RTOMOD_SCAN_SBDX ||
+        rtomod_tomo_complete(scan)) {
+        log_info("shutdown: finishing scan %s", scan->id);
+        rtomod_scan_end_now(d, scan);
+    } else {
+        rtomod_scan_end_incomplete(d, scan, "shutdown", "rtomod shut down "
+                                   "before the scan's end");
+    }
+}
+
+/* End of the drain: every acquiring scan ends now; input is refused from
+ * here on. */
+static void end_drain(rtomod *d)
 {
     rtomod_scan *scan = d->scans;
     while (scan) {
-        rtomod_scan *next = scan->next;     /* ending may free it */
-        if (scan->phase != RTOMOD_SCAN_ACQUIRING) {
-        } else if (scan->end_pending || scan->kind == RTOMOD_SCAN_SBDX ||
-                   rtomod_tomo_complete(scan)) {
-            log_info("shutdown: finishing scan %s", scan->id);
-            rtomod_scan_end_now(d, scan);
-        } else {
-            rtomod_scan_end_incomplete(d, scan, "shutdown", "rtomod shut "
-                                       "down before the scan's end");
-        }
+        rtomod_scan *next = scan->next;     /* settling may free it */
+        if (scan->phase == RTOMOD_SCAN_ACQUIRING)
+            settle_scan(d, scan);
         scan = next;
     }
     log_info("shutdown: %llu messages read since the signal; finishing "
@@ -214,7 +223,7 @@ static void on_drain_timer(struct ev_loop *loop, ev_timer *timer, int revents)
         int waiting = d->ingest && rtomod_zsock_readable(d->ingest);
         if ((!waiting && now - d->t_last_ingest >= quiet &&
              now - d->t_phase >= quiet) || now - d->t_phase >= most)
-            stop_ingest(d);
+            end_drain(d);
     }
     if (d->phase == RTOMOD_FINISHING && !d->scans &&
         rtomod_pool_idle(&d->pool)) {
