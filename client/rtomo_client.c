@@ -1026,13 +1026,33 @@ rtomo_status rtomo_client_command(rtomo_client *c, const char *cmd,
     return st;
 }
 
+/* `scan` among the scans a status reply lists as in flight ("scans"; a
+ * daemon that knows one scan at a time lists it as "scan"), while it
+ * takes input; NULL otherwise. */
+static const json_t *acquiring_scan(const json_t *status, const char *scan)
+{
+    const json_t *list = json_object_get(status, "scans"), *s;
+    size_t i;
+    if (!json_is_array(list))
+        list = NULL;
+    json_array_foreach(list, i, s) {
+        const char *id = json_string_value(json_object_get(s, "id"));
+        const char *phase = json_string_value(json_object_get(s, "phase"));
+        if (id && strcmp(id, scan) == 0 &&
+            (!phase || strcmp(phase, "reconstructing") != 0))
+            return s;
+    }
+    s = json_object_get(status, "scan");
+    const char *id = json_string_value(json_object_get(s, "id"));
+    return !list && id && strcmp(id, scan) == 0 ? s : NULL;
+}
+
 /* Frames the daemon holds for `scan` according to a status reply, or -1
- * when `scan` is not its active scan. */
+ * when `scan` is not acquiring there. */
 static double frames_held(const json_t *status, const char *scan)
 {
-    const json_t *active = json_object_get(status, "scan");
-    const char *id = json_string_value(json_object_get(active, "id"));
-    if (!id || strcmp(id, scan) != 0)
+    const json_t *active = acquiring_scan(status, scan);
+    if (!active)
         return -1;
     static const char *const counts[] = {"received", "darks", "flats"};
     double n = 0;

@@ -198,9 +198,9 @@ rtomo_status rtomo_client_command(rtomo_client *client, const char *cmd,
  * Frames sent over several connections may overtake each other (only each
  * connection keeps its order, PROTOCOL.md 3.2).  Before sending frames on
  * other connections than the one that carried scan_begin, and before
- * scan_end, wait with this until the daemon's active scan is `scan` and
- * holds at least `frames` frames (its status "received" + "darks" +
- * "flats"; 0 = just active).  Polls "status" on the control socket.
+ * scan_end, wait with this until `scan` acquires on the daemon (among
+ * the scans its status lists) and holds at least `frames` frames (its
+ * "received" + "darks" + "flats"; 0 = just begun).  Polls "status" on the control socket.
  * RTOMO_E_UNAVAILABLE when the count has not grown for stall_ms (or the
  * daemon does not answer), RTOMO_E_STATE without a control endpoint.
  */

@@ -11,7 +11,9 @@
  *   - the control request "scan" tells a sender what became of its scan:
  *     complete, aborted, refused (with the reason), unknown, and frames
  *     that came after the end (scan_ended);
- *   - scans.max bounds the scans in flight (over_budget beyond).
+ *   - scans.max bounds the scans in flight (over_budget beyond);
+ *   - a scan sent over several connections finds itself among the scans
+ *     in flight when the client waits for the daemon to have its frames.
  */
 #include "config.h"
 
@@ -299,10 +301,48 @@ START_TEST(the_scan_request_tells_what_happened)
 }
 END_TEST
 
+/* A scan sent over three connections waits, as PROTOCOL.md 3.2 asks, until
+ * the daemon has its begin and then all its frames (the client library's
+ * rtomo_client_wait_for_scan), while an earlier scan still acquires: the
+ * wait must find its own scan among those in flight, not the oldest. */
+START_TEST(a_scan_over_several_connections_beside_another)
+{
+    daemon_session t;
+    daemon_session_open(&t, NULL, 3);
+    daemon_scan blocker, s;
+    daemon_scan_make(&blocker, "blocker", 32, 2, 30, 0, 1, 0xdae0440);
+    daemon_scan_make(&s, "spread", 48, 2, 60, 1, 1, 0xdae0441);
+    daemon_send_begin(t.c, &blocker);
+    daemon_wait_event(&t.in, "scan_started", NULL, "blocker", 0);
+    rtomo_error err;
+    daemon_send_begin(t.c, &s);
+    ck_assert_msg(rtomo_client_wait_for_scan(t.c, "spread", 0, 3000, &err) ==
+                  RTOMO_OK, "waiting for the begin: %s", err.message);
+    daemon_send_fields(t.c, &s);
+    for (int p = 0; p < 60; p++)
+        daemon_send_projection_via(t.c, &s, p, p % 3);
+    ck_assert_msg(rtomo_client_wait_for_scan(t.c, "spread", 2 + 60, 3000,
+                                             &err) == RTOMO_OK,
+                  "waiting for the frames: %s", err.message);
+    daemon_send_end(t.c, &s);
+    daemon_check_against_engine(&t.in, &s, 2);
+    json_t *o = final_outcome(t.c, "spread");
+    ck_assert_str_eq(str(o, "state"), "complete");
+    ck_assert_int_eq(num(o, "rejected") + num(o, "missing"), 0);
+    json_decref(o);
+    json_decref(daemon_request(t.c, "{\"cmd\": \"abort\", \"scan\": "
+                                    "\"blocker\"}"));
+    daemon_scan_free(&blocker);
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         scans_in_a_row_over_new_connections_are_never_lost,
+        a_scan_over_several_connections_beside_another,
         a_quiet_sender_does_not_block_the_instrument,
         the_scan_request_tells_what_happened,
     };
