@@ -32,7 +32,7 @@ static void usage(FILE *out)
 "                           rtomoctl set-config reconstruction.slices=[100,200]\n"
 "                           rtomoctl set-config reconstruction.filter=hann\n"
 "                           rtomoctl set-config reconstruction.roi=null\n"
-"  abort [SCAN]           abort the active scan (or the one named)\n"
+"  abort [SCAN]           abort the scan named, else the oldest acquiring\n"
 "  scan SCAN              what became of a scan: its state, frames accepted,\n"
 "                         rejected (by reason), dropped, missing, images,\n"
 "                         and the daemon's reason when it failed\n"

@@ -5,7 +5,8 @@
  *
  *   daemon.c     start-up, the result dispatch, signals, drain and exit
  *   ingest.c     the PULL socket: receive, validate, reject, dispatch
- *   scan.c       the scan registry: the active scan and the finishing ones
+ *   scan.c       the scan registry: scans acquiring and reconstructing,
+ *                their history, admission (budget.c, history.c)
  *   scan_tomo.c  tomography scans: begin, frames, end -> reconstruction jobs
  *   scan_sbdx.c  SBDX streams: begin, frames, end
  *   control.c    the REP socket: status, configuration, abort
@@ -147,7 +148,7 @@ void rtomod_scan_end_incomplete(rtomod *d, rtomod_scan *scan,
                                 const char *code, const char *why);
 /* A worker finished its part; the last part completes the scan. */
 void rtomod_scan_part_done(rtomod *d, rtomod_scan *scan);
-/* Cancel a scan (active or finishing): queued jobs are dropped, plans
+/* Cancel a scan (acquiring or finishing): queued jobs are dropped, plans
  * closed, every accepted frame not yet reconstructed counted dropped,
  * "scan_aborted" published.  The record is freed.  `code` is the short
  * reason ("aborted", "shutdown", "idle_timeout", "failed"). */
@@ -223,7 +224,8 @@ long rtomod_tomo_missing(const rtomod_scan *scan);
  * once its slices are out, a continuous stream's up to its last published
  * window. */
 long rtomod_tomo_frames_used(const rtomod_scan *scan);
-/* 1 when every projection of the active scan has arrived. */
+/* 1 when every projection of the scan has arrived (always for a
+ * continuous stream). */
 int rtomod_tomo_complete(const rtomod_scan *scan);
 /* 1 while the scan waits for announced darks or flats before its first
  * projection. */
