@@ -492,6 +492,14 @@ void daemon_scan_free(daemon_scan *s)
     memset(s, 0, sizeof *s);
 }
 
+void daemon_send_header(rtomo_client *c, const char *header)
+{
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_raw(c, 0, header, strlen(header), 1, NULL,
+                                        0, &err) == RTOMO_OK, "%s",
+                  err.message);
+}
+
 void daemon_send_begin(rtomo_client *c, const daemon_scan *s)
 {
     rtomo_error err;

@@ -172,6 +172,9 @@ void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
 void daemon_scan_select_rows(daemon_scan *s, const int *rows, int n);
 void daemon_scan_free(daemon_scan *s);
 void daemon_send_begin(rtomo_client *c, const daemon_scan *s);
+/* A one-part message (a begin or end written out as JSON text) on the
+ * first ingest connection, as it is. */
+void daemon_send_header(rtomo_client *c, const char *header);
 /* Send the darks and flats. */
 void daemon_send_fields(rtomo_client *c, const daemon_scan *s);
 void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p);

@@ -23,20 +23,12 @@
 
 #include "daemon_harness.h"
 
-static void send_header(rtomo_client *c, const char *header)
-{
-    rtomo_error err;
-    ck_assert_msg(rtomo_client_send_raw(c, 0, header, strlen(header), 1, NULL,
-                                        0, &err) == RTOMO_OK, "%s",
-                  err.message);
-}
-
 /* Send a begin and expect its refusal as over_budget naming `setting`. */
 static void expect_over_budget(daemon_session *t, const char *scan,
                                const char *header, const char *setting)
 {
     int before = t->in.n_events;
-    send_header(t->c, header);
+    daemon_send_header(t->c, header);
     const rtomo_event *ev = daemon_wait_event(&t->in, "rejected", NULL, scan,
                                               before);
     ck_assert_msg(strcmp(ev->reason, "over_budget") == 0 &&

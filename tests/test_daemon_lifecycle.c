@@ -205,12 +205,22 @@ START_TEST(a_quiet_sender_does_not_block_the_instrument)
 }
 END_TEST
 
-static void send_raw_header(rtomo_client *c, const char *header)
+/* Send a begin that the daemon refuses and check its record: refused,
+ * with the reject's name as its code, a reason naming `field`, one
+ * message rejected. */
+static void expect_refused(daemon_session *t, const char *id,
+                           const char *header, const char *code,
+                           const char *field)
 {
-    rtomo_error err;
-    ck_assert_msg(rtomo_client_send_raw(c, 0, header, strlen(header), 1, NULL,
-                                        0, &err) == RTOMO_OK, "%s",
-                  err.message);
+    daemon_send_header(t->c, header);
+    daemon_wait_event(&t->in, "rejected", code, id, 0);
+    json_t *o = outcome(t->c, id);
+    ck_assert_str_eq(str(o, "state"), "refused");
+    ck_assert_str_eq(str(o, "code"), code);
+    ck_assert_int_eq(num(o, "rejected"), 1);
+    ck_assert_msg(strstr(str(o, "reason"), field), "reason: %s",
+                  str(o, "reason"));
+    json_decref(o);
 }
 
 /* What "scan" answers for a refused begin, an id never seen, and an
@@ -231,29 +241,17 @@ START_TEST(the_scan_request_tells_what_happened)
     ck_assert_str_eq(str(bad, "error"), "bad_argument");
     json_decref(bad);
 
-    /* A begin the daemon refuses, and frames that follow it. */
-    const char *refused =
+    /* A begin the daemon refuses with its configuration, and one the
+     * decoder refuses (a field out of range). */
+    expect_refused(&t, "refused",
         "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"refused\", "
         "\"detector\": {\"width\": 16, \"height\": 1}, \"projections\": 8, "
-        "\"reconstruction\": {\"roi\": [0, 0, 500, 500]}}";
-    send_raw_header(t.c, refused);
-    daemon_wait_event(&t.in, "rejected", "bad_geometry", "refused", 0);
-    o = outcome(t.c, "refused");
-    ck_assert_str_eq(str(o, "state"), "refused");
-    ck_assert_str_eq(str(o, "code"), "bad_geometry");
-    ck_assert_msg(strstr(str(o, "reason"), "roi"), "%s", str(o, "reason"));
-    ck_assert_int_eq(num(o, "rejected"), 1);
-    json_decref(o);
-    /* A begin the decoder refuses (a field out of range) is refused too. */
-    const char *undecodable =
-        "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": \"bad-width\", "
-        "\"detector\": {\"width\": 1, \"height\": 1}, \"projections\": 8}";
-    send_raw_header(t.c, undecodable);
-    daemon_wait_event(&t.in, "rejected", "bad_field", "bad-width", 0);
-    o = outcome(t.c, "bad-width");
-    ck_assert_str_eq(str(o, "state"), "refused");
-    ck_assert_str_eq(str(o, "code"), "bad_field");
-    json_decref(o);
+        "\"reconstruction\": {\"roi\": [0, 0, 500, 500]}}", "bad_geometry",
+        "roi");
+    expect_refused(&t, "bad-width",
+        "{\"protocol\": 1, \"type\": \"scan_begin\", \"scan\": "
+        "\"bad-width\", \"detector\": {\"width\": 1, \"height\": 1}, "
+        "\"projections\": 8}", "bad_field", "detector.width");
 
     /* One scan in flight at most: a second begin is refused, over_budget,
      * and may come again once the first is over. */
