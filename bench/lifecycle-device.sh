@@ -17,22 +17,9 @@ set -u
 bundle=${1:-.gpu}
 baseline=${2:-.gpu-baseline}
 out=${OUT:-/tmp/rtomo-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64"
-export RTOMO_CACHE_DIR=/tmp/rtomo-cache
-mkdir -p "$RTOMO_CACHE_DIR"
-b=$bundle/bin
 log=$out/lifecycle.log
-: > "$log"
-step() {   # step NAME COMMAND...: run, keep everything, print the table
-  local name=$1; shift
-  echo "== $name: $*" | tee -a "$log"
-  timeout 240 "$@" > "$out/$name.out" 2>&1
-  echo "exit $?" >> "$out/$name.out"
-  cat "$out/$name.out" >> "$log"
-  sed -n '/^{/q;p' "$out/$name.out" | tail -n 8
-  rm -f "$out/$name.out"
-}
+step_lines=8
+. "$(dirname "$0")/device-steps.sh"
 nvidia-smi --query-gpu=index,name,clocks.sm,memory.total --format=csv | tee -a "$log"
 echo "cores: $(nproc)" | tee -a "$log"
 for round in 1 2; do
