@@ -25,6 +25,10 @@
  * (bin -1) and two after (bins w and w+1, the right neighbour of w). */
 #define CPU_FBP_GUARD_BEFORE 1
 #define CPU_FBP_GUARD_AFTER 2
+/* Projections per streaming chunk: a chunk reads and writes the resident
+ * slices once, so it should hold enough projections to make that pass
+ * small beside the sums (a pass costs about what 2 projections do). */
+#define CPU_FBP_STREAM_CHUNK 32
 
 typedef struct cpu_fbp_filter cpu_fbp_filter;
 
@@ -40,6 +44,11 @@ typedef struct cpu_fbp_state {
                                pixel (0, 0) */
     float *bp_cos;          /* per projection: x step */
     double *bp_sin;         /* per projection: minus the y step */
+    int bp_capacity;        /* entries of bp_base/bp_cos/bp_sin */
+    /* Streaming back-projection (cpu_fbp_stream.c): resident slices. */
+    float *stream_slices;   /* stream_n images of the stream ROI */
+    int *stream_kept;       /* their kept-row offsets */
+    int stream_n;
 } cpu_fbp_state;
 
 /* Bin 0 of projection `proj` of kept row `kept_row` (guards around it). */
@@ -83,7 +92,50 @@ void cpu_fbp_filter_frame(const rtomo_fbp *plan, cpu_fbp_state *st,
 void cpu_fbp_backproject(const rtomo_fbp *plan, cpu_fbp_state *st,
                          const int *kept_rows, int n_rows, float *out);
 
+/* A general back-projection: the listed projection slots (all n_proj in
+ * order when slots is NULL) of kept rows kept_rows[0..n_rows-1] at ROI
+ * roi = {x, y, w, h} into out (n_rows images of h x w).  Without weights
+ * out is overwritten with the sums; with weights (each +1 or -1) the
+ * added and the subtracted projections are summed apart and added to or
+ * taken from out (`accumulate` must then be set). */
+typedef struct cpu_fbp_bp_request {
+    const int *kept_rows;
+    int n_rows;
+    const int *slots;
+    const float *weights;
+    int n_slots;                /* at most st->bp_capacity */
+    int roi[4];
+    rtomo_interp interp;
+    float *out;
+    int accumulate;             /* add into out instead of overwriting */
+} cpu_fbp_bp_request;
+
+void cpu_fbp_backproject_request(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                 const cpu_fbp_bp_request *rq);
+
 /* Floats of accumulator a worker needs for pixel rows up to `width` wide. */
 int cpu_fbp_backproject_row_capacity(int width);
+
+/* -------------------------------------------- streaming, planes, slots ---- */
+
+/* The CPU side of the backend ops of the same names (engine_internal.h):
+ * resident slices in host memory (cpu_fbp_stream.c), planes of any
+ * orientation (cpu_fbp_plane.c). */
+rtomo_status cpu_fbp_clear_projection(rtomo_fbp *plan, int index,
+                                      rtomo_error *err);
+rtomo_status cpu_fbp_stream_open(rtomo_fbp *plan, const int *kept_rows,
+                                 int n_rows, rtomo_error *err);
+rtomo_status cpu_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
+                                  const float *weights, int n,
+                                  rtomo_error *err);
+rtomo_status cpu_fbp_stream_read(rtomo_fbp *plan, const int *positions, int n,
+                                 float *out, rtomo_error *err);
+rtomo_status cpu_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
+void cpu_fbp_stream_close(rtomo_fbp *plan);
+int cpu_fbp_stream_chunk(const rtomo_fbp *plan);
+rtomo_status cpu_fbp_reconstruct_plane(rtomo_fbp *plan,
+                                       const rtomo_fbp_plane *plane,
+                                       const int *slots, int n_slots,
+                                       float *out, rtomo_error *err);
 
 #endif

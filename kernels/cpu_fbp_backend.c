@@ -23,6 +23,7 @@ static void cpu_destroy(rtomo_fbp *plan)
     cpu_fbp_state *st = state_of(plan);
     if (!st)
         return;
+    cpu_fbp_stream_close(plan);
     cpu_pool_destroy(st->pool);
     cpu_fbp_filter_destroy(st->filter);
     free(st->sinograms);
@@ -60,7 +61,10 @@ static rtomo_status allocate_sinograms(const rtomo_fbp *plan, cpu_fbp_state *st,
 static rtomo_status allocate_backprojection(const rtomo_fbp *plan,
                                             cpu_fbp_state *st, rtomo_error *err)
 {
-    const int n_proj = plan->geom.n_proj;
+    /* Room for every projection, or a streaming chunk of them. */
+    const int n_proj = plan->geom.n_proj > CPU_FBP_STREAM_CHUNK
+                           ? plan->geom.n_proj : CPU_FBP_STREAM_CHUNK;
+    st->bp_capacity = n_proj;
     st->bp_row_capacity = cpu_fbp_backproject_row_capacity(plan->geom.slice_size);
     st->bp_rows = malloc(sizeof(float) * (size_t)st->n_workers *
                          (size_t)st->bp_row_capacity);
@@ -169,4 +173,12 @@ const rtomo_fbp_backend_ops rtomo_cpu_fbp_ops = {
     .get_filtered = cpu_get_filtered,
     .sync = cpu_sync,
     .reconstruct = cpu_reconstruct,
+    .clear_projection = cpu_fbp_clear_projection,
+    .stream_open = cpu_fbp_stream_open,
+    .stream_apply = cpu_fbp_stream_apply,
+    .stream_read = cpu_fbp_stream_read,
+    .stream_reset = cpu_fbp_stream_reset,
+    .stream_close = cpu_fbp_stream_close,
+    .stream_chunk = cpu_fbp_stream_chunk,
+    .reconstruct_plane = cpu_fbp_reconstruct_plane,
 };

@@ -61,74 +61,128 @@ accumulate(float *restrict acc, const float *restrict q, float t0, float step,
     }
 }
 
-/* Per projection: the guarded detector coordinate of ROI pixel (0, 0), and
- * the steps along x (cos) and y (-sin).  Done in double once per call, so
- * that the float inner loop starts every row from an exact base. */
-static void prepare_projections(const rtomo_fbp *plan, cpu_fbp_state *st)
+/* Per listed projection: the guarded detector coordinate of ROI pixel
+ * (0, 0), and the steps along x (cos) and y (-sin).  Done in double once
+ * per call, so that the float inner loop starts every row from an exact
+ * base. */
+static void prepare_projections(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                const cpu_fbp_bp_request *rq)
 {
     const rtomo_fbp_geometry *g = &plan->geom;
     const double c = 0.5 * (g->slice_size - 1);
-    for (int p = 0; p < g->n_proj; p++) {
+    for (int i = 0; i < rq->n_slots; i++) {
+        const int p = rq->slots ? rq->slots[i] : i;
         double cs = cos(plan->angles[p]), sn = sin(plan->angles[p]);
-        st->bp_base[p] = g->axis + plan->axis_shift[p] + CPU_FBP_GUARD_BEFORE +
-                         (g->roi_x - c) * cs - (g->roi_y - c) * sn;
-        st->bp_cos[p] = (float)cs;
-        st->bp_sin[p] = sn;
+        st->bp_base[i] = g->axis + plan->axis_shift[p] + CPU_FBP_GUARD_BEFORE +
+                         (rq->roi[0] - c) * cs - (rq->roi[1] - c) * sn;
+        st->bp_cos[i] = (float)cs;
+        st->bp_sin[i] = sn;
     }
 }
 
 typedef struct bp_job {
     const rtomo_fbp *plan;
     cpu_fbp_state *st;
-    const int *kept_rows;
+    const cpu_fbp_bp_request *rq;
     int blocks_per_slice;       /* ROWS_PER_TASK pixel rows per block */
-    float *out;
 } bp_job;
+
+/* acc (rows x stride) = the sum over the listed projections of sign
+ * `sign` (every one when sign is 0) for pixel rows y_first.. of a slice. */
+static void sum_projections(const bp_job *job, int slice, int y_first,
+                            int rows, int sign, float *acc, int stride)
+{
+    const rtomo_fbp_geometry *g = &job->plan->geom;
+    const cpu_fbp_state *st = job->st;
+    const cpu_fbp_bp_request *rq = job->rq;
+    const int n_chunks = stride / CHUNK;
+    const float hi = (float)(g->det_width + CPU_FBP_GUARD_BEFORE);
+    memset(acc, 0, sizeof(float) * (size_t)(rows * stride));
+    for (int i = 0; i < rq->n_slots; i++) {
+        if (sign && (rq->weights[i] > 0) != (sign > 0))
+            continue;
+        const int p = rq->slots ? rq->slots[i] : i;
+        const float *q = cpu_fbp_projection_row(st, g->n_proj,
+                                                rq->kept_rows[slice], p) -
+                         CPU_FBP_GUARD_BEFORE;
+        for (int r = 0; r < rows; r++) {
+            float t0 = (float)(st->bp_base[i] - (y_first + r) * st->bp_sin[i]);
+            /* A literal for `nearest`: one specialised loop each. */
+            if (rq->interp == RTOMO_INTERP_NEAREST)
+                accumulate(acc + r * stride, q, t0, st->bp_cos[i], hi,
+                           n_chunks, 1);
+            else
+                accumulate(acc + r * stride, q, t0, st->bp_cos[i], hi,
+                           n_chunks, 0);
+        }
+    }
+}
+
+/* out rows (+)= acc rows, or -= when sign < 0. */
+static void store_rows(float *out, int width, const float *acc, int stride,
+                       int rows, int accumulate_out, int sign)
+{
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (size_t)r * (size_t)width;
+        const float *a = acc + r * stride;
+        if (!accumulate_out)
+            memcpy(o, a, sizeof(float) * (size_t)width);
+        else if (sign < 0)
+            for (int x = 0; x < width; x++)
+                o[x] -= a[x];
+        else
+            for (int x = 0; x < width; x++)
+                o[x] += a[x];
+    }
+}
 
 static void backproject_block_task(void *ctx, int task, int worker)
 {
     const bp_job *job = ctx;
-    const rtomo_fbp_geometry *g = &job->plan->geom;
-    const cpu_fbp_state *st = job->st;
+    const cpu_fbp_bp_request *rq = job->rq;
+    const int width = rq->roi[2], height = rq->roi[3];
     const int slice = task / job->blocks_per_slice;
     const int y_first = (task % job->blocks_per_slice) * ROWS_PER_TASK;
-    const int rows = g->roi_height - y_first < ROWS_PER_TASK
-                         ? g->roi_height - y_first : ROWS_PER_TASK;
-    const int n_chunks = (g->roi_width + CHUNK - 1) / CHUNK;
-    const int stride = n_chunks * CHUNK;
-    const float hi = (float)(g->det_width + CPU_FBP_GUARD_BEFORE);
-    float *acc = st->bp_rows + (size_t)worker * (size_t)st->bp_row_capacity;
-
-    memset(acc, 0, sizeof(float) * (size_t)(rows * stride));
-    for (int p = 0; p < g->n_proj; p++) {
-        const float *q = cpu_fbp_projection_row(st, g->n_proj,
-                                                job->kept_rows[slice], p) -
-                         CPU_FBP_GUARD_BEFORE;
-        for (int r = 0; r < rows; r++) {
-            float t0 = (float)(st->bp_base[p] - (y_first + r) * st->bp_sin[p]);
-            /* A literal for `nearest`: one specialised loop each. */
-            if (g->interp == RTOMO_INTERP_NEAREST)
-                accumulate(acc + r * stride, q, t0, st->bp_cos[p], hi,
-                           n_chunks, 1);
-            else
-                accumulate(acc + r * stride, q, t0, st->bp_cos[p], hi,
-                           n_chunks, 0);
-        }
+    const int rows = height - y_first < ROWS_PER_TASK ? height - y_first
+                                                      : ROWS_PER_TASK;
+    const int stride = (width + CHUNK - 1) / CHUNK * CHUNK;
+    float *acc = job->st->bp_rows +
+                 (size_t)worker * (size_t)job->st->bp_row_capacity;
+    float *out = rq->out + ((size_t)slice * (size_t)height +
+                            (size_t)y_first) * (size_t)width;
+    if (!rq->weights) {
+        sum_projections(job, slice, y_first, rows, 0, acc, stride);
+        store_rows(out, width, acc, stride, rows, rq->accumulate, 1);
+        return;
     }
-    float *out = job->out + ((size_t)slice * (size_t)g->roi_height +
-                             (size_t)y_first) * (size_t)g->roi_width;
-    for (int r = 0; r < rows; r++)
-        memcpy(out + (size_t)r * (size_t)g->roi_width, acc + r * stride,
-               sizeof(float) * (size_t)g->roi_width);
+    /* Added and subtracted projections are summed apart, each sum then
+     * added to or taken from the slice: the inner loop stays the plain
+     * sum that every path shares. */
+    for (int sign = 1; sign >= -1; sign -= 2) {
+        sum_projections(job, slice, y_first, rows, sign, acc, stride);
+        store_rows(out, width, acc, stride, rows, 1, sign);
+    }
+}
+
+void cpu_fbp_backproject_request(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                 const cpu_fbp_bp_request *rq)
+{
+    prepare_projections(plan, st, rq);
+    bp_job job = {plan, st, rq, (rq->roi[3] + ROWS_PER_TASK - 1) /
+                                    ROWS_PER_TASK};
+    cpu_pool_run(st->pool, rq->n_rows * job.blocks_per_slice,
+                 backproject_block_task, &job);
 }
 
 void cpu_fbp_backproject(const rtomo_fbp *plan, cpu_fbp_state *st,
                          const int *kept_rows, int n_rows, float *out)
 {
     const rtomo_fbp_geometry *g = &plan->geom;
-    prepare_projections(plan, st);
-    bp_job job = {plan, st, kept_rows,
-                  (g->roi_height + ROWS_PER_TASK - 1) / ROWS_PER_TASK, out};
-    cpu_pool_run(st->pool, n_rows * job.blocks_per_slice,
-                     backproject_block_task, &job);
+    cpu_fbp_bp_request rq = {
+        .kept_rows = kept_rows, .n_rows = n_rows,
+        .n_slots = g->n_proj,
+        .roi = {g->roi_x, g->roi_y, g->roi_width, g->roi_height},
+        .interp = g->interp, .out = out,
+    };
+    cpu_fbp_backproject_request(plan, st, &rq);
 }

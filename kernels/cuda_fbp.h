@@ -326,6 +326,28 @@ int cuda_fbp_batch_groups(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
 
 /* ---------------------------------------------------------- autotune ---- */
 
+/* ------------------------------------------ streaming, planes, slots ---- */
+
+/* The CUDA side of the backend ops of the same names (engine_internal.h):
+ * resident slices in device memory (cuda_fbp_stream.cu), planes of any
+ * orientation (cuda_fbp_plane.cu). */
+rtomo_status cuda_fbp_clear_projection(rtomo_fbp *plan, int index,
+                                       rtomo_error *err);
+rtomo_status cuda_fbp_stream_open(rtomo_fbp *plan, const int *kept_rows,
+                                  int n_rows, rtomo_error *err);
+rtomo_status cuda_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
+                                   const float *weights, int n,
+                                   rtomo_error *err);
+rtomo_status cuda_fbp_stream_read(rtomo_fbp *plan, const int *positions,
+                                  int n, float *out, rtomo_error *err);
+rtomo_status cuda_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
+void cuda_fbp_stream_close(rtomo_fbp *plan);
+int cuda_fbp_stream_chunk(const rtomo_fbp *plan);
+rtomo_status cuda_fbp_reconstruct_plane(rtomo_fbp *plan,
+                                        const rtomo_fbp_plane *plane,
+                                        const int *slots, int n_slots,
+                                        float *out, rtomo_error *err);
+
 /*
  * Resolve what opt leaves on AUTO (kernel, slices per pass, hybrid ratio)
  * into *cfg: from the in-memory cache, the cache file, or by timing the

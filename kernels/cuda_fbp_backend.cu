@@ -613,4 +613,12 @@ extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {
     cuda_get_filtered,
     cuda_sync,
     cuda_reconstruct,
+    cuda_fbp_clear_projection,
+    cuda_fbp_stream_open,
+    cuda_fbp_stream_apply,
+    cuda_fbp_stream_read,
+    cuda_fbp_stream_reset,
+    cuda_fbp_stream_close,
+    cuda_fbp_stream_chunk,
+    cuda_fbp_reconstruct_plane,
 };

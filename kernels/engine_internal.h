@@ -47,6 +47,41 @@ typedef struct rtomo_fbp_backend_ops {
      * Adds its own timing to plan->stats. */
     rtomo_status (*reconstruct)(rtomo_fbp *plan, const int *kept_rows,
                                 int n_rows, float *out, rtomo_error *err);
+    /* Zero slot `index` of every kept row (ordered after every earlier
+     * call, stream_apply included). */
+    rtomo_status (*clear_projection)(rtomo_fbp *plan, int index,
+                                     rtomo_error *err);
+
+    /* Streaming back-projection (see rtomo_fbp_stream_open).  The front
+     * end keeps the queue; the backend holds the resident slices. */
+    /* Allocate zeroed slices for kept_rows[0..n_rows-1] (kept-row offsets,
+     * ascending, distinct) at plan->stream_roi and plan->geom.interp, fixed
+     * until stream_close.  RTOMO_E_NOMEM leaves nothing allocated. */
+    rtomo_status (*stream_open)(rtomo_fbp *plan, const int *kept_rows,
+                                int n_rows, rtomo_error *err);
+    /* Back-project slots[0..n-1], each times weights[i], into every open
+     * slice, with plan->angles/axis_shift as they are now.  May run
+     * asynchronously, but must read the slots' data as they are at this
+     * call: a later add_projection, set_filtered or clear_projection of
+     * those slots (and a stream_reset) must be ordered after it, and it
+     * after every earlier add_projection. */
+    rtomo_status (*stream_apply)(rtomo_fbp *plan, const int *slots,
+                                 const float *weights, int n,
+                                 rtomo_error *err);
+    /* Copy the open slices at positions[0..n-1] (indices into the
+     * kept_rows given to stream_open) into out; blocks until done. */
+    rtomo_status (*stream_read)(rtomo_fbp *plan, const int *positions, int n,
+                                float *out, rtomo_error *err);
+    rtomo_status (*stream_reset)(rtomo_fbp *plan, rtomo_error *err);
+    void (*stream_close)(rtomo_fbp *plan);
+    /* Slots per stream_apply the backend prefers. */
+    int (*stream_chunk)(const rtomo_fbp *plan);
+    /* A plane (already validated, u and v unit) from slots[0..n-1]
+     * (all slots when slots is NULL); blocks. */
+    rtomo_status (*reconstruct_plane)(rtomo_fbp *plan,
+                                      const rtomo_fbp_plane *plane,
+                                      const int *slots, int n_slots,
+                                      float *out, rtomo_error *err);
 } rtomo_fbp_backend_ops;
 
 struct rtomo_fbp {
@@ -70,6 +105,17 @@ struct rtomo_fbp {
 
     unsigned char *received;    /* n_proj flags */
     int n_received;
+
+    /* Streaming back-projection, owned by fbp_engine.c (the backend
+     * holds the slices). */
+    int *stream_rows;           /* open detector rows, ascending */
+    int stream_n;               /* 0 = not open */
+    int stream_roi[4];          /* x, y, width, height, fixed at open */
+    rtomo_interp stream_interp; /* fixed at open */
+    int *queue_slot;            /* queued slots and weights: */
+    float *queue_weight;        /* stream_capacity entries */
+    int queue_n, queue_capacity;
+    unsigned char *queued;      /* n_proj flags: slot has queued work */
 
     int filter_length;          /* padded row length, power of two */
     float *filter;              /* filter_length coefficients times the
@@ -122,6 +168,11 @@ int rtomo_cpu_thread_count(const rtomo_engine_options *opt);
 /* Convert n samples of any dtype to float32. */
 void rtomo_convert_to_float(const void *src, rtomo_dtype dtype, size_t n,
                             float *dst);
+
+/* Before slot `index` (-1: any slot) is overwritten: do the queued
+ * streaming work if it reads that slot (fbp_stream.c). */
+rtomo_status rtomo_fbp_stream_settle(rtomo_fbp *plan, int index,
+                                     rtomo_error *err);
 
 /* Smallest power of two >= 2*det_width: the padded filter length. */
 int rtomo_fbp_padded_length(int det_width);

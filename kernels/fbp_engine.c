@@ -144,6 +144,10 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
         (st = check_axis(g, err)) || (st = check_filter(g, err)) ||
         (st = check_rows(g, err)))
         return st;
+    if (g->window_proj < 0 || g->window_proj > g->n_proj)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "window_proj %d is outside [0, n_proj = %d]",
+                               g->window_proj, g->n_proj);
     if (g->slice_size < 0 || g->slice_size > MAX_EDGE)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "slice_size %d is outside [1, %d]",
@@ -210,6 +214,8 @@ static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
         c->axis = 0.5 * (g->det_width - 1);
     if (c->cutoff == 0.0)
         c->cutoff = 1.0;
+    if (c->window_proj == 0)
+        c->window_proj = g->n_proj;
     if (c->row_count == 0)
         c->row_count = g->det_height - g->row_first;
     if (c->slice_size == 0)
@@ -232,7 +238,7 @@ static rtomo_status design_filter(rtomo_fbp *plan, rtomo_error *err)
     plan->filter_length = n;
     /* Fold in the back-projection weight and the 1/n of the unnormalised
      * inverse FFT, so that backends apply one multiplication per bin. */
-    double scale = M_PI / g->n_proj / n;
+    double scale = M_PI / g->window_proj / n;
     return rtomo_fbp_filter_design(g->det_width, g->window, g->cutoff, scale,
                                    plan->filter, n, NULL, err);
 }
@@ -266,6 +272,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
 {
     if (!plan)
         return;
+    rtomo_fbp_stream_close(plan);
     if (plan->ops && plan->impl)
         plan->ops->destroy(plan);
     free(plan->angles);
@@ -426,6 +433,8 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
                                index);
     if (!plan->projections_started && (st = start_projections(plan, err)))
         return st;
+    if ((st = rtomo_fbp_stream_settle(plan, index, err)) != RTOMO_OK)
+        return st;
     st = plan->ops->add_projection(plan, index, frame, dtype, err);
     if (st != RTOMO_OK)
         return st;
@@ -463,6 +472,8 @@ rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
         (st = check_kept_row(plan, row + rows - 1, err)))
         return st;
     if (!plan->projections_started && (st = start_projections(plan, err)))
+        return st;
+    if ((st = rtomo_fbp_stream_settle(plan, -1, err)) != RTOMO_OK)
         return st;
     st = plan->ops->set_filtered(plan, row - plan->geom.row_first, rows,
                                  sinograms, err);

@@ -192,8 +192,9 @@ rtomo_status rtomo_interp_parse(const char *name, rtomo_interp *out);
  * size, centred on the rotation axis: pixel (x, y) with c = (slice_size-1)/2
  * sees projection p at bin
  *     s = axis + axis_shift[p] + (x - c) cos(a_p) - (y - c) sin(a_p)
- * and the slice is sum_p q_p(s) * pi / n_proj, in attenuation per pixel, where
- * q_p is the filtered projection row.  This weight is right for any scan that
+ * and the slice is sum_p q_p(s) * pi / window_proj (window_proj is n_proj
+ * unless set), in attenuation per pixel, where q_p is the filtered
+ * projection row.  This weight is right for any scan that
  * samples 180 or 360 degrees uniformly.
  */
 typedef struct rtomo_fbp_geometry {
@@ -215,6 +216,11 @@ typedef struct rtomo_fbp_geometry {
     int slice_size;             /* reconstruction grid edge; 0 = det_width */
     int roi_x, roi_y;           /* region of interest within the grid; */
     int roi_width, roi_height;  /* 0 width/height = the whole grid */
+    int window_proj;            /* projections one reconstruction sums, for
+                                   the weight pi/window_proj; 0 = n_proj.  A
+                                   plan with more slots than one
+                                   reconstruction uses (a continuous
+                                   stream's ring of slots) sets it */
 } rtomo_fbp_geometry;
 
 /* Defaults: zero sizes (must be set), angle_step pi/n_proj (when left 0 and
@@ -301,12 +307,177 @@ rtomo_status rtomo_fbp_sync(rtomo_fbp *plan, rtomo_error *err);
 rtomo_status rtomo_fbp_reconstruct(rtomo_fbp *plan, const int *rows,
                                    int n_rows, float *out, rtomo_error *err);
 
+/* Zero the filtered data of projection slot `index` on every kept row, so
+ * that it contributes nothing to later reconstructions (a continuous
+ * stream clears the slots of projections that left its window).  Queued
+ * streaming work that reads the slot is done first. */
+rtomo_status rtomo_fbp_clear_projection(rtomo_fbp *plan, int index,
+                                        rtomo_error *err);
+
 /* Change the region of interest or the interpolation for later
  * reconstructions (the filtered data stay valid). */
 rtomo_status rtomo_fbp_set_roi(rtomo_fbp *plan, int roi_x, int roi_y,
                                int roi_width, int roi_height, rtomo_error *err);
 rtomo_status rtomo_fbp_set_interp(rtomo_fbp *plan, rtomo_interp interp,
                                   rtomo_error *err);
+
+/*
+ * Streaming back-projection: resident slices.
+ *
+ * Instead of back-projecting every projection after the scan, a plan can
+ * hold a set of slices as accumulators (in device memory on the GPU) and
+ * add filtered projections into them while the scan is acquired, so that
+ * at its end only the last few remain.  A projection slot is queued with a
+ * weight (+1 adds it, -1 subtracts it again: a sliding window); queued
+ * slots are back-projected together, in chunks of
+ * rtomo_fbp_stream_chunk() for throughput, into every open slice, with
+ * the slot's angle and axis shift at the time the chunk runs.  Queue a
+ * slot after its projection was fed; any order, any subset.
+ *
+ * The slices keep the ROI and interpolation the plan had at
+ * rtomo_fbp_stream_open (later set_roi/set_interp calls apply to
+ * rtomo_fbp_reconstruct only).  A slot with queued work is never
+ * overwritten before that work is done: add_projection, set_filtered and
+ * clear_projection first do the queued work.  The slices hold exactly
+ * what rtomo_fbp_reconstruct would give for the projections added (less
+ * those subtracted), up to float rounding: partial sums are added in a
+ * different order.
+ */
+
+/* Bytes of the resident slices (and the chunk buffers) that
+ * rtomo_fbp_stream_open needs for n_rows rows of geometry g: device
+ * memory on the GPU, host memory on the CPU.  Rows are shared over the
+ * plan's devices as the kept rows are. */
+size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows);
+
+/* Open resident slices for detector rows rows[0..n_rows-1] (ascending,
+ * distinct, each among the kept rows), all zero.  RTOMO_E_NOMEM, with
+ * the plan unchanged and still usable, when they do not fit; RTOMO_E_STATE
+ * when slices are open already. */
+rtomo_status rtomo_fbp_stream_open(rtomo_fbp *plan, const int *rows,
+                                   int n_rows, rtomo_error *err);
+/* Number of open resident slices (0 when none). */
+int rtomo_fbp_stream_rows(const rtomo_fbp *plan);
+/* Their ROI, {x, y, width, height}: the size of every image read. */
+void rtomo_fbp_stream_roi(const rtomo_fbp *plan, int roi[4]);
+/* Projections per chunk the backend prefers. */
+int rtomo_fbp_stream_chunk(const rtomo_fbp *plan);
+/* Queue slot `index` with `weight` (+1 or -1).  When a chunk is full its
+ * back-projection starts (on the GPU asynchronously). */
+rtomo_status rtomo_fbp_stream_queue(rtomo_fbp *plan, int index, float weight,
+                                    rtomo_error *err);
+/* Start the back-projection of every queued slot now. */
+rtomo_status rtomo_fbp_stream_flush(rtomo_fbp *plan, rtomo_error *err);
+/* Copy resident slices of detector rows rows[0..n-1] (each open) into
+ * out: n images of the stream ROI.  Flushes first; blocks until the
+ * images are in `out`.  The slices stay resident. */
+rtomo_status rtomo_fbp_stream_read(rtomo_fbp *plan, const int *rows, int n,
+                                   float *out, rtomo_error *err);
+/* Zero every resident slice and drop the queue (for an exact
+ * recomputation of a window). */
+rtomo_status rtomo_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
+/* Free the resident slices (queued work is dropped). */
+void rtomo_fbp_stream_close(rtomo_fbp *plan);
+
+/* Slices of detector rows rows[0..n-1] into out (n images of the plan's
+ * current ROI): rows with a resident slice are read from it when the
+ * plan's ROI and interpolation are still those of the stream; the others
+ * are back-projected now from every slot, as rtomo_fbp_reconstruct does. */
+rtomo_status rtomo_fbp_stream_collect(rtomo_fbp *plan, const int *rows, int n,
+                                      float *out, rtomo_error *err);
+/* 1 when rtomo_fbp_stream_collect would read row `row` from a resident
+ * slice. */
+int rtomo_fbp_stream_has(const rtomo_fbp *plan, int row);
+
+/*
+ * Sliding windows over a continuous stream.
+ *
+ * A window holds the `window_proj` projections of highest index received
+ * so far; a new highest index pushes the oldest out.  The plan's n_proj
+ * slots form a ring (projection i in slot i mod n_proj) that is larger
+ * than the window by a margin, so that a projection's slot is reused only
+ * well after it left the window.  With resident slices the window is
+ * updated incrementally: each entering projection is added and each
+ * leaving one subtracted, in chunks.  Float accumulation drifts with
+ * every chunk (a random walk of roundings), so every `refresh` reads the
+ * slices are recomputed exactly from the window's projections; that
+ * bounds the drift whatever the stream's length.  Without resident
+ * slices (or for rows not resident) a read back-projects the window from
+ * scratch; slots that left are cleared first.
+ */
+#define RTOMO_FBP_WINDOW_MARGIN 128
+
+/* Slots a plan needs for a window of `window` projections. */
+int rtomo_fbp_window_slots(int window);
+
+typedef struct rtomo_fbp_window rtomo_fbp_window;
+
+/* A window over `plan` (n_proj = rtomo_fbp_window_slots(window_proj), its
+ * geometry's window_proj the window), not owned.  rows[0..n_rows-1]
+ * (ascending; n_rows 0 = none) are opened as resident slices; when they do
+ * not fit, the window works from scratch and *resident_err (when not NULL)
+ * says why.  refresh: reads between exact recomputations, 0 = never. */
+rtomo_fbp_window *rtomo_fbp_window_create(rtomo_fbp *plan, const int *rows,
+                                          int n_rows, int refresh,
+                                          rtomo_error *resident_err,
+                                          rtomo_error *err);
+/* Closes the resident slices; the plan stays. */
+void rtomo_fbp_window_destroy(rtomo_fbp_window *w);
+/* 1 when the window keeps resident slices. */
+int rtomo_fbp_window_resident(const rtomo_fbp_window *w);
+/* Projection `index` (>= 0) enters the window.  An index at or below the
+ * highest so far less window_proj has left the window already:
+ * RTOMO_E_RANGE; an index in the window already: RTOMO_E_STATE. */
+rtomo_status rtomo_fbp_window_add(rtomo_fbp_window *w, int64_t index,
+                                  const void *frame, rtomo_dtype dtype,
+                                  double angle, double axis_shift,
+                                  rtomo_error *err);
+/* The window's slices of rows[0..n-1] (see rtomo_fbp_stream_collect). */
+rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
+                                   int n, float *out, rtomo_error *err);
+/* The slots of the window's projections into slots[] (room for
+ * window_proj); returns how many. */
+int rtomo_fbp_window_slot_list(const rtomo_fbp_window *w, int *slots);
+/* Exact recomputations done so far. */
+long rtomo_fbp_window_refreshes(const rtomo_fbp_window *w);
+
+/* ------------------------------------------------------------------------ */
+/* Planes of any orientation                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A plane through the reconstructed volume.  Volume coordinates: x, y are
+ * slice-grid pixels (0 .. slice_size-1, as in the slices), z is the
+ * detector row (slice r lies at z = r).  Output pixel (i, j), i along u
+ * (fastest), j along v, is the point
+ *     P = centre + (i - (width-1)/2) u + (j - (height-1)/2) v
+ * u and v are unit vectors at right angles (normalised when the plane is
+ * checked); one output pixel is one grid pixel.  The value at P is the
+ * slice formula at (P.x, P.y), linearly interpolated between detector
+ * rows floor(P.z) and floor(P.z)+1; rows outside the plan's kept rows
+ * contribute 0.  So a plane through grid points of kept rows equals the
+ * slices there (up to float rounding).
+ */
+typedef struct rtomo_fbp_plane {
+    double centre[3];
+    double u[3], v[3];
+    int width, height;
+} rtomo_fbp_plane;
+
+#define RTOMO_FBP_PLANE_MAX_EDGE 16384
+
+/* Check a plane: width and height in [1, RTOMO_FBP_PLANE_MAX_EDGE], every
+ * number finite, u and v non-zero and at right angles (within 1e-3
+ * radians).  *out (when not NULL) gets the plane with u, v normalised. */
+rtomo_status rtomo_fbp_plane_validate(const rtomo_fbp_plane *plane,
+                                      rtomo_fbp_plane *out, rtomo_error *err);
+
+/* Reconstruct `plane` (width x height float32 into out) from the filtered
+ * projections in slots[0..n_slots-1] (NULL: every slot).  Blocks. */
+rtomo_status rtomo_fbp_reconstruct_plane(rtomo_fbp *plan,
+                                         const rtomo_fbp_plane *plane,
+                                         const int *slots, int n_slots,
+                                         float *out, rtomo_error *err);
 
 /* Timings of the plan's work so far, for telemetry and benchmarks.  Times
  * are seconds of the engine's own work as measured by the backend (CUDA
