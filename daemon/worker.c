@@ -20,6 +20,7 @@
 #include "rtomod_finisher.h"
 #include "rtomod_log.h"
 #include "rtomod_worker.h"
+#include "worker_internal.h"
 
 /* ------------------------------------------------------------ jobs ---- */
 
@@ -86,7 +87,7 @@ void rtomod_result_free(rtomod_result *r)
 
 /* ---------------------------------------------------------- results ---- */
 
-static double now_seconds(void)
+double now_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -129,7 +130,7 @@ static void deliver_to_loop(void *ctx, rtomod_result *r)
 /* A result of the worker thread: it waits in the worker's outbox until
  * flush_results hands the outbox to the finisher, so that a worker's
  * results reach the loop in the order they were made. */
-static void post(rtomod_worker *w, rtomod_result *r)
+void post(rtomod_worker *w, rtomod_result *r)
 {
     if (!r)
         return;
@@ -144,14 +145,14 @@ static void post(rtomod_worker *w, rtomod_result *r)
 /* Hand the outbox to the finisher as one unit (a batch of slices, an SBDX
  * frame, what one job produced); blocks while the finisher is full.  The
  * time blocked is not the engine's: it is kept out of the load figure. */
-static void flush_results(rtomod_worker *w)
+void flush_results(rtomod_worker *w)
 {
     rtomod_result *list = w->outbox_head;
     w->outbox_head = w->outbox_tail = NULL;
     w->blocked_seconds += rtomod_finisher_push(w->finisher, list);
 }
 
-static void post_error(rtomod_worker *w, uint64_t serial, int fatal,
+void post_error(rtomod_worker *w, uint64_t serial, int fatal,
                        const char *reason, const char *message)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_ERROR, serial);
@@ -164,7 +165,7 @@ static void post_error(rtomod_worker *w, uint64_t serial, int fatal,
     post(w, r);
 }
 
-static void post_dropped(rtomod_worker *w, uint64_t serial, long n,
+void post_dropped(rtomod_worker *w, uint64_t serial, long n,
                          int64_t seq)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_DROPPED, serial);
@@ -176,7 +177,7 @@ static void post_dropped(rtomod_worker *w, uint64_t serial, long n,
 }
 
 /* This worker's part of a set is out (see RTOMOD_RESULT_SET_DONE). */
-static void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
+void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
                           int64_t seq, double t_input)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_SET_DONE, serial);
@@ -188,7 +189,7 @@ static void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
     }
 }
 
-static void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
+void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
                        long slices, long frames, double updates,
                        double seconds)
 {
@@ -203,14 +204,14 @@ static void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
     post(w, r);
 }
 
-static void post_done(rtomod_worker *w, uint64_t serial)
+void post_done(rtomod_worker *w, uint64_t serial)
 {
     post(w, result_new(w, RTOMOD_RESULT_DONE, serial));
 }
 
 /* Publish `size` bytes at `data` inside `buffer` with header `h` (the
  * finisher fills in the image statistics); seq orders SBDX frames (-1). */
-static void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
+void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
                        double t_input, const rtomo_image_header *h,
                        rtomod_buffer *buffer, const void *data, size_t size)
 {
@@ -228,39 +229,17 @@ static void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
 
 /* ------------------------------------------------------ plan state ---- */
 
-#define MAX_PIPELINE 8
-
-typedef struct pending_frame {
-    int64_t index;
-    int64_t seq;
-    double t_input;
-} pending_frame;
 
 /* Output buffers returned by ZeroMQ kept for reuse, per pool: enough for
  * the one the engine fills, those in the finisher and a few still being
  * sent, so that a steady stream allocates none. */
-static int buffers_kept(const rtomod_worker *w)
+int buffers_kept(const rtomod_worker *w)
 {
     return w->pool->finish_capacity + 3;
 }
 
-/* The plan of one scan on this worker (serial 0: a free slot). */
-typedef struct plan_state {
-    uint64_t serial;            /* 0 = none */
-    char scan[RTOMO_ID_MAX];
-    int failed;                 /* creation or a fatal engine call failed */
-    rtomo_fbp *fbp;
-    rtomo_sbdx *sbdx;
-    rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
-    pending_frame pending[MAX_PIPELINE];
-    int n_pending, first_pending;
-    double set_seconds;         /* engine time of the current set */
-    rtomo_sbdx_stats sbdx_seen; /* SBDX statistics already reported */
-    /* Output buffers: slice batches; SBDX planes, composite, depth. */
-    rtomod_buffer_pool *slices, *planes, *composite, *depth;
-} plan_state;
 
-static void plan_close(plan_state *s)
+void plan_close(plan_state *s)
 {
     rtomo_fbp_destroy(s->fbp);
     rtomo_sbdx_destroy(s->sbdx);
@@ -273,7 +252,7 @@ static void plan_close(plan_state *s)
 
 /* A buffer of `size` bytes from *pool, which is (re)made for that size
  * when needed.  NULL when out of memory. */
-static rtomod_buffer *pooled_buffer(const rtomod_worker *w,
+rtomod_buffer *pooled_buffer(const rtomod_worker *w,
                                     rtomod_buffer_pool **pool, size_t size)
 {
     if (*pool && rtomod_buffer_pool_size(*pool) != size) {
@@ -285,7 +264,7 @@ static rtomod_buffer *pooled_buffer(const rtomod_worker *w,
     return rtomod_buffer_pool_get(*pool);
 }
 
-static int job_matches_plan(const plan_state *s, const rtomod_job *job)
+int job_matches_plan(const plan_state *s, const rtomod_job *job)
 {
     return s && s->serial == job->serial && !s->failed;
 }
@@ -332,7 +311,7 @@ static plan_state *plan_pending(plan_table *t)
 
 /* Report an engine failure; creation failures and backend errors make the
  * plan unusable, so later frames of the scan are dropped. */
-static void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
+void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
                           const char *what, const rtomo_error *err)
 {
     char message[2 * RTOMO_REASON_MAX];
@@ -342,374 +321,6 @@ static void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
         err->code == RTOMO_E_UNAVAILABLE)
         s->failed = 1;
     post_error(w, serial, s->failed, rtomo_status_name(err->code), message);
-}
-
-/* ------------------------------------------------------ tomography ---- */
-
-static void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
-{
-    rtomo_error err;
-    s->fbp = rtomo_fbp_create(&job->u.tomo.geometry, &w->options, &err);
-    if (!s->fbp) {
-        s->failed = 1;
-        engine_failed(w, s, job->serial, "cannot create the FBP plan", &err);
-        return;
-    }
-    log_debug("worker %d: scan %s: FBP plan on %s, rows [%d, %d)", w->index,
-              s->scan, rtomo_backend_name(rtomo_fbp_backend(s->fbp)),
-              job->u.tomo.geometry.row_first,
-              job->u.tomo.geometry.row_first + job->u.tomo.geometry.row_count);
-}
-
-static void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
-{
-    const void *frame = zmq_msg_data(&job->payload);
-    rtomo_error err;
-    rtomo_status st;
-    const char *what;
-    if (job->kind == RTOMOD_JOB_TOMO_DARK) {
-        st = rtomo_fbp_add_dark(s->fbp, frame, job->dtype, &err);
-        what = "dark frame";
-    } else if (job->kind == RTOMOD_JOB_TOMO_FLAT) {
-        st = rtomo_fbp_add_flat(s->fbp, frame, job->dtype, &err);
-        what = "flat frame";
-    } else {
-        double t0 = now_seconds();
-        st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
-                                      job->dtype, job->angle, job->axis_shift,
-                                      &err);
-        s->set_seconds += now_seconds() - t0;
-        what = "projection";
-    }
-    if (st != RTOMO_OK) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "%s %lld", what, (long long)job->index);
-        engine_failed(w, s, job->serial, buf, &err);
-        post_dropped(w, job->serial, 1, -1);
-    }
-}
-
-/* The header of the slice of reconstruct job `rc` at position i. */
-static void slice_header(const plan_state *s,
-                         const rtomod_tomo_reconstruct_job *rc, int i,
-                         rtomo_image_header *h)
-{
-    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
-    rtomo_image_header_init(h);
-    snprintf(h->topic, sizeof h->topic, "%s", RTOMO_TOPIC_SLICE);
-    snprintf(h->scan, sizeof h->scan, "%s", s->scan);
-    h->frame = rc->frame;
-    h->index = rc->set_index[i];
-    h->count = rc->set_count;
-    h->slice = rc->rows[i];
-    h->width = g->roi_width;
-    h->height = g->roi_height;
-    h->roi[0] = g->roi_x;
-    h->roi[1] = g->roi_y;
-    h->roi[2] = g->roi_width;
-    h->roi[3] = g->roi_height;
-    h->dtype = RTOMO_DTYPE_F32;
-    h->angle_first = rc->angle_first;
-    h->angle_last = rc->angle_last;
-    h->projection_first = rc->projection_first;
-    h->projection_last = rc->projection_last;
-    h->compute_ms = 1e3 * s->set_seconds;
-}
-
-/* Slices per engine call when the reconstruction leaves it to the worker
- * (batch 0).  Every call drains the engine's pipeline: on a GPU the last
- * launch's download and host copy overlap nothing, and the call's set-up
- * (sync, kernel choice, constants) is paid again.  At 2048^2 a launch
- * holds 4 slices, so 16 slices per call leave a quarter of the launches
- * unoverlapped and 64 a sixteenth; the CPU backend has no such tail.  A
- * call's slices stay within AUTO_BATCH_BYTES, since the worker keeps a few
- * batch buffers alive (the finisher's and those being sent). */
-#define AUTO_BATCH_CUDA 64
-#define AUTO_BATCH_CPU 16
-#define AUTO_BATCH_BYTES ((size_t)1 << 30)
-
-static int batch_slices(const plan_state *s,
-                        const rtomod_tomo_reconstruct_job *rc)
-{
-    if (rc->batch > 0)
-        return rc->batch;
-    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
-    size_t slice = (size_t)g->roi_width * (size_t)g->roi_height *
-                   sizeof(float);
-    size_t n = rtomo_fbp_backend(s->fbp) == RTOMO_BACKEND_CUDA
-                   ? AUTO_BATCH_CUDA : AUTO_BATCH_CPU;
-    if (n * slice > AUTO_BATCH_BYTES)
-        n = AUTO_BATCH_BYTES / slice;
-    return n > 0 ? (int)n : 1;
-}
-
-/* Back-project rows[first, first+n) of the job into one buffer of `batch`
- * slices and hand the slices to the finisher.  Returns 0, or -1 when the
- * engine failed. */
-static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
-                      int first, int n, int batch)
-{
-    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
-    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
-    size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
-    /* Every batch of the job fits a buffer of a full batch. */
-    int slices = batch < rc->n_rows ? batch : rc->n_rows;
-    rtomod_buffer *buf = pooled_buffer(w, &s->slices, pixels * sizeof(float) *
-                                                       (size_t)slices);
-    rtomo_error err;
-    if (!buf) {
-        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for %d slices", n);
-        engine_failed(w, s, job->serial, "reconstruction", &err);
-        return -1;
-    }
-    rtomo_fbp_stats before, after;
-    rtomo_fbp_get_stats(s->fbp, &before);
-    float *out = (float *)buf->data;
-    if (rtomo_fbp_reconstruct(s->fbp, rc->rows + first, n, out, &err) !=
-        RTOMO_OK) {
-        engine_failed(w, s, job->serial, "reconstruction", &err);
-        rtomod_buffer_unref(buf);
-        return -1;
-    }
-    rtomo_fbp_get_stats(s->fbp, &after);
-    double seconds = after.reconstruct_seconds - before.reconstruct_seconds;
-    double bp = after.backproject_seconds - before.backproject_seconds;
-    s->set_seconds += seconds;
-    for (int i = 0; i < n; i++) {
-        rtomo_image_header h;
-        slice_header(s, rc, first + i, &h);
-        post_image(w, job->serial, -1, job->t_input, &h, buf,
-                   out + pixels * (size_t)i, pixels * sizeof(float));
-    }
-    rtomod_buffer_unref(buf);
-    post_stats(w, job->serial, -1, n, 0, after.updates - before.updates,
-               bp > 0 ? bp : seconds);
-    /* Statistics and publication of this batch overlap the next one. */
-    flush_results(w);
-    return 0;
-}
-
-/* Back-project the job's rows batch by batch.  In continuous mode the
- * worker takes projection and window jobs in the order they were queued,
- * so a window reads exactly the projections that came before it, and no
- * projection overwrites a slot while a window reads it. */
-static void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
-{
-    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
-    rtomo_error err;
-    if (rtomo_fbp_sync(s->fbp, &err) != RTOMO_OK ||
-        rtomo_fbp_set_roi(s->fbp, rc->roi[0], rc->roi[1], rc->roi[2],
-                          rc->roi[3], &err) != RTOMO_OK ||
-        rtomo_fbp_set_interp(s->fbp, rc->interp, &err) != RTOMO_OK) {
-        engine_failed(w, s, job->serial, "reconstruction", &err);
-        return;
-    }
-    int batch = batch_slices(s, rc);
-    for (int first = 0; first < rc->n_rows; first += batch) {
-        if (atomic_load(&w->abort_serial) == job->serial)
-            return;
-        int n = rc->n_rows - first < batch ? rc->n_rows - first : batch;
-        if (tomo_batch(w, s, job, first, n, batch) != 0)
-            return;
-    }
-    /* A window's compute_ms counts the filtering since the previous
-     * window and its own back-projection. */
-    s->set_seconds = 0;
-}
-
-/* ------------------------------------------------------------ SBDX ---- */
-
-static void sbdx_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
-{
-    s->sbdx_out = job->u.sbdx;
-    s->sbdx_out.geometry.ratios = NULL;
-    rtomo_error err;
-    s->sbdx = rtomo_sbdx_create(&job->u.sbdx.geometry, &w->options, &err);
-    if (!s->sbdx) {
-        s->failed = 1;
-        engine_failed(w, s, job->serial, "cannot create the SBDX plan", &err);
-        return;
-    }
-    rtomo_sbdx_get_stats(s->sbdx, &s->sbdx_seen);
-}
-
-/* Buffers for one frame's results; NULL members are outputs not wanted. */
-typedef struct sbdx_buffers {
-    rtomod_buffer *planes, *composite, *depth;
-} sbdx_buffers;
-
-static void sbdx_buffers_free(sbdx_buffers *b)
-{
-    rtomod_buffer_unref(b->planes);
-    rtomod_buffer_unref(b->composite);
-    rtomod_buffer_unref(b->depth);
-}
-
-static int sbdx_buffers_new(const rtomod_worker *w, plan_state *s,
-                            sbdx_buffers *b,
-                            rtomo_sbdx_output *out)
-{
-    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
-    size_t pixels = (size_t)g->out_width * (size_t)g->out_height;
-    memset(b, 0, sizeof *b);
-    memset(out, 0, sizeof *out);
-    int ok = 1;
-    if (s->sbdx_out.planes != RTOMO_PLANES_NONE) {
-        size_t sample = s->sbdx_out.planes == RTOMO_PLANES_UINT16 ? 2 : 4;
-        ok &= (b->planes = pooled_buffer(w, &s->planes, pixels * sample *
-                                         (size_t)g->n_planes)) != NULL;
-        if (b->planes && sample == 2) {
-            out->planes_u16 = (uint16_t *)b->planes->data;
-            out->u16_scale = s->sbdx_out.u16_scale;
-            out->u16_offset = s->sbdx_out.u16_offset;
-        } else if (b->planes) {
-            out->planes = (float *)b->planes->data;
-        }
-    }
-    if (s->sbdx_out.composite) {
-        b->composite = pooled_buffer(w, &s->composite, pixels * sizeof(float));
-        b->depth = pooled_buffer(w, &s->depth, pixels * sizeof(uint16_t));
-        ok &= b->composite && b->depth;
-        if (ok) {
-            out->composite = (float *)b->composite->data;
-            out->depth = (uint16_t *)b->depth->data;
-        }
-    }
-    if (!ok)
-        sbdx_buffers_free(b);
-    return ok ? 0 : -1;
-}
-
-static void sbdx_header(const plan_state *s, const char *topic,
-                        int64_t frame, rtomo_image_header *h)
-{
-    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
-    rtomo_image_header_init(h);
-    snprintf(h->topic, sizeof h->topic, "%s", topic);
-    snprintf(h->scan, sizeof h->scan, "%s", s->scan);
-    h->frame = frame;
-    h->count = 1;
-    h->width = g->out_width;
-    h->height = g->out_height;
-    h->dtype = RTOMO_DTYPE_F32;
-    h->compute_ms = 1e3 * s->set_seconds;
-}
-
-static void sbdx_publish(rtomod_worker *w, const plan_state *s,
-                         const pending_frame *f, const sbdx_buffers *b)
-{
-    const rtomo_sbdx_geometry *g = rtomo_sbdx_geometry_of(s->sbdx);
-    size_t pixels = (size_t)g->out_width * (size_t)g->out_height;
-    rtomo_image_header h;
-    if (b->planes) {
-        int u16 = s->sbdx_out.planes == RTOMO_PLANES_UINT16;
-        size_t bytes = pixels * (u16 ? 2 : 4);
-        for (int k = 0; k < g->n_planes; k++) {
-            sbdx_header(s, RTOMO_TOPIC_PLANE, f->index, &h);
-            h.index = k;
-            h.count = g->n_planes;
-            h.plane = k;
-            h.ratio = g->ratios[k];
-            if (u16) {
-                h.dtype = RTOMO_DTYPE_U16;
-                h.u16_scale = s->sbdx_out.u16_scale;
-                h.u16_offset = s->sbdx_out.u16_offset;
-            }
-            post_image(w, s->serial, f->seq, f->t_input, &h, b->planes,
-                       b->planes->data + bytes * (size_t)k, bytes);
-        }
-    }
-    if (b->composite) {
-        sbdx_header(s, RTOMO_TOPIC_COMPOSITE, f->index, &h);
-        post_image(w, s->serial, f->seq, f->t_input, &h, b->composite,
-                   b->composite->data, pixels * sizeof(float));
-        sbdx_header(s, RTOMO_TOPIC_DEPTH, f->index, &h);
-        h.dtype = RTOMO_DTYPE_U16;
-        post_image(w, s->serial, f->seq, f->t_input, &h, b->depth,
-                   b->depth->data, pixels * sizeof(uint16_t));
-    }
-}
-
-/* Collect the oldest pipelined frame into new buffers and publish it
- * (discard: collect into nothing).  Returns 0, or -1 when the frame was
- * dropped. */
-static int sbdx_collect_into(rtomod_worker *w, plan_state *s,
-                             const pending_frame *f, int discard)
-{
-    sbdx_buffers b;
-    rtomo_sbdx_output out;
-    rtomo_error err;
-    uint64_t tag;
-    if (discard || sbdx_buffers_new(w, s, &b, &out) != 0) {
-        if (!discard)
-            post_error(w, s->serial, 0, "out-of-memory",
-                       "out of memory for an SBDX frame's results");
-        memset(&out, 0, sizeof out);
-        rtomo_sbdx_collect(s->sbdx, &out, &tag, &err);
-        return -1;
-    }
-    if (rtomo_sbdx_collect(s->sbdx, &out, &tag, &err) != RTOMO_OK) {
-        char what[64];
-        snprintf(what, sizeof what, "SBDX frame %lld", (long long)f->index);
-        engine_failed(w, s, s->serial, what, &err);
-        sbdx_buffers_free(&b);
-        return -1;
-    }
-    /* A backend may work at submit (the CPU) or at collect: what the engine
-     * did since the last frame collected is this frame's share. */
-    rtomo_sbdx_stats now;
-    rtomo_sbdx_get_stats(s->sbdx, &now);
-    double seconds = now.compute_seconds - s->sbdx_seen.compute_seconds;
-    double updates = now.updates - s->sbdx_seen.updates;
-    s->sbdx_seen = now;
-    s->set_seconds = seconds;
-    sbdx_publish(w, s, f, &b);
-    sbdx_buffers_free(&b);
-    post_stats(w, s->serial, f->seq, 0, 1, updates, seconds);
-    return 0;
-}
-
-static void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard)
-{
-    pending_frame f = s->pending[s->first_pending];
-    s->first_pending = (s->first_pending + 1) % MAX_PIPELINE;
-    s->n_pending--;
-    if (sbdx_collect_into(w, s, &f, discard) != 0)
-        post_dropped(w, s->serial, 1, f.seq);
-    post_set_done(w, s->serial, f.index, f.seq, f.t_input);
-}
-
-/* Submit the job's frame, first collecting the oldest when the engine's
- * pipeline is full.  The collected frame's results stay in the outbox
- * until after the submit (worker_main flushes it): should the finisher be
- * full, the engine has its next frame before the worker waits. */
-static void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
-{
-    int depth = rtomo_sbdx_pipeline_depth(s->sbdx);
-    depth = depth < 1 ? 1 : depth > MAX_PIPELINE ? MAX_PIPELINE : depth;
-    if (s->n_pending >= depth)
-        sbdx_collect_one(w, s, 0);
-    rtomo_error err;
-    if (rtomo_sbdx_submit(s->sbdx, zmq_msg_data(&job->payload), job->dtype,
-                          (uint64_t)job->index, &err) != RTOMO_OK) {
-        char what[64];
-        snprintf(what, sizeof what, "SBDX frame %lld", (long long)job->index);
-        engine_failed(w, s, job->serial, what, &err);
-        post_dropped(w, job->serial, 1, job->seq);
-        post_set_done(w, job->serial, job->index, job->seq, job->t_input);
-        return;
-    }
-    int slot = (s->first_pending + s->n_pending) % MAX_PIPELINE;
-    s->pending[slot].index = job->index;
-    s->pending[slot].seq = job->seq;
-    s->pending[slot].t_input = job->t_input;
-    s->n_pending++;
-}
-
-static void sbdx_flush(rtomod_worker *w, plan_state *s, int discard)
-{
-    while (s->n_pending > 0)
-        sbdx_collect_one(w, s, discard);
 }
 
 /* --------------------------------------------------------- dispatch ---- */

@@ -1,0 +1,77 @@
+/*
+ * worker_internal.h — what the files of rtomod's engine threads share:
+ *   worker.c        jobs, results, the plan table, dispatch, the threads
+ *   worker_tomo.c   tomography plans: frames, reconstruction, publication
+ *   worker_sbdx.c   SBDX plans: the frame pipeline and its publication
+ * Private to those files (the loop sees rtomod_worker.h).
+ */
+#ifndef RTOMOD_WORKER_INTERNAL_H
+#define RTOMOD_WORKER_INTERNAL_H
+
+#include "rtomod_worker.h"
+
+#define MAX_PIPELINE 8
+
+typedef struct pending_frame {
+    int64_t index;
+    int64_t seq;
+    double t_input;
+} pending_frame;
+
+/* The plan of one scan on this worker (serial 0: a free slot). */
+typedef struct plan_state {
+    uint64_t serial;            /* 0 = none */
+    char scan[RTOMO_ID_MAX];
+    int failed;                 /* creation or a fatal engine call failed */
+    rtomo_fbp *fbp;
+    rtomo_sbdx *sbdx;
+    rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
+    pending_frame pending[MAX_PIPELINE];
+    int n_pending, first_pending;
+    double set_seconds;         /* engine time of the current set */
+    rtomo_sbdx_stats sbdx_seen; /* SBDX statistics already reported */
+    /* Output buffers: slice batches; SBDX planes, composite, depth. */
+    rtomod_buffer_pool *slices, *planes, *composite, *depth;
+} plan_state;
+
+/* ------------------------------------------------- worker.c helpers ---- */
+
+double now_seconds(void);
+/* Results go to the worker's outbox, handed to the finisher as one unit
+ * by flush_results (see worker.c). */
+void post(rtomod_worker *w, rtomod_result *r);
+void flush_results(rtomod_worker *w);
+void post_error(rtomod_worker *w, uint64_t serial, int fatal,
+                const char *reason, const char *message);
+void post_dropped(rtomod_worker *w, uint64_t serial, long n, int64_t seq);
+void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
+                   int64_t seq, double t_input);
+void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq, long slices,
+                long frames, double updates, double seconds);
+void post_done(rtomod_worker *w, uint64_t serial);
+void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
+                double t_input, const rtomo_image_header *h,
+                rtomod_buffer *buffer, const void *data, size_t size);
+int buffers_kept(const rtomod_worker *w);
+rtomod_buffer *pooled_buffer(const rtomod_worker *w,
+                             rtomod_buffer_pool **pool, size_t size);
+void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
+                   const char *what, const rtomo_error *err);
+void plan_close(plan_state *s);
+
+/* ------------------------------------------------------ worker_tomo.c ---- */
+
+void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job);
+void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job);
+void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job);
+
+/* ------------------------------------------------------ worker_sbdx.c ---- */
+
+void sbdx_begin(rtomod_worker *w, plan_state *s, rtomod_job *job);
+void sbdx_frame(rtomod_worker *w, plan_state *s, rtomod_job *job);
+/* Publish (or discard) every frame still in the plan's pipeline. */
+void sbdx_flush(rtomod_worker *w, plan_state *s, int discard);
+/* Collect the oldest pipelined frame. */
+void sbdx_collect_one(rtomod_worker *w, plan_state *s, int discard);
+
+#endif /* RTOMOD_WORKER_INTERNAL_H */
