@@ -324,6 +324,48 @@ int cuda_fbp_batch_groups(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
                           const cuda_fbp_config *cfg, int roi_w, int roi_h,
                           int groups);
 
+/* Pieces of the pipeline that the streaming back-projection reuses. */
+
+/* One packing: `groups` groups of format.slices sinogram rows (slot-local,
+ * -1 = none: zeros) into pool buffers pool + g*buffer_bytes, projection p
+ * at + p*pitch.  Packed projection p is sinogram line lines[p] (p when
+ * lines is NULL) times weights[p] (1 when NULL); both are device arrays
+ * of n_proj entries.  Half formats scale each group by its largest
+ * magnitude among the packed values (absmax: device, one per group). */
+typedef struct cuda_fbp_pack_job {
+    cuda_fbp_format format;
+    const int *rows;
+    int groups;
+    int n_proj;
+    const int *lines;
+    const float *weights;
+    char *pool;
+    size_t buffer_bytes, pitch;
+    unsigned *absmax;
+} cuda_fbp_pack_job;
+
+/* Enqueue a packing on the slot's compute stream. */
+rtomo_status cuda_fbp_pack(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                           const cuda_fbp_pack_job *job, rtomo_error *err);
+/* Bytes between projections of a packed buffer of format f (a multiple of
+ * every texture alignment). */
+size_t cuda_fbp_pack_pitch(const rtomo_fbp *plan, cuda_fbp_format f);
+/* A texture over `height` packed projections at `base` (border address
+ * mode, filtering from interp). */
+rtomo_status cuda_fbp_texture(void *base, cuda_fbp_format f, int width,
+                              int height, size_t pitch, rtomo_interp interp,
+                              cudaTextureObject_t *out, rtomo_error *err);
+/* Launch l with the kernel family of l->cfg. */
+rtomo_status cuda_fbp_backproject(const cuda_fbp_launch *l, cudaStream_t s,
+                                  rtomo_error *err);
+/* {cos a_p, sin a_p, axis + axis_shift[p], 0} from the plan's current
+ * angles and shifts. */
+float4 cuda_fbp_projection_constants(const rtomo_fbp *plan, int p);
+/* Grow the slot's double-buffered output (device and pinned host) to at
+ * least `bytes` each. */
+rtomo_status cuda_fbp_ensure_output(cuda_fbp_slot *slot, size_t bytes,
+                                    rtomo_error *err);
+
 /* ---------------------------------------------------------- autotune ---- */
 
 /* ------------------------------------------ streaming, planes, slots ---- */

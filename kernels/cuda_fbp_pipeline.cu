@@ -16,6 +16,11 @@
  * as plain memory by the ALU path.  A texture holds at most
  * impl->texture_chunk projections; longer scans run one launch per chunk,
  * each adding into the output.
+ *
+ * Packing (which may gather and weight projections), texture creation and
+ * the launch dispatch are exported for the streaming back-projection
+ * (cuda_fbp_stream.cu), which packs chunks of projections instead of whole
+ * sinograms.
  */
 #include "config.h"
 
@@ -83,10 +88,22 @@ __device__ __forceinline__ void vset(float4 &v, int s, float x)
     (s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w) = x;
 }
 
+/* Sample i of packed projection p of sinogram row r: line `lines[p]` of
+ * the row (p itself without a list), times weights[p] (when given). */
+__device__ __forceinline__ float pack_sample(const float *r, size_t pitch,
+                                             const int *lines,
+                                             const float *weights, int p, int i)
+{
+    const int line = lines ? __ldg(&lines[p]) : p;
+    const float x = *(const float *)((const char *)r + (size_t)line * pitch + 4 * (size_t)i);
+    return weights ? x * __ldg(&weights[p]) : x;
+}
+
 /* Largest |value| of each group's rows, as float bits (atomicMax works on
  * them because non-negative floats order like their bit patterns). */
 __global__ void absmax_kernel(const pack_sources src, int slices, size_t pitch,
-                              int n_proj, int width, unsigned *absmax)
+                              int n_proj, int width, const int *lines,
+                              const float *weights, unsigned *absmax)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int g = blockIdx.z;
@@ -97,7 +114,7 @@ __global__ void absmax_kernel(const pack_sources src, int slices, size_t pitch,
             if (!r)
                 continue;
             for (int p = blockIdx.y; p < n_proj; p += gridDim.y)
-                m = fmaxf(m, fabsf(*(const float *)((const char *)r + (size_t)p * pitch + 4 * (size_t)i)));
+                m = fmaxf(m, fabsf(pack_sample(r, pitch, lines, weights, p, i)));
         }
     }
     const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
@@ -107,7 +124,8 @@ __global__ void absmax_kernel(const pack_sources src, int slices, size_t pitch,
 
 template <int S, bool HALF>
 __global__ void pack_kernel(const pack_sources src, size_t src_pitch,
-                            int n_proj, int width, char *pool,
+                            int n_proj, int width, const int *lines,
+                            const float *weights, char *pool,
                             size_t buffer_bytes, size_t pitch,
                             const unsigned *absmax)
 {
@@ -124,7 +142,7 @@ __global__ void pack_kernel(const pack_sources src, size_t src_pitch,
         for (int s = 0; s < S; s++) {
             const float *r = src.row[g * S + s];
             if (r)
-                vset(v, s, *(const float *)((const char *)r + (size_t)p * src_pitch + 4 * (size_t)i));
+                vset(v, s, pack_sample(r, src_pitch, lines, weights, p, i));
         }
         typename T::storage *dst = (typename T::storage *)(pool + (size_t)g * buffer_bytes + (size_t)p * pitch);
         dst[i] = T::pack(v, scale);
@@ -133,48 +151,69 @@ __global__ void pack_kernel(const pack_sources src, size_t src_pitch,
 
 template <int S>
 static void launch_pack(const pack_sources &src, const cuda_fbp_slot *slot,
-                        const rtomo_fbp *plan, int groups, dim3 grid)
+                        const rtomo_fbp *plan, const cuda_fbp_pack_job *job,
+                        dim3 grid)
 {
-    const cuda_fbp_recon_state *r = &slot->recon;
-    if (r->pool_format.precision == RTOMO_PRECISION_HALF)
+    if (job->format.precision == RTOMO_PRECISION_HALF)
         pack_kernel<S, true><<<grid, PACK_THREADS, 0, slot->compute>>>(
-            src, slot->sino_pitch, plan->geom.n_proj, plan->geom.det_width,
-            r->pool, r->pool_buffer_bytes, r->pool_pitch, r->absmax);
+            src, slot->sino_pitch, job->n_proj, plan->geom.det_width, job->lines,
+            job->weights, job->pool, job->buffer_bytes, job->pitch, job->absmax);
     else
         pack_kernel<S, false><<<grid, PACK_THREADS, 0, slot->compute>>>(
-            src, slot->sino_pitch, plan->geom.n_proj, plan->geom.det_width,
-            r->pool, r->pool_buffer_bytes, r->pool_pitch, NULL);
+            src, slot->sino_pitch, job->n_proj, plan->geom.det_width, job->lines,
+            job->weights, job->pool, job->buffer_bytes, job->pitch, NULL);
 }
 
-/* Pack groups of rows (slot-local, -1 = none) into the pool. */
+extern "C" rtomo_status cuda_fbp_pack(const cuda_fbp_slot *slot,
+                                      const rtomo_fbp *plan,
+                                      const cuda_fbp_pack_job *job,
+                                      rtomo_error *err)
+{
+    const int S = job->format.slices;
+    pack_sources src;
+    memset(&src, 0, sizeof src);
+    for (int j = 0; j < job->groups * S; j++)
+        if (job->rows[j] >= 0)
+            src.row[j] = (const float *)((const char *)slot->sino +
+                                         cuda_fbp_row_offset(slot, plan, job->rows[j]));
+    const int width = plan->geom.det_width;
+    const int lines = job->n_proj < 4096 ? job->n_proj : 4096;
+    const dim3 grid((width + PACK_THREADS - 1) / PACK_THREADS, lines, job->groups);
+    if (job->format.precision == RTOMO_PRECISION_HALF) {
+        RTOMO_CUDA_TRY(err, cudaMemsetAsync(job->absmax, 0,
+                                            sizeof(unsigned) * (size_t)job->groups,
+                                            slot->compute));
+        absmax_kernel<<<grid, PACK_THREADS, 0, slot->compute>>>(
+            src, S, slot->sino_pitch, job->n_proj, width, job->lines, job->weights,
+            job->absmax);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram range");
+    }
+    switch (S) {
+    case 1: launch_pack<1>(src, slot, plan, job, grid); break;
+    case 2: launch_pack<2>(src, slot, plan, job, grid); break;
+    default: launch_pack<4>(src, slot, plan, job, grid); break;
+    }
+    RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram packing");
+    return RTOMO_OK;
+}
+
+/* Pack groups of rows (slot-local, -1 = none), every projection in index
+ * order, into the pool. */
 static rtomo_status pack_groups(cuda_fbp_slot *slot, const rtomo_fbp *plan,
                                 const int *rows, int groups, rtomo_error *err)
 {
     cuda_fbp_recon_state *r = &slot->recon;
-    const int S = r->pool_format.slices;
-    pack_sources src;
-    memset(&src, 0, sizeof src);
-    for (int j = 0; j < groups * S; j++)
-        if (rows[j] >= 0)
-            src.row[j] = (const float *)((const char *)slot->sino +
-                                         cuda_fbp_row_offset(slot, plan, rows[j]));
-    const int width = plan->geom.det_width;
-    const int lines = plan->geom.n_proj < 4096 ? plan->geom.n_proj : 4096;
-    const dim3 grid((width + PACK_THREADS - 1) / PACK_THREADS, lines, groups);
-    if (r->pool_format.precision == RTOMO_PRECISION_HALF) {
-        RTOMO_CUDA_TRY(err, cudaMemsetAsync(r->absmax, 0, sizeof(unsigned) * (size_t)groups,
-                                            slot->compute));
-        absmax_kernel<<<grid, PACK_THREADS, 0, slot->compute>>>(
-            src, S, slot->sino_pitch, plan->geom.n_proj, width, r->absmax);
-        RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram range");
-    }
-    switch (S) {
-    case 1: launch_pack<1>(src, slot, plan, groups, grid); break;
-    case 2: launch_pack<2>(src, slot, plan, groups, grid); break;
-    default: launch_pack<4>(src, slot, plan, groups, grid); break;
-    }
-    RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram packing");
-    return RTOMO_OK;
+    cuda_fbp_pack_job job;
+    memset(&job, 0, sizeof job);
+    job.format = r->pool_format;
+    job.rows = rows;
+    job.groups = groups;
+    job.n_proj = plan->geom.n_proj;
+    job.pool = r->pool;
+    job.buffer_bytes = r->pool_buffer_bytes;
+    job.pitch = r->pool_pitch;
+    job.absmax = r->absmax;
+    return cuda_fbp_pack(slot, plan, &job, err);
 }
 
 /* ------------------------------------------------------- pool, output ---- */
@@ -198,8 +237,7 @@ static rtomo_status ensure_pool(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     cuda_fbp_recon_state *r = &slot->recon;
     if (r->pool && same_format(r->pool_format, f) && groups <= r->pool_groups)
         return RTOMO_OK;
-    const size_t line = (size_t)plan->geom.det_width * cuda_fbp_texel_bytes(f);
-    const size_t pitch = (line + PACK_ALIGNMENT - 1) / PACK_ALIGNMENT * PACK_ALIGNMENT;
+    const size_t pitch = cuda_fbp_pack_pitch(plan, f);
     const size_t buffer = pitch * (size_t)plan->geom.n_proj;
     const size_t bytes = buffer * (size_t)groups;
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->compute));
@@ -230,6 +268,37 @@ static rtomo_status ensure_pool(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     return RTOMO_OK;
 }
 
+extern "C" size_t cuda_fbp_pack_pitch(const rtomo_fbp *plan, cuda_fbp_format f)
+{
+    const size_t line = (size_t)plan->geom.det_width * cuda_fbp_texel_bytes(f);
+    return (line + PACK_ALIGNMENT - 1) / PACK_ALIGNMENT * PACK_ALIGNMENT;
+}
+
+extern "C" rtomo_status cuda_fbp_texture(void *base, cuda_fbp_format f,
+                                         int width, int height, size_t pitch,
+                                         rtomo_interp interp,
+                                         cudaTextureObject_t *out,
+                                         rtomo_error *err)
+{
+    cudaResourceDesc res;
+    memset(&res, 0, sizeof res);
+    res.resType = cudaResourceTypePitch2D;
+    res.res.pitch2D.devPtr = base;
+    res.res.pitch2D.desc = channel_of(f);
+    res.res.pitch2D.width = (size_t)width;
+    res.res.pitch2D.height = (size_t)height;
+    res.res.pitch2D.pitchInBytes = pitch;
+    cudaTextureDesc td;
+    memset(&td, 0, sizeof td);
+    td.addressMode[0] = td.addressMode[1] = cudaAddressModeBorder;
+    td.filterMode = interp == RTOMO_INTERP_LINEAR ? cudaFilterModeLinear
+                                                  : cudaFilterModePoint;
+    td.readMode = cudaReadModeElementType;
+    td.normalizedCoords = 0;
+    RTOMO_CUDA_TRY(err, cudaCreateTextureObject(out, &res, &td, NULL));
+    return RTOMO_OK;
+}
+
 /* Texture over pool buffer g, projection chunk c, filtered as `interp`. */
 static rtomo_status pool_texture(cuda_fbp_slot *slot, const rtomo_fbp *plan,
                                  const cuda_fbp_impl *impl, int g, int c,
@@ -243,30 +312,19 @@ static rtomo_status pool_texture(cuda_fbp_slot *slot, const rtomo_fbp *plan,
         const int first = c * impl->texture_chunk;
         const int n = plan->geom.n_proj - first < impl->texture_chunk
                           ? plan->geom.n_proj - first : impl->texture_chunk;
-        cudaResourceDesc res;
-        memset(&res, 0, sizeof res);
-        res.resType = cudaResourceTypePitch2D;
-        res.res.pitch2D.devPtr = r->pool + (size_t)g * r->pool_buffer_bytes +
-                                 (size_t)first * r->pool_pitch;
-        res.res.pitch2D.desc = channel_of(r->pool_format);
-        res.res.pitch2D.width = (size_t)plan->geom.det_width;
-        res.res.pitch2D.height = (size_t)n;
-        res.res.pitch2D.pitchInBytes = r->pool_pitch;
-        cudaTextureDesc td;
-        memset(&td, 0, sizeof td);
-        td.addressMode[0] = td.addressMode[1] = cudaAddressModeBorder;
-        td.filterMode = interp == RTOMO_INTERP_LINEAR ? cudaFilterModeLinear
-                                                      : cudaFilterModePoint;
-        td.readMode = cudaReadModeElementType;
-        td.normalizedCoords = 0;
-        RTOMO_CUDA_TRY(err, cudaCreateTextureObject(t, &res, &td, NULL));
+        rtomo_status st = cuda_fbp_texture(r->pool + (size_t)g * r->pool_buffer_bytes +
+                                               (size_t)first * r->pool_pitch,
+                                           r->pool_format, plan->geom.det_width, n,
+                                           r->pool_pitch, interp, t, err);
+        if (st != RTOMO_OK)
+            return st;
     }
     *out = *t;
     return RTOMO_OK;
 }
 
-static rtomo_status ensure_output(cuda_fbp_slot *slot, size_t bytes,
-                                  rtomo_error *err)
+extern "C" rtomo_status cuda_fbp_ensure_output(cuda_fbp_slot *slot,
+                                               size_t bytes, rtomo_error *err)
 {
     cuda_fbp_recon_state *r = &slot->recon;
     if (bytes <= r->out_bytes)
@@ -320,7 +378,7 @@ extern "C" rtomo_status cuda_fbp_recon_init(cuda_fbp_slot *slot,
     size_t images = MAX_OUTPUT_BYTES / image;
     if (images > CUDA_FBP_MAX_GROUPS * 4)
         images = CUDA_FBP_MAX_GROUPS * 4;
-    return ensure_output(slot, (images > 0 ? images : 1) * image, err);
+    return cuda_fbp_ensure_output(slot, (images > 0 ? images : 1) * image, err);
 }
 
 extern "C" void cuda_fbp_recon_free(cuda_fbp_slot *slot)
@@ -341,6 +399,12 @@ extern "C" void cuda_fbp_recon_free(cuda_fbp_slot *slot)
     memset(r, 0, sizeof *r);
 }
 
+extern "C" float4 cuda_fbp_projection_constants(const rtomo_fbp *plan, int p)
+{
+    return make_float4((float)cos(plan->angles[p]), (float)sin(plan->angles[p]),
+                       (float)(plan->geom.axis + plan->axis_shift[p]), 0.f);
+}
+
 extern "C" rtomo_status cuda_fbp_upload_constants(cuda_fbp_slot *slot,
                                                   const rtomo_fbp *plan,
                                                   rtomo_error *err)
@@ -352,8 +416,7 @@ extern "C" rtomo_status cuda_fbp_upload_constants(cuda_fbp_slot *slot,
                                "out of memory for %d projection constants",
                                g->n_proj);
     for (int p = 0; p < g->n_proj; p++)
-        k[p] = make_float4((float)cos(plan->angles[p]), (float)sin(plan->angles[p]),
-                           (float)(g->axis + plan->axis_shift[p]), 0.f);
+        k[p] = cuda_fbp_projection_constants(plan, p);
     cudaError_t rc = cudaMemcpyAsync(slot->recon.proj, k,
                                      sizeof(float4) * (size_t)g->n_proj,
                                      cudaMemcpyHostToDevice, slot->compute);
@@ -403,6 +466,17 @@ static launcher launcher_of(rtomo_bp_kernel kernel)
     case RTOMO_BP_HYBRID: return cuda_fbp_bp_hybrid;
     default: return NULL;
     }
+}
+
+extern "C" rtomo_status cuda_fbp_backproject(const cuda_fbp_launch *l,
+                                             cudaStream_t s, rtomo_error *err)
+{
+    const launcher fn = launcher_of(l->cfg.kernel);
+    if (!fn)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "back-projection kernel %d is not resolved",
+                               (int)l->cfg.kernel);
+    return fn(l, s, err);
 }
 
 /* Pack `groups` groups (rows: groups*slices slot-local rows, -1 = none)
@@ -492,7 +566,7 @@ extern "C" rtomo_status cuda_fbp_recon_batch(cuda_fbp_slot *slot,
     for (int j = 0; j < groups * S; j++)
         padded[j] = j < n_rows ? rows[j] : -1;
     const size_t bytes = (size_t)groups * S * roi[2] * roi[3] * sizeof(float);
-    rtomo_status st = ensure_output(slot, bytes, err);
+    rtomo_status st = cuda_fbp_ensure_output(slot, bytes, err);
     if (st != RTOMO_OK)
         return st;
     return backproject_groups(slot, plan, impl, cfg, padded, groups, roi,
@@ -583,7 +657,7 @@ extern "C" rtomo_status cuda_fbp_recon_run(cuda_fbp_slot *slot, void *arg,
 
     rtomo_status st = cuda_fbp_upload_constants(slot, plan, err);
     if (st == RTOMO_OK)
-        st = ensure_output(slot, image * (size_t)(k * S) * sizeof(float), err);
+        st = cuda_fbp_ensure_output(slot, image * (size_t)(k * S) * sizeof(float), err);
     if (st != RTOMO_OK)
         return st;
     /* While batch b back-projects, batch b-1 downloads and the host copies
