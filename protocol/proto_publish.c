@@ -14,7 +14,7 @@
 
 static const char *const image_topics[] = {
     RTOMO_TOPIC_SLICE, RTOMO_TOPIC_PLANE, RTOMO_TOPIC_COMPOSITE,
-    RTOMO_TOPIC_DEPTH, NULL};
+    RTOMO_TOPIC_DEPTH, RTOMO_TOPIC_PREVIEW, NULL};
 
 void rtomo_image_header_init(rtomo_image_header *h)
 {
@@ -30,6 +30,9 @@ void rtomo_image_header_init(rtomo_image_header *h)
     h->min = h->max = h->mean = NAN;
     h->angle_first = h->angle_last = NAN;
     h->projection_first = h->projection_last = -1;
+    h->projections = -1;
+    for (int i = 0; i < 3; i++)
+        h->centre[i] = h->u[i] = h->v[i] = NAN;
     h->latency_ms = h->compute_ms = NAN;
 }
 
@@ -51,6 +54,23 @@ static double unix_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A tomography plane's "centre", "u", "v": three numbers each, or null
+ * for every other image. */
+static int encode_plane_geometry(json_t *root, const rtomo_image_header *h)
+{
+    const struct { const char *key; const double *v; } vectors[] = {
+        {"centre", h->centre}, {"u", h->u}, {"v", h->v}};
+    int e = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const double *v = vectors[i].v;
+        json_t *value = isfinite(v[0]) && isfinite(v[1]) && isfinite(v[2])
+                            ? json_pack("[f, f, f]", v[0], v[1], v[2])
+                            : json_null();
+        e |= json_object_set_new(root, vectors[i].key, value);
+    }
+    return e;
 }
 
 char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
@@ -78,6 +98,9 @@ char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
                              index_or_null(h->projection_first));
     e |= json_object_set_new(root, "projection_last",
                              index_or_null(h->projection_last));
+    e |= json_object_set_new(root, "projections",
+                             index_or_null(h->projections));
+    e |= encode_plane_geometry(root, h);
     e |= json_object_set_new(root, "seq", json_integer((json_int_t)h->seq));
     if (e) {
         json_decref(root);
@@ -118,6 +141,32 @@ static int copy_string(const json_t *root, const char *key, char *out,
     return r;
 }
 
+/* "centre", "u", "v" when present: arrays of three finite numbers. */
+static int decode_plane_geometry(const json_t *root, rtomo_image_header *h,
+                                 rtomo_reject_info *why)
+{
+    const struct { const char *key; double *v; } vectors[] = {
+        {"centre", h->centre}, {"u", h->u}, {"v", h->v}};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *a = json_object_get(root, vectors[i].key);
+        if (!a || json_is_null(a))
+            continue;
+        if (!json_is_array(a) || json_array_size(a) != 3)
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"%s\" is not an array of 3 "
+                                    "numbers", vectors[i].key);
+        for (size_t k = 0; k < 3; k++) {
+            const json_t *x = json_array_get(a, k);
+            if (!json_is_number(x) || !isfinite(json_number_value(x)))
+                return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                        "field \"%s\"[%zu] is not a finite "
+                                        "number", vectors[i].key, k);
+            vectors[i].v[k] = json_number_value(x);
+        }
+    }
+    return 0;
+}
+
 static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
                                 rtomo_reject_info *why)
 {
@@ -132,6 +181,9 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
                       &h->projection_last, why) < 0 ||
         proto_get_int(root, NULL, "seq", OPTIONAL, 0, INT64_MAX, &seq,
                       why) < 0 ||
+        proto_get_int(root, NULL, "projections", OPTIONAL, 0, INT64_MAX,
+                      &h->projections, why) < 0 ||
+        decode_plane_geometry(root, h, why) < 0 ||
         proto_get_int32(root, NULL, "slice", OPTIONAL, -1, INT32_MAX, &h->slice,
                         why) < 0 ||
         proto_get_int32(root, NULL, "plane", OPTIONAL, -1, INT32_MAX, &h->plane,
@@ -169,7 +221,8 @@ static int decode_image(const json_t *root, const char *type,
     if (!known)
         return rtomo_reject_set(why, RTOMO_REJECT_TYPE,
                                 "field \"type\" = \"%.40s\" is not an image "
-                                "topic (slice, plane, composite, depth)", type);
+                                "topic (slice, plane, composite, depth, "
+                                "preview)", type);
     snprintf(h->topic, sizeof h->topic, "%s", type);
     int dtype = (int)h->dtype;
     if (copy_string(root, "scan", h->scan, sizeof h->scan, why) < 0 ||

@@ -285,6 +285,7 @@ char *rtomo_proto_encode_end(rtomo_msg_type type, const char *scan);
 #define RTOMO_TOPIC_PLANE     "plane"
 #define RTOMO_TOPIC_COMPOSITE "composite"
 #define RTOMO_TOPIC_DEPTH     "depth"
+#define RTOMO_TOPIC_PREVIEW   "preview"
 #define RTOMO_TOPIC_TELEMETRY "telemetry"
 #define RTOMO_TOPIC_EVENT     "event"
 
@@ -309,6 +310,13 @@ typedef struct rtomo_image_header {
     double angle_first, angle_last; /* continuous windows: degrees; NaN */
     int64_t projection_first, projection_last;  /* continuous windows: the
                                projection indices the window holds; -1 */
+    int64_t projections;    /* slices, previews, planes of tomography:
+                               projections summed into the image; -1 */
+    double centre[3], u[3], v[3];   /* a tomography plane (topic plane,
+                               ratio NaN): its centre (x, y in slice-grid
+                               pixels, z = detector row) and its unit
+                               in-plane vectors along width and height;
+                               NaN otherwise */
     double latency_ms;      /* last input of the set to this publication */
     double compute_ms;      /* engine time for the set */
     uint64_t seq;           /* per-topic sequence number of the publisher
