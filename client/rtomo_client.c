@@ -818,9 +818,10 @@ static rtomo_status decode_published(rtomo_published *m, rtomo_error *err)
                                m->json ? "other JSON value" : jerr.text);
     static const char *const images[] = {RTOMO_TOPIC_SLICE, RTOMO_TOPIC_PLANE,
                                          RTOMO_TOPIC_COMPOSITE,
-                                         RTOMO_TOPIC_DEPTH};
+                                         RTOMO_TOPIC_DEPTH,
+                                         RTOMO_TOPIC_PREVIEW};
     m->kind = RTOMO_PUBLISHED_OTHER;
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof images / sizeof images[0]; i++)
         if (strcmp(m->topic, images[i]) == 0)
             m->kind = RTOMO_PUBLISHED_IMAGE;
     if (strcmp(m->topic, RTOMO_TOPIC_EVENT) == 0)

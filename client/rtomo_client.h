@@ -140,7 +140,7 @@ rtomo_status rtomo_client_subscribe(rtomo_client *client, const char *topic,
                                     rtomo_error *err);
 
 typedef enum rtomo_published_kind {
-    RTOMO_PUBLISHED_IMAGE = 0,  /* slice, plane, composite, depth */
+    RTOMO_PUBLISHED_IMAGE = 0,  /* slice, plane, composite, depth, preview */
     RTOMO_PUBLISHED_EVENT,
     RTOMO_PUBLISHED_TELEMETRY,
     RTOMO_PUBLISHED_OTHER       /* a topic this library does not know */

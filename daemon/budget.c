@@ -14,9 +14,6 @@
 
 #define MIB ((size_t)1 << 20)
 
-/* Samples a filtered sinogram line holds beyond the detector's width: the
- * CPU backend's interpolation guards, the GPU's 512-byte pitch. */
-#define LINE_EXTRA 128
 /* The CUDA pipeline stages up to this many pixels of raw frames per bank
  * (kernels/cuda_fbp.h), two banks, and filters a bank at a time. */
 #define BANK_PIXELS ((size_t)1 << 22)
@@ -65,12 +62,14 @@ size_t rtomod_budget_sbdx_image_bytes(const rtomo_sbdx_geometry *g,
 }
 
 void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
-                             int batch, int buffers, int on_gpu,
+                             int resident, int batch, int buffers, int on_gpu,
                              size_t *host, size_t *device)
 {
     size_t width = (size_t)g->det_width, r = (size_t)rows;
-    size_t sinograms = mul(mul(r, (size_t)g->n_proj),
-                           (width + LINE_EXTRA) * sizeof(float));
+    /* A GPU line is padded to 512 bytes, a CPU line has 3 guard bins. */
+    size_t line = on_gpu ? (width * sizeof(float) + 511) / 512 * 512
+                         : (width + 3) * sizeof(float);
+    size_t sinograms = mul(mul(r, (size_t)g->n_proj), line);
     /* The ramp filter's padded spectra of a bank of frames (twice: cuFFT's
      * work area) and the averaged dark and flat of the kept rows. */
     size_t frame = mul(r, width);
@@ -83,13 +82,22 @@ void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
     size_t slice = rtomod_budget_slice_bytes(g);
     size_t per_batch = (size_t)(batch < rows ? batch : rows);
     size_t out = mul(mul(per_batch, slice), (size_t)buffers);
+    /* Slices back-projected after the scan pass through two device
+     * output buffers of a batch; resident ones are read out in slabs of
+     * at most a few slices. */
+    int after = rows - resident;
+    size_t device_batch = (size_t)(after < (int)per_batch ? after : (int)per_batch);
+    if (device_batch < 4)
+        device_batch = 4;
+    size_t streamed = resident > 0 ? rtomo_fbp_stream_bytes(g, resident) : 0;
     if (on_gpu) {
         /* The pinned staging banks, and the device's two output buffers
          * per batch beside the sinograms. */
         *host = add(out, mul(mul(2 * bank, frame), sizeof(float)));
-        *device = add(add(sinograms, filter), mul(mul(2, per_batch), slice));
+        *device = add(add(add(sinograms, filter), streamed),
+                      mul(mul(2, device_batch), slice));
     } else {
-        *host = add(add(out, sinograms), filter);
+        *host = add(add(add(out, sinograms), filter), streamed);
         *device = 0;
     }
 }

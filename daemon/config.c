@@ -144,6 +144,36 @@ static json_t *dump_slices(const rtomod_config *cfg)
     return rtomo_slice_selection_to_json(&cfg->reconstruction.slices);
 }
 
+/* "slices": [row, ...], at most RTOMOD_PREVIEW_MAX rows; [] = the middle
+ * selected slice. */
+static int parse_preview_rows(const json_t *v, rtomod_config *cfg, char *why,
+                              size_t n)
+{
+    if (!json_is_array(v) || json_array_size(v) > RTOMOD_PREVIEW_MAX) {
+        snprintf(why, n, "expected a list of at most %d detector rows",
+                 RTOMOD_PREVIEW_MAX);
+        return -1;
+    }
+    int rows[RTOMOD_PREVIEW_MAX];
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (json_int_in(json_array_get(v, i), 0, 65535, &rows[i]) != 0) {
+            snprintf(why, n, "element %zu is not a detector row in "
+                     "[0, 65535]", i);
+            return -1;
+        }
+    cfg->preview.n_rows = (int)json_array_size(v);
+    memcpy(cfg->preview.rows, rows, sizeof(int) * (size_t)cfg->preview.n_rows);
+    return 0;
+}
+
+static json_t *dump_preview_rows(const rtomod_config *cfg)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < cfg->preview.n_rows; i++)
+        json_array_append_new(a, json_integer(cfg->preview.rows[i]));
+    return a;
+}
+
 /* "roi": null | [x, y, w, h] */
 static int parse_roi(const json_t *v, rtomod_config *cfg, char *why, size_t n)
 {
@@ -306,6 +336,11 @@ static const field fields[] = {
     INT("reconstruction", "batch", reconstruction.batch, 0, 4096, 0),
     INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,
         1 << 16, 0),
+    BOOL("reconstruction", "streaming", reconstruction.streaming),
+    INT("reconstruction", "window_refresh", reconstruction.window_refresh, 0,
+        1 << 20, 0),
+    INT("preview", "every", preview.every, 0, 1 << 30, 1),
+    CUSTOM("preview", "slices", parse_preview_rows, dump_preview_rows, 1),
     INT("scans", "max", scans.max, 1, RTOMOD_MAX_SCANS, 0),
     INT("scans", "idle_timeout_ms", scans.idle_timeout_ms, 0, 86400000, 1),
     ENUM("scans", "incomplete", scans.incomplete_abort, enum_incomplete, 1),
@@ -381,6 +416,12 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->reconstruction.batch = 0;
     /* Two windows in flight keep a GPU busy; more only add latency. */
     cfg->reconstruction.window_backlog = 2;
+    /* Resident slices make the reconstruction finish with the scan; the
+     * budget decides how many fit, so on is safe. */
+    cfg->reconstruction.streaming = 1;
+    /* A recomputation every 50 windows costs 2% more back-projection and
+     * keeps the drift near 1e-7 (tests/test_fbp_stream.c). */
+    cfg->reconstruction.window_refresh = 50;
     /* One scan acquiring while up to three earlier ones reconstruct: a
      * camera's scans in a row never wait for the daemon. */
     cfg->scans.max = 4;

@@ -3,7 +3,7 @@
  * requests {"cmd": ...} answered at once from the loop's own state, so a
  * status query never waits on the engines.
  *
- * Commands: ping, status, get_config, set_config, abort.  Every request gets
+ * Commands: ping, status, get_config, set_config, abort, scan, planes.  Every request gets
  * exactly one reply (REP demands it); a bad one gets
  * {"ok": false, "error": code, "message": words}.
  */
@@ -201,10 +201,40 @@ static json_t *cmd_scan(rtomod *d, const json_t *request, char **error)
     return reply;
 }
 
+/* Planes of any orientation: replaced when "planes" is given, reported
+ * either way.  A plane needs every row of the volume in one plan, so
+ * several workers (rows split over GPUs) cannot serve them yet. */
+static json_t *cmd_planes(rtomod *d, const json_t *request, char **error)
+{
+    const json_t *list = json_object_get(request, "planes");
+    if (list) {
+        char why[RTOMO_REASON_MAX];
+        rtomo_fbp_plane planes[RTOMOD_MAX_PLANES];
+        int n = 0;
+        if (rtomod_planes_from_json(list, planes, &n, why, sizeof why) != 0) {
+            *error = error_reply("bad_argument", "%s", why);
+            return NULL;
+        }
+        if (n > 0 && d->pool.n > 1) {
+            *error = error_reply("bad_state", "planes need the whole volume "
+                                 "in one worker; this daemon splits rows "
+                                 "over %d workers", d->pool.n);
+            return NULL;
+        }
+        memcpy(d->planes, planes, sizeof planes[0] * (size_t)n);
+        d->n_planes = n;
+    }
+    json_t *reply = ok_reply();
+    json_object_set_new(reply, "planes",
+                        rtomod_planes_to_json(d->planes, d->n_planes));
+    return reply;
+}
+
 static const struct {
     const char *name;
     command_fn fn;
 } commands[] = {
+    {"planes", cmd_planes},
     {"ping", cmd_ping},
     {"status", cmd_status},
     {"get_config", cmd_get_config},
@@ -243,7 +273,7 @@ static char *answer(rtomod *d, const char *text, size_t size, int n_parts)
         if (i == sizeof commands / sizeof commands[0])
             error = error_reply("unknown_command", "unknown command '%s' "
                                 "(ping, status, get_config, set_config, "
-                                "abort, scan)", cmd);
+                                "abort, scan, planes)", cmd);
         else
             reply = commands[i].fn(d, request, &error);
     }

@@ -116,6 +116,8 @@ typedef struct rtomod_scan {
     long rejected;              /* messages naming it that were rejected */
     uint32_t rejects[RTOMO_REJECT_COUNT];
     rtomod_budget_claim claim;  /* memory admitted for it (budget.c) */
+    char start_note[160];       /* added to the scan_started message */
+    char start_reason[32];      /* its reason code ("" = none) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;
 } rtomod_scan;
@@ -184,6 +186,10 @@ int rtomod_scan_check_image(rtomod *d, const char *id, size_t bytes,
  * one's open), or reject the begin (over_budget, with the numbers; `what`
  * names the scan's kind and size).  Returns 0 or -1. */
 int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what);
+/* The same claim without the reject: -1 with why[] filled when it does
+ * not fit (the caller may then ask for less). */
+int rtomod_scan_try_admit(rtomod *d, rtomod_scan *scan, char *why,
+                          size_t why_size);
 /* Register a new scan as acquiring, start its idle timer and announce
  * it. */
 void rtomod_scan_activate(rtomod *d, rtomod_scan *scan);
@@ -345,6 +351,8 @@ struct rtomod {
     rtomod_scan *scans;         /* live scans, oldest first */
     rtomod_budget budget;       /* memory admitted for them */
     rtomod_history history;     /* what became of recent scans */
+    rtomo_fbp_plane planes[RTOMOD_MAX_PLANES];  /* asked for by operators */
+    int n_planes;
     int handling_begin;         /* the message being handled is a begin:
                                    a reject of it is a refusal */
     uint64_t next_serial;
@@ -366,6 +374,13 @@ void rtomod_scan_outcome(const rtomod_scan *scan, rtomod_outcome *out);
 
 /* Monotonic seconds. */
 double rtomod_now(void);
+
+/* Planes of any orientation in their control form (planes.c): a JSON list
+ * of {"centre", "u", "v", "width", "height"} checked into planes[] (u, v
+ * normalised); -1 with why[] naming the field. */
+int rtomod_planes_from_json(const json_t *list, rtomo_fbp_plane *planes,
+                            int *n_planes, char *why, size_t n);
+json_t *rtomod_planes_to_json(const rtomo_fbp_plane *planes, int n_planes);
 
 /* Build everything from the configuration (sockets, workers, watchers).
  * Returns 0, or -1 with `error` filled and everything released. */

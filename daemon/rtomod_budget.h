@@ -53,10 +53,11 @@ size_t rtomod_budget_sbdx_image_bytes(const rtomo_sbdx_geometry *g,
                                       int plane_bytes);
 
 /* What one worker's part of a tomography scan holds: `rows` detector rows
- * of the geometry's width, n_proj projections, `batch` slices of the
- * output size per publication batch, `buffers` batch buffers alive. */
+ * of the geometry's width, n_proj projections, `resident` of the slices
+ * kept resident (streaming), `batch` slices of the output size per
+ * publication batch, `buffers` batch buffers alive. */
 void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
-                             int batch, int buffers, int on_gpu,
+                             int resident, int batch, int buffers, int on_gpu,
                              size_t *host, size_t *device);
 /* What one worker's SBDX plan holds (output planes as float32 or uint16,
  * `buffers` output sets alive). */

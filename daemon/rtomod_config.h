@@ -4,13 +4,16 @@
  * control socket may change.  docs/rtomod.md documents every key.
  *
  * The configuration is a JSON object of sections ("ingest", "publish",
- * "control", "engine", "reconstruction", "scans", "limits", "queue",
+ * "control", "engine", "reconstruction", "preview", "scans", "limits", "queue",
  * "telemetry", "log", "shutdown").  Keys are addressed as "section.key" paths, both in the file
  * and in --set overrides; unknown keys are refused so that a typo never goes
  * unnoticed.
  */
 #ifndef RTOMOD_CONFIG_H
 #define RTOMOD_CONFIG_H
+
+/* Slices a preview may show at most. */
+#define RTOMOD_PREVIEW_MAX 16
 
 #include <stddef.h>
 #include <stdint.h>
@@ -77,7 +80,20 @@ typedef struct rtomod_config {
         int rows_first, rows_count; /* detector rows this daemon takes
                                    (several daemons share a stream);
                                    count 0 = all */
+        int streaming;          /* keep the selected slices resident and
+                                   back-project while the scan is
+                                   acquired, as far as they fit */
+        int window_refresh;     /* continuous, resident slices: windows
+                                   between exact recomputations (bounds
+                                   float drift); 0 = never */
     } reconstruction;
+    struct {
+        int every;              /* projections between previews of
+                                   resident slices; 0 = no previews */
+        int rows[RTOMOD_PREVIEW_MAX];   /* detector rows previewed; none =
+                                   the middle selected slice */
+        int n_rows;
+    } preview;
     struct {
         int max;                /* scans in flight (acquiring or
                                    reconstructing) at most */

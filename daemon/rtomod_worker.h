@@ -44,8 +44,23 @@ typedef enum rtomod_job_kind {
 /* What a tomography plan needs beyond its geometry, decided by the loop. */
 typedef struct rtomod_tomo_begin_job {
     rtomo_fbp_geometry geometry;    /* kept rows of this worker; owns angles
-                                       and axis_shift */
+                                       and axis_shift.  Continuous: n_proj
+                                       is the window's ring of slots,
+                                       window_proj the window */
+    int continuous;             /* projections arrive by global index into
+                                   a sliding window (rtomo_fbp_window) */
+    int window_refresh;         /* continuous: reads between exact
+                                   recomputations of resident slices */
+    int *resident;              /* rows kept as resident slices, ascending
+                                   (owned); n_resident 0 = none */
+    int n_resident;
+    int preview_every;          /* projections between previews, 0 = none */
+    int *preview_rows;          /* resident rows previewed (owned) */
+    int n_preview;
 } rtomod_tomo_begin_job;
+
+/* Planes of any orientation an operator asked for (control "planes"). */
+#define RTOMOD_MAX_PLANES 4
 
 typedef struct rtomod_tomo_reconstruct_job {
     int *rows;                  /* detector rows (owned) */
@@ -62,6 +77,10 @@ typedef struct rtomod_tomo_reconstruct_job {
     int64_t projection_first, projection_last;
     double angle_first, angle_last;
     int close_plan;             /* 1: the scan is over, free the plan */
+    /* Planes to reconstruct after the slices (one worker holds every
+     * row; see scan_tomo.c). */
+    rtomo_fbp_plane planes[RTOMOD_MAX_PLANES];
+    int n_planes;
 } rtomod_tomo_reconstruct_job;
 
 typedef struct rtomod_sbdx_begin_job {
@@ -171,6 +190,8 @@ typedef struct rtomod_worker {
     _Atomic uint64_t abort_serial;
     /* Busy time for the "load" figure (nanoseconds, written by the worker). */
     _Atomic uint64_t busy_ns;
+    /* Previews published and dropped (the publisher was behind). */
+    _Atomic uint64_t previews, previews_dropped;
 
     /* Results on their way to the loop (rtomod_finisher.h).  The outbox
      * and blocked_seconds belong to the worker thread. */

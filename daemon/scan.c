@@ -662,15 +662,23 @@ static void leaving_claims(rtomod *d, rtomod_budget_claim *leaving)
     }
 }
 
-int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what)
+int rtomod_scan_try_admit(rtomod *d, rtomod_scan *scan, char *why,
+                          size_t why_size)
 {
-    char why[RTOMO_REASON_MAX - 64];
     rtomod_budget_claim leaving;
     leaving_claims(d, &leaving);
     if (rtomod_budget_take(&d->budget, &scan->claim, &leaving, why,
-                           sizeof why) == 0)
+                           why_size) == 0)
         return 0;
     memset(&scan->claim, 0, sizeof scan->claim);
+    return -1;
+}
+
+int rtomod_scan_admit(rtomod *d, rtomod_scan *scan, const char *what)
+{
+    char why[RTOMO_REASON_MAX - 64];
+    if (rtomod_scan_try_admit(d, scan, why, sizeof why) == 0)
+        return 0;
     rtomod_rejectf(d, RTOMO_REJECT_BUDGET, scan->id, -1, "%s %s", what, why);
     return -1;
 }
@@ -686,9 +694,11 @@ void rtomod_scan_activate(rtomod *d, rtomod_scan *scan)
     d->counters.scans_started++;
     arm_idle_timer(d, scan, d->cfg.scans.idle_timeout_ms / 1000.0);
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "scan_started", scan->id,
-                         -1, NULL, "%s started (%d scans in flight)",
+                         -1, scan->start_reason[0] ? scan->start_reason : NULL,
+                         "%s started (%d scans in flight)%s%s",
                          kind_name(scan->kind), rtomod_scan_count(d,
                              RTOMOD_SCAN_ACQUIRING) +
-                             rtomod_scan_count(d, RTOMOD_SCAN_FINISHING));
+                             rtomod_scan_count(d, RTOMOD_SCAN_FINISHING),
+                         scan->start_note[0] ? "; " : "", scan->start_note);
     rtomod_ingest_replay_early(d, scan->id);
 }

@@ -78,6 +78,11 @@ struct rtomod_tomo_scan {
     /* Kept rows of each worker's plan: [kept_first, kept_last], or
      * kept_first = -1 when the worker got no rows. */
     int kept_first[RTOMO_MAX_DEVICES], kept_last[RTOMO_MAX_DEVICES];
+    /* Each worker's part of the chosen rows: rows[part_first ..
+     * part_first + part_count), of which the first resident[w] are kept
+     * resident (streaming). */
+    int part_first[RTOMO_MAX_DEVICES], part_count[RTOMO_MAX_DEVICES];
+    int resident[RTOMO_MAX_DEVICES];
     /* Continuous mode. */
     int64_t *slot_index;            /* projection in each slot, -1 = none */
     double *slot_angle;             /* its angle, radians */
@@ -236,9 +241,11 @@ static void output_shape(const rtomod *d, int *batch, int *buffers)
     *buffers = d->cfg.publish.stats_threads + 1 + 3;
 }
 
-/* The memory a scan's plans hold, worker by worker (budget.c). */
+/* The memory a scan's plans hold, worker by worker (budget.c), with
+ * resident[w] of worker w's slices resident. */
 static void estimate(const rtomod *d, const rtomo_fbp_geometry *g,
-                     const rtomod_tomo_scan *t, rtomod_budget_claim *claim)
+                     const rtomod_tomo_scan *t, const int *resident,
+                     rtomod_budget_claim *claim)
 {
     int batch, buffers;
     output_shape(d, &batch, &buffers);
@@ -248,18 +255,152 @@ static void estimate(const rtomod *d, const rtomo_fbp_geometry *g,
             continue;
         size_t host, device;
         rtomod_budget_tomo_part(g, t->kept_last[w] - t->kept_first[w] + 1,
-                                batch, buffers, d->n_gpus > 0, &host,
-                                &device);
+                                resident[w], batch, buffers, d->n_gpus > 0,
+                                &host, &device);
         claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
                                                     : claim->host + host;
         claim->device[w] = device;
     }
 }
 
+/* Claim the plans with at most k resident slices per worker (each at most
+ * its part).  Returns 0 (claimed), or -1 with why[] filled. */
+static int try_resident(rtomod *d, rtomod_scan *scan,
+                        const rtomo_fbp_geometry *g, int k, char *why,
+                        size_t why_size)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    for (int w = 0; w < d->pool.n; w++)
+        t->resident[w] = t->part_count[w] < k ? t->part_count[w] : k;
+    estimate(d, g, t, t->resident, &scan->claim);
+    return rtomod_scan_try_admit(d, scan, why, why_size);
+}
+
+/* Admit the scan's plans with as many resident slices as the budgets
+ * allow (all of them when they fit, else the largest equal share per
+ * worker, found by bisection: the claim grows with k).  Returns 0, or -1
+ * with why[] filled when not even the plans fit. */
+static int admit_resident(rtomod *d, rtomod_scan *scan,
+                          const rtomo_fbp_geometry *g, char *why,
+                          size_t why_size)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    int most = 0;
+    for (int w = 0; w < d->pool.n; w++)
+        if (t->part_count[w] > most)
+            most = t->part_count[w];
+    if (!d->cfg.reconstruction.streaming)
+        most = 0;
+    if (try_resident(d, scan, g, most, why, why_size) == 0)
+        return 0;
+    if (most == 0 || try_resident(d, scan, g, 0, why, why_size) != 0)
+        return -1;
+    int lo = 0, hi = most;  /* lo fits, hi does not */
+    char ignored[RTOMO_REASON_MAX];
+    while (hi - lo > 1) {
+        rtomod_budget_release(&d->budget, &scan->claim);
+        int mid = lo + (hi - lo) / 2;
+        if (try_resident(d, scan, g, mid, ignored, sizeof ignored) == 0)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    rtomod_budget_release(&d->budget, &scan->claim);
+    return try_resident(d, scan, g, lo, why, why_size);
+}
+
+/* What scan_started and status say of the resident slices. */
+static void note_resident(rtomod_scan *scan)
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    int resident = 0, slices = 0;
+    for (int w = 0; w < RTOMO_MAX_DEVICES; w++) {
+        resident += t->resident[w];
+        slices += t->part_count[w];
+    }
+    const char *how = t->spec->continuous ? "updated as projections enter "
+                                            "and leave the window"
+                                          : "back-projected while the scan "
+                                            "is acquired";
+    if (slices == 0)
+        return;
+    if (resident == slices) {
+        snprintf(scan->start_reason, sizeof scan->start_reason, "streaming");
+        snprintf(scan->start_note, sizeof scan->start_note, "all %d slices "
+                 "resident, %s", slices, how);
+    } else if (resident > 0) {
+        snprintf(scan->start_reason, sizeof scan->start_reason,
+                 "streaming_partial");
+        snprintf(scan->start_note, sizeof scan->start_note, "%d of %d slices "
+                 "resident (memory budget), %s; the others %s", resident,
+                 slices, how, t->spec->continuous ? "from scratch per window"
+                                                  : "after the scan");
+    } else {
+        snprintf(scan->start_reason, sizeof scan->start_reason, "after_scan");
+        snprintf(scan->start_note, sizeof scan->start_note, "no slice "
+                 "resident (%s): %s", scan->tomo->spec->continuous
+                 ? "each window back-projected from scratch"
+                 : "slices back-projected after the scan",
+                 scan->d->cfg.reconstruction.streaming
+                     ? "memory budget" : "reconstruction.streaming is off");
+    }
+}
+
+/* The preview rows of a worker: the configured ones among its resident
+ * slices, else the middle chosen slice when it is one of them. */
+static int preview_rows(const rtomod *d, const rtomod_tomo_scan *t,
+                        const int *resident, int n_resident, int *out)
+{
+    const int *rows = d->cfg.preview.rows;
+    int n_rows = d->cfg.preview.n_rows;
+    int middle;
+    if (d->cfg.preview.every == 0 || n_resident == 0)
+        return 0;
+    if (n_rows == 0) {
+        int base, n_own;
+        own_rows(d, t, &base, &n_own);
+        if (n_own == 0)
+            return 0;
+        middle = t->rows[base + n_own / 2];
+        rows = &middle;
+        n_rows = 1;
+    }
+    int n = 0;
+    for (int i = 0; i < n_rows; i++)
+        for (int j = 0; j < n_resident; j++)
+            if (resident[j] == rows[i]) {
+                out[n++] = rows[i];
+                break;
+            }
+    return n;
+}
+
+/* The streaming part of worker w's begin job: its resident rows (the
+ * first of its part) and previews.  Returns 0 or -1 (out of memory). */
+static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
+                           const int *part, rtomod_tomo_begin_job *b)
+{
+    b->continuous = t->spec->continuous;
+    b->window_refresh = d->cfg.reconstruction.window_refresh;
+    b->n_resident = t->resident[w];
+    if (b->n_resident == 0)
+        return 0;
+    b->resident = malloc(sizeof(int) * (size_t)b->n_resident);
+    b->preview_rows = malloc(sizeof(int) * RTOMOD_PREVIEW_MAX);
+    if (!b->resident || !b->preview_rows)
+        return -1;
+    memcpy(b->resident, part, sizeof(int) * (size_t)b->n_resident);
+    b->n_preview = preview_rows(d, t, b->resident, b->n_resident,
+                                b->preview_rows);
+    b->preview_every = b->n_preview > 0 ? d->cfg.preview.every : 0;
+    return 0;
+}
+
 /* Split this daemon's chosen rows into one contiguous part per worker,
- * admit the plans' memory and queue them (none when it has no rows of
- * this scan).  Returns 0; -1 when out of memory; -2 when the budgets have
- * no room (the begin is rejected then). */
+ * admit the plans' memory (with as many resident slices as fit) and queue
+ * them (none when it has no rows of this scan).  Returns 0; -1 when out
+ * of memory; -2 when the budgets have no room (the begin is rejected
+ * then). */
 static int create_plans(rtomod *d, rtomod_scan *scan,
                         const rtomo_fbp_geometry *g)
 {
@@ -276,17 +417,23 @@ static int create_plans(rtomod *d, rtomod_scan *scan,
         int hi = (int)((long)n_own * (w + 1) / parts) - 1;
         t->kept_first[w] = rows[lo];
         t->kept_last[w] = rows[hi];
+        t->part_first[w] = base + lo;
+        t->part_count[w] = hi - lo + 1;
     }
-    estimate(d, g, t, &scan->claim);
-    char what[160];
-    snprintf(what, sizeof what, "a scan of %d projections x %d rows of %d "
-             "bins", g->n_proj, n_own, g->det_width);
-    if (rtomod_scan_admit(d, scan, what) != 0)
+    char why[RTOMO_REASON_MAX - 96];
+    if (admit_resident(d, scan, g, why, sizeof why) != 0) {
+        rtomod_rejectf(d, RTOMO_REJECT_BUDGET, scan->id, -1, "a scan of %d "
+                       "projections x %d rows of %d bins %s", g->n_proj,
+                       n_own, g->det_width, why);
         return -2;
+    }
+    note_resident(scan);
     for (int w = 0; w < parts; w++) {
         if (!(jobs[w] = begin_job(scan, g, t->kept_first[w],
-                                  t->kept_last[w]))) {
-            for (int i = 0; i < w; i++)
+                                  t->kept_last[w])) ||
+            begin_streaming(d, t, w, t->rows + t->part_first[w],
+                            &jobs[w]->u.tomo) != 0) {
+            for (int i = 0; i <= w; i++)
                 rtomod_job_free(jobs[i]);
             return -1;
         }
@@ -346,8 +493,23 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                        "projection's \"angle\")");
         return -1;
     }
+    if (spec->continuous && spec->geometry.axis_shift) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "field \"axis_shift\" (a list) cannot describe a "
+                       "continuous scan: give each projection's "
+                       "\"axis_shift\"");
+        return -1;
+    }
     rtomo_fbp_geometry g;
     compose_geometry(&d->cfg, spec, &g);
+    if (spec->continuous) {
+        /* The plans hold the window in a ring of slots (rtomo_fbp_window):
+         * projection i in slot i mod n_proj, weighted as a window. */
+        g.window_proj = g.n_proj;
+        g.n_proj = rtomo_fbp_window_slots(g.n_proj);
+        g.angle_step = spec->geometry.angle_step != 0
+                           ? spec->geometry.angle_step : M_PI / g.window_proj;
+    }
     rtomo_error err;
     if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK) {
         rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
@@ -445,6 +607,9 @@ static placement place_frame(const rtomod_tomo_scan *t,
     placement p = {msg->frame.index, NAN};
     if (!t->spec->continuous || msg->type != RTOMO_MSG_PROJECTION)
         return p;
+    /* The worker's window places it in its ring by the index; the loop
+     * keeps the last n_proj (slot = index mod n_proj) for the windows'
+     * headers. */
     int64_t index = msg->frame.index;
     p.slot = index % t->spec->geometry.n_proj;
     p.angle = isnan(msg->frame.angle)
@@ -477,7 +642,9 @@ static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
                            msg->frame.index, "out of memory for a job");
             return -1;
         }
-        jobs[n]->index = at.slot;
+        /* Continuous projections keep their global index: the worker's
+         * window knows what enters and what leaves by it. */
+        jobs[n]->index = msg->frame.index;
         if (!isnan(at.angle))
             jobs[n]->angle = at.angle;
         n++;
@@ -649,6 +816,8 @@ static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
     rc->angle_first = set->angle_first;
     rc->angle_last = set->angle_last;
     rc->close_plan = set->close_plan;
+    memcpy(rc->planes, d->planes, sizeof d->planes);
+    rc->n_planes = d->n_planes;
     job->t_input = set->t_input;
     return job;
 }
@@ -918,4 +1087,12 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
         json_object_set_new(out, "windows_pending",
                             json_integer(t->n_pending));
     }
+    int resident = 0, slices = 0;
+    for (int w = 0; w < RTOMO_MAX_DEVICES; w++) {
+        resident += t->resident[w];
+        slices += t->part_count[w];
+    }
+    json_object_set_new(out, "resident", json_pack(
+        "{s:i, s:i, s:s}", "slices", resident, "of", slices,
+        "mode", scan->start_reason[0] ? scan->start_reason : "none"));
 }

@@ -49,7 +49,14 @@ static json_t *counters_json(rtomod *d)
                               "aborted", (json_int_t)n->scans_aborted,
                               "refused", (json_int_t)n->scans_refused,
                               "timed_out", (json_int_t)n->scans_timed_out);
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+    uint64_t previews = 0, previews_dropped = 0;
+    for (int w = 0; w < d->pool.n; w++) {
+        previews += atomic_load(&d->pool.workers[w].previews);
+        previews_dropped += atomic_load(&d->pool.workers[w].previews_dropped);
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+                     "previews", (json_int_t)previews,
+                     "previews_dropped", (json_int_t)previews_dropped,
                      "accepted", (json_int_t)d->counters.accepted,
                      "rejected", (json_int_t)d->counters.rejected,
                      "dropped", (json_int_t)d->counters.dropped,

@@ -50,6 +50,8 @@ void rtomod_job_free(rtomod_job *job)
     case RTOMOD_JOB_TOMO_BEGIN:
         free((double *)job->u.tomo.geometry.angles);
         free((double *)job->u.tomo.geometry.axis_shift);
+        free(job->u.tomo.resident);
+        free(job->u.tomo.preview_rows);
         break;
     case RTOMOD_JOB_TOMO_RECONSTRUCT:
         free(job->u.recon.rows);
@@ -241,6 +243,10 @@ int buffers_kept(const rtomod_worker *w)
 
 void plan_close(plan_state *s)
 {
+    rtomo_fbp_window_destroy(s->window);
+    rtomod_buffer_unref(s->preview_last);
+    rtomod_buffer_pool_close(s->previews);
+    free(s->preview_rows);
     rtomo_fbp_destroy(s->fbp);
     rtomo_sbdx_destroy(s->sbdx);
     rtomod_buffer_pool_close(s->slices);

@@ -24,6 +24,14 @@ typedef struct plan_state {
     char scan[RTOMO_ID_MAX];
     int failed;                 /* creation or a fatal engine call failed */
     rtomo_fbp *fbp;
+    rtomo_fbp_window *window;   /* continuous scans: the sliding window */
+    int streaming;              /* plain scans: resident slices are open */
+    long projections;           /* projections fed so far */
+    int preview_every;          /* 0 = no previews */
+    int *preview_rows, n_preview;
+    rtomod_buffer_pool *previews;
+    rtomod_buffer *preview_last;    /* our reference to the last preview:
+                                       still shared = not yet published */
     rtomo_sbdx *sbdx;
     rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
     pending_frame pending[MAX_PIPELINE];

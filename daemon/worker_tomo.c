@@ -11,23 +11,135 @@
 #include <string.h>
 
 #include "rtomod_log.h"
+#include "rtomod_buffer.h"
 #include "worker_internal.h"
 
 /* ------------------------------------------------------ tomography ---- */
 
+/* Resident slices for the begin job's rows (a plain scan), or the
+ * sliding window (continuous).  Slices that do not fit on the device are
+ * not an error: the scan goes on with back-projection after the scan (or
+ * from scratch per window), and the loop hears why. */
+static void open_streaming(rtomod_worker *w, plan_state *s,
+                           const rtomod_tomo_begin_job *b, uint64_t serial)
+{
+    rtomo_error err, why;
+    rtomo_clear_error(&why);
+    if (b->continuous) {
+        s->window = rtomo_fbp_window_create(s->fbp, b->resident, b->n_resident,
+                                            b->window_refresh, &why, &err);
+        if (!s->window) {
+            s->failed = 1;
+            engine_failed(w, s, serial, "cannot create the window", &err);
+            return;
+        }
+    } else if (b->n_resident > 0) {
+        s->streaming = rtomo_fbp_stream_open(s->fbp, b->resident,
+                                             b->n_resident, &why) == RTOMO_OK;
+    }
+    if (why.code != RTOMO_OK) {
+        char message[2 * RTOMO_REASON_MAX];
+        snprintf(message, sizeof message, "scan %s: %d slices could not be "
+                 "kept resident (%s); they are back-projected %s", s->scan,
+                 b->n_resident, why.message,
+                 b->continuous ? "from scratch every window"
+                               : "after the scan");
+        post_error(w, serial, 0, "not_resident", message);
+    }
+}
+
 void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
+    rtomod_tomo_begin_job *b = &job->u.tomo;
     rtomo_error err;
-    s->fbp = rtomo_fbp_create(&job->u.tomo.geometry, &w->options, &err);
+    s->fbp = rtomo_fbp_create(&b->geometry, &w->options, &err);
     if (!s->fbp) {
         s->failed = 1;
         engine_failed(w, s, job->serial, "cannot create the FBP plan", &err);
         return;
     }
-    log_debug("worker %d: scan %s: FBP plan on %s, rows [%d, %d)", w->index,
-              s->scan, rtomo_backend_name(rtomo_fbp_backend(s->fbp)),
-              job->u.tomo.geometry.row_first,
-              job->u.tomo.geometry.row_first + job->u.tomo.geometry.row_count);
+    log_debug("worker %d: scan %s: FBP plan on %s, rows [%d, %d), %d "
+              "resident", w->index, s->scan,
+              rtomo_backend_name(rtomo_fbp_backend(s->fbp)),
+              b->geometry.row_first,
+              b->geometry.row_first + b->geometry.row_count, b->n_resident);
+    open_streaming(w, s, b, job->serial);
+    s->preview_every = b->preview_every;
+    s->preview_rows = b->preview_rows;      /* the plan owns them now */
+    s->n_preview = b->n_preview;
+    b->preview_rows = NULL;
+}
+
+/* ---------------------------------------------------------- previews ---- */
+
+/* The resident slices of the preview rows, published on topic "preview"
+ * when the previous preview has gone out; dropped (and counted) while it
+ * is still on its way, so that a slow publisher never holds up the
+ * reconstruction. */
+static void publish_preview(rtomod_worker *w, plan_state *s,
+                            const rtomod_job *job)
+{
+    if (s->preview_last && atomic_load(&s->preview_last->refs) > 1) {
+        atomic_fetch_add(&w->previews_dropped, 1);
+        return;
+    }
+    int roi[4];
+    rtomo_fbp_stream_roi(s->fbp, roi);
+    const size_t pixels = (size_t)roi[2] * (size_t)roi[3];
+    rtomod_buffer *buf = pooled_buffer(w, &s->previews, pixels *
+                                       sizeof(float) * (size_t)s->n_preview);
+    rtomo_error err;
+    if (!buf || rtomo_fbp_stream_read(s->fbp, s->preview_rows, s->n_preview,
+                                      (float *)buf->data, &err) != RTOMO_OK) {
+        atomic_fetch_add(&w->previews_dropped, 1);
+        rtomod_buffer_unref(buf);
+        return;
+    }
+    for (int i = 0; i < s->n_preview; i++) {
+        rtomo_image_header h;
+        rtomo_image_header_init(&h);
+        snprintf(h.topic, sizeof h.topic, "%s", RTOMO_TOPIC_PREVIEW);
+        snprintf(h.scan, sizeof h.scan, "%s", s->scan);
+        h.index = i;
+        h.count = s->n_preview;
+        h.slice = s->preview_rows[i];
+        h.width = roi[2];
+        h.height = roi[3];
+        memcpy(h.roi, roi, sizeof h.roi);
+        h.projections = s->projections;
+        post_image(w, job->serial, -1, job->t_input, &h, buf,
+                   (float *)buf->data + pixels * (size_t)i,
+                   pixels * sizeof(float));
+    }
+    rtomod_buffer_unref(s->preview_last);
+    s->preview_last = buf;      /* our reference: shared while in flight */
+    atomic_fetch_add(&w->previews, 1);
+}
+
+static int previews_due(const plan_state *s)
+{
+    return s->preview_every > 0 && s->n_preview > 0 &&
+           (s->streaming || (s->window && rtomo_fbp_window_resident(s->window)))
+           && s->projections % s->preview_every == 0;
+}
+
+/* ------------------------------------------------------------ frames ---- */
+
+/* Feed a projection: into the window (continuous), or into its slot and,
+ * when slices are resident, their queue. */
+static rtomo_status feed_projection(plan_state *s, const rtomod_job *job,
+                                    rtomo_error *err)
+{
+    const void *frame = zmq_msg_data((zmq_msg_t *)&job->payload);
+    if (s->window)
+        return rtomo_fbp_window_add(s->window, job->index, frame, job->dtype,
+                                    job->angle, job->axis_shift, err);
+    rtomo_status st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
+                                               job->dtype, job->angle,
+                                               job->axis_shift, err);
+    if (st == RTOMO_OK && s->streaming)
+        st = rtomo_fbp_stream_queue(s->fbp, (int)job->index, 1.0f, err);
+    return st;
 }
 
 void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
@@ -44,11 +156,14 @@ void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
         what = "flat frame";
     } else {
         double t0 = now_seconds();
-        st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
-                                      job->dtype, job->angle, job->axis_shift,
-                                      &err);
+        st = feed_projection(s, job, &err);
         s->set_seconds += now_seconds() - t0;
         what = "projection";
+        if (st == RTOMO_OK) {
+            s->projections++;
+            if (previews_due(s))
+                publish_preview(w, s, job);
+        }
     }
     if (st != RTOMO_OK) {
         char buf[64];
@@ -59,6 +174,14 @@ void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
 }
 
 /* The header of the slice of reconstruct job `rc` at position i. */
+/* Projections in what a reconstruction reads now: the window's, or every
+ * one fed. */
+static long projections_held(const plan_state *s)
+{
+    return s->window ? rtomo_fbp_window_slot_list(s->window, NULL)
+                     : s->projections;
+}
+
 static void slice_header(const plan_state *s,
                          const rtomod_tomo_reconstruct_job *rc, int i,
                          rtomo_image_header *h)
@@ -82,6 +205,7 @@ static void slice_header(const plan_state *s,
     h->angle_last = rc->angle_last;
     h->projection_first = rc->projection_first;
     h->projection_last = rc->projection_last;
+    h->projections = projections_held(s);
     h->compute_ms = 1e3 * s->set_seconds;
 }
 
@@ -134,8 +258,13 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     rtomo_fbp_stats before, after;
     rtomo_fbp_get_stats(s->fbp, &before);
     float *out = (float *)buf->data;
-    if (rtomo_fbp_reconstruct(s->fbp, rc->rows + first, n, out, &err) !=
-        RTOMO_OK) {
+    /* Resident slices are read, the rest back-projected now. */
+    rtomo_status st =
+        s->window ? rtomo_fbp_window_read(s->window, rc->rows + first, n, out,
+                                          &err)
+                  : rtomo_fbp_stream_collect(s->fbp, rc->rows + first, n, out,
+                                             &err);
+    if (st != RTOMO_OK) {
         engine_failed(w, s, job->serial, "reconstruction", &err);
         rtomod_buffer_unref(buf);
         return -1;
@@ -162,6 +291,69 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
  * worker takes projection and window jobs in the order they were queued,
  * so a window reads exactly the projections that came before it, and no
  * projection overwrites a slot while a window reads it. */
+/* Plane i of the job from the projections the plan holds (a window's
+ * alone), published on topic "plane".  Returns 0, or -1 when the engine
+ * failed. */
+static int tomo_plane(rtomod_worker *w, plan_state *s, const rtomod_job *job,
+                      int i)
+{
+    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    const rtomo_fbp_plane *p = &rc->planes[i];
+    const size_t pixels = (size_t)p->width * (size_t)p->height;
+    rtomo_error err;
+    int *slots = NULL, n_slots = 0;
+    if (s->window) {
+        const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+        if (!(slots = malloc(sizeof(int) * (size_t)g->window_proj))) {
+            rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory");
+            engine_failed(w, s, job->serial, "plane", &err);
+            return -1;
+        }
+        n_slots = rtomo_fbp_window_slot_list(s->window, slots);
+    }
+    rtomod_buffer *buf = rtomod_buffer_new(pixels * sizeof(float));
+    rtomo_status st = RTOMO_E_NOMEM;
+    double t0 = now_seconds();
+    if (!buf)
+        rtomo_set_error(&err, st, "out of memory for a %dx%d plane",
+                        p->width, p->height);
+    else
+        st = rtomo_fbp_reconstruct_plane(s->fbp, p, slots, n_slots,
+                                         (float *)buf->data, &err);
+    free(slots);
+    if (st != RTOMO_OK) {
+        engine_failed(w, s, job->serial, "plane", &err);
+        rtomod_buffer_unref(buf);
+        return -1;
+    }
+    rtomo_image_header h;
+    rtomo_image_header_init(&h);
+    snprintf(h.topic, sizeof h.topic, "%s", RTOMO_TOPIC_PLANE);
+    snprintf(h.scan, sizeof h.scan, "%s", s->scan);
+    h.frame = rc->frame;
+    h.index = i;
+    h.count = rc->n_planes;
+    h.plane = i;
+    h.width = p->width;
+    h.height = p->height;
+    h.roi[2] = p->width;
+    h.roi[3] = p->height;
+    memcpy(h.centre, p->centre, sizeof h.centre);
+    memcpy(h.u, p->u, sizeof h.u);
+    memcpy(h.v, p->v, sizeof h.v);
+    h.angle_first = rc->angle_first;
+    h.angle_last = rc->angle_last;
+    h.projection_first = rc->projection_first;
+    h.projection_last = rc->projection_last;
+    h.projections = projections_held(s);
+    h.compute_ms = 1e3 * (now_seconds() - t0);
+    post_image(w, job->serial, -1, job->t_input, &h, buf, buf->data,
+               pixels * sizeof(float));
+    rtomod_buffer_unref(buf);
+    flush_results(w);
+    return 0;
+}
+
 void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
@@ -181,6 +373,10 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         if (tomo_batch(w, s, job, first, n, batch) != 0)
             return;
     }
+    for (int i = 0; i < rc->n_planes; i++)
+        if (atomic_load(&w->abort_serial) == job->serial ||
+            tomo_plane(w, s, job, i) != 0)
+            return;
     /* A window's compute_ms counts the filtering since the previous
      * window and its own back-projection. */
     s->set_seconds = 0;

@@ -154,8 +154,11 @@ int rtomo_fbp_window_slot_list(const rtomo_fbp_window *w, int *slots)
 {
     int n = 0;
     for (int s = 0; s < w->ring; s++)
-        if (w->state[s] == SLOT_IN)
-            slots[n++] = s;
+        if (w->state[s] == SLOT_IN) {
+            if (slots)
+                slots[n] = s;
+            n++;
+        }
     return n;
 }
 

@@ -436,7 +436,7 @@ rtomo_status rtomo_fbp_window_add(rtomo_fbp_window *w, int64_t index,
 rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
                                    int n, float *out, rtomo_error *err);
 /* The slots of the window's projections into slots[] (room for
- * window_proj); returns how many. */
+ * window_proj; NULL only counts them); returns how many. */
 int rtomo_fbp_window_slot_list(const rtomo_fbp_window *w, int *slots);
 /* Exact recomputations done so far. */
 long rtomo_fbp_window_refreshes(const rtomo_fbp_window *w);
