@@ -8,7 +8,9 @@
  * Per run: ingest time (first frame sent -> every frame accepted), total
  * time (first frame sent -> scan_complete received), the tail after the
  * last frame (scan_end sent -> scan_complete), GU/s over the total
- * (slices x pixels x projections / total), the daemon's last GU/s and its
+ * (slices x pixels x projections / total), the daemon's own figure for
+ * its last frame -> last slice in host memory, ready to publish (ready_s:
+ * the reconstruction's share of the tail), the daemon's last GU/s and its
  * GPUs; the speed-up of each run over the first.  By default only events
  * are subscribed to: the daemon's PUB socket then drops the 32 GB of
  * slices instead of sending them, so the figures are the reconstruction's;
@@ -47,6 +49,8 @@ typedef struct options {
 typedef struct result {
     const char *devices;
     double ingest_s, total_s, tail_s, gu_per_s, daemon_gu_per_s;
+    double ready_s;             /* the daemon's: last frame received ->
+                                   last slice in host memory */
     long slices_received, accepted, dropped, rejected;
     int complete, exit_status;
     json_t *gpus;
@@ -212,6 +216,8 @@ static int run_once(const options *o, const char *devices,
         r->gu_per_s = updates / r->total_s / 1e9;
         r->daemon_gu_per_s = bench_telemetry(b.client, "reconstruction",
                                              "gu_per_s");
+        r->ready_s = 1e-3 * bench_telemetry(b.client, "reconstruction",
+                                            "last_ready_ms");
         r->accepted = bench_counter(b.client, "accepted");
         r->dropped = bench_counter(b.client, "dropped");
         r->rejected = bench_counter(b.client, "rejected");
@@ -230,9 +236,9 @@ static void print_table(const options *o, const result *r, int n)
            o->size, o->size, o->slices, o->size, o->size, o->cli.backend,
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
-    printf("%-10s %-28s %9s %9s %9s %9s %9s %8s %8s\n", "devices", "GPUs",
-           "ingest_s", "total_s", "tail_s", "GU/s", "speed-up", "dropped",
-           "slices");
+    printf("%-10s %-28s %9s %9s %9s %9s %9s %9s %8s %8s\n", "devices",
+           "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "GU/s",
+           "speed-up", "dropped", "slices");
     for (int i = 0; i < n; i++) {
         char gpus[256] = "";
         size_t used = 0;
@@ -243,9 +249,9 @@ static void print_table(const options *o, const result *r, int n)
                                      json_string_value(json_object_get(
                                          json_array_get(r[i].gpus, g),
                                          "name")));
-        printf("%-10s %-28.28s %9.2f %9.2f %9.2f %9.1f %9.2f %8ld %8ld\n",
-               r[i].devices, used ? gpus : "-", r[i].ingest_s, r[i].total_s,
-               r[i].tail_s, r[i].gu_per_s, r[0].total_s / r[i].total_s,
+        printf("%-10s %-28.28s %9.2f %9.2f %9.3f %9.3f %9.1f %9.2f %8ld "
+               "%8ld\n", r[i].devices, used ? gpus : "-", r[i].ingest_s,
+               r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].gu_per_s, r[0].total_s / r[i].total_s,
                r[i].dropped, r[i].slices_received);
     }
 }
@@ -255,12 +261,13 @@ static json_t *results_json(const options *o, const result *r, int n)
     json_t *runs = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(runs, json_pack(
-            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I,"
+            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I,"
             " s:b, s:i}",
             "devices", r[i].devices,
             "gpus", r[i].gpus ? r[i].gpus : json_null(),
             "ingest_s", r[i].ingest_s, "total_s", r[i].total_s,
-            "tail_s", r[i].tail_s, "gu_per_s", r[i].gu_per_s,
+            "tail_s", r[i].tail_s, "ready_s", r[i].ready_s,
+            "gu_per_s", r[i].gu_per_s,
             "daemon_gu_per_s", r[i].daemon_gu_per_s,
             "speedup", r[0].total_s / r[i].total_s,
             "accepted", (json_int_t)r[i].accepted,

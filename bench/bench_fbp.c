@@ -11,14 +11,23 @@
  *   full  the whole path host to host: uint16 frames with a dark and a
  *         flat in host memory -> filtered on the GPU as they arrive ->
  *         slices in host memory, against back-projection alone;
- *   e2e   one n^3 volume from n projections end to end (default 2048).
+ *   e2e   one n^3 volume from n projections end to end (default 2048);
+ *   stream  streaming back-projection into resident slices: every
+ *         projection queued in chunks (at each chunk size the backend is
+ *         given through RTOMO_CUDA_FBP_STREAM_CHUNK, or its own), then
+ *         the slices read to the host, against rtomo_fbp_reconstruct of
+ *         the same slices on the same plan; the cost of streaming as the
+ *         ratio of the two (engine back-projection time and wall time);
+ *         with --stream-read N also the read of N resident n^2 slices
+ *         into host memory, the step left after a scan's last chunk.
  * Results go to stdout as tables and, with --json PATH, to a JSON file.
  *
  *   bench-fbp [--sizes 512,1024,2048,4096] [--slices N] [--repeats R]
  *             [--kernels auto,standard,texture,alu,hybrid] [--spp 1,2,4]
  *             [--precisions float,half] [--interps linear,nearest]
  *             [--devices 0,1] [--backend cuda|cpu] [--no-bp] [--full]
- *             [--e2e [N]] [--json PATH]
+ *             [--e2e [N]] [--stream] [--stream-chunks 32,64,...]
+ *             [--stream-read N] [--json PATH]
  */
 #include "config.h"
 
@@ -43,9 +52,11 @@ typedef struct int_list {
 
 typedef struct bench_options {
     int_list sizes, kernels, spp, precisions, interps, devices;
+    int_list stream_chunks;     /* 0 = the backend's own chunk size */
     int slices;                 /* 0 = per-size default */
     int repeats;
     int run_bp, run_full, e2e_size;
+    int run_stream, stream_read;
     rtomo_backend backend;
     const char *json;
 } bench_options;
@@ -116,7 +127,8 @@ static void usage(void)
             "[--repeats R]\n  [--kernels auto,standard,texture,alu,hybrid] "
             "[--spp 1,2,4] [--precisions float,half]\n  [--interps "
             "linear,nearest] [--devices 0,1] [--backend cuda|cpu] [--no-bp]\n"
-            "  [--full] [--e2e [N]] [--json PATH]\n");
+            "  [--full] [--e2e [N]] [--stream] [--stream-chunks 32,64,...]\n"
+            "  [--stream-read N] [--json PATH]\n");
     exit(2);
 }
 
@@ -128,6 +140,7 @@ static void default_options(bench_options *o)
     parse_list("1,2,4", &o->spp, parse_int);
     parse_list("float,half", &o->precisions, parse_precision);
     parse_list("linear,nearest", &o->interps, parse_interp);
+    parse_list("0", &o->stream_chunks, parse_int);
     o->repeats = 5;
     o->run_bp = 1;
     o->backend = RTOMO_BACKEND_CUDA;
@@ -152,6 +165,9 @@ static void parse_args(int argc, char **argv, bench_options *o)
         else if (strcmp(a, "--backend") == 0 && v) ok = rtomo_backend_parse(v, &o->backend) == RTOMO_OK, i++;
         else if (strcmp(a, "--no-bp") == 0) o->run_bp = 0;
         else if (strcmp(a, "--full") == 0) o->run_full = 1;
+        else if (strcmp(a, "--stream") == 0) o->run_stream = 1;
+        else if (strcmp(a, "--stream-chunks") == 0 && v) ok = parse_list(v, &o->stream_chunks, parse_int), i++;
+        else if (strcmp(a, "--stream-read") == 0 && v) ok = parse_int(v, &o->stream_read) && o->stream_read > 0, i++;
         else if (strcmp(a, "--e2e") == 0) {
             o->e2e_size = 2048;
             if (v && v[0] != '-' && parse_int(v, &o->e2e_size))
@@ -641,6 +657,232 @@ static void bench_e2e(const bench_options *o, uint64_t *seed, json_t *results)
     free(out);
 }
 
+/* -------------------------------------------------- streaming bench ---- */
+
+/* Open resident slices for kept rows 0..rows-1, with chunks of `chunk`
+ * projections (0: the backend's own size).  Returns the engine's status. */
+static rtomo_status open_resident(rtomo_fbp *plan, int rows, int chunk,
+                                  rtomo_error *err)
+{
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    if (!list)
+        die("out of memory", NULL);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    char value[16];
+    if (chunk > 0) {
+        snprintf(value, sizeof value, "%d", chunk);
+        setenv("RTOMO_CUDA_FBP_STREAM_CHUNK", value, 1);
+    }
+    const rtomo_status st = rtomo_fbp_stream_open(plan, list, rows, err);
+    unsetenv("RTOMO_CUDA_FBP_STREAM_CHUNK");
+    free(list);
+    return st;
+}
+
+/* Queue projections 0..n_proj-1 with weight +1 and start the last chunk. */
+static void queue_all(rtomo_fbp *plan, int n_proj)
+{
+    rtomo_error err;
+    for (int p = 0; p < n_proj; p++)
+        if (rtomo_fbp_stream_queue(plan, p, 1.0f, &err))
+            die("stream_queue", &err);
+    if (rtomo_fbp_stream_flush(plan, &err))
+        die("stream_flush", &err);
+}
+
+typedef struct stream_times {
+    double bp, wall, read;      /* engine BP s; first queue to slices in
+                                   host memory; the read alone */
+} stream_times;
+
+/* One streamed scan: reset, every projection queued in chunks, the GPU
+ * waited for (so that the read is timed alone), the slices read. */
+static stream_times stream_pass(rtomo_fbp *plan, int rows, int n_proj,
+                                const int *list, float *out)
+{
+    rtomo_error err;
+    if (rtomo_fbp_stream_reset(plan, &err))
+        die("stream_reset", &err);
+    rtomo_fbp_stats a, b;
+    rtomo_fbp_get_stats(plan, &a);
+    const double t0 = now_seconds();
+    queue_all(plan, n_proj);
+    if (rtomo_fbp_sync(plan, &err))
+        die("sync", &err);
+    const double t1 = now_seconds();
+    if (rtomo_fbp_stream_read(plan, list, rows, out, &err))
+        die("stream_read", &err);
+    const double t2 = now_seconds();
+    rtomo_fbp_get_stats(plan, &b);
+    stream_times t = {b.backproject_seconds - a.backproject_seconds, t2 - t0, t2 - t1};
+    return t;
+}
+
+/* Medians of `reps` reconstructions of rows 0..rows-1 (after a warm-up):
+ * engine BP seconds and wall seconds. */
+static void plain_times(rtomo_fbp *plan, int rows, const int *list, float *out,
+                        int reps, double *bp, double *wall)
+{
+    rtomo_error err;
+    double b[64], w[64];
+    if (rtomo_fbp_reconstruct(plan, list, rows, out, &err))
+        die("reconstruct", &err);
+    for (int i = 0; i < reps; i++) {
+        rtomo_fbp_stats x, y;
+        rtomo_fbp_get_stats(plan, &x);
+        const double t0 = now_seconds();
+        if (rtomo_fbp_reconstruct(plan, list, rows, out, &err))
+            die("reconstruct", &err);
+        w[i] = now_seconds() - t0;
+        rtomo_fbp_get_stats(plan, &y);
+        b[i] = y.backproject_seconds - x.backproject_seconds;
+    }
+    *bp = median(b, reps);
+    *wall = median(w, reps);
+}
+
+/* Streaming against plain back-projection of the same slices on one plan,
+ * at each chunk size asked for. */
+static void bench_stream_mode(const bench_options *o, int n, int rows,
+                              const bench_mode *m, const float *sinograms,
+                              float *out, json_t *results)
+{
+    rtomo_fbp *plan = cube_plan(o, n, rows, m);
+    feed_sinograms(plan, sinograms);
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    if (!list)
+        die("out of memory", NULL);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    const int reps = o->repeats < 64 ? o->repeats : 64;
+    double plain_bp, plain_wall;
+    plain_times(plan, rows, list, out, reps, &plain_bp, &plain_wall);
+    const double updates = (double)rows * n * n * n;
+    printf("  %s: plain BP %.4f s (%.0f GU/s), wall %.4f s\n", mode_name(m),
+           plain_bp, updates / plain_bp * 1e-9, plain_wall);
+    printf("    %6s %9s %9s %9s %10s %9s %10s\n", "chunk", "BP s", "wall s",
+           "read s", "GU/s (BP)", "BP/plain", "wall/plain");
+    for (int c = 0; c < o->stream_chunks.n; c++) {
+        rtomo_error err;
+        if (open_resident(plan, rows, o->stream_chunks.v[c], &err))
+            die("stream_open", &err);
+        const int chunk = rtomo_fbp_stream_chunk(plan);
+        stream_pass(plan, rows, n, list, out);      /* warm-up */
+        double bp[64], wall[64], rd[64];
+        for (int i = 0; i < reps; i++) {
+            stream_times t = stream_pass(plan, rows, n, list, out);
+            bp[i] = t.bp;
+            wall[i] = t.wall;
+            rd[i] = t.read;
+        }
+        rtomo_fbp_stream_close(plan);
+        const double sb = median(bp, reps), sw = median(wall, reps), sr = median(rd, reps);
+        printf("    %6d %9.4f %9.4f %9.4f %10.0f %9.3f %10.3f\n", chunk, sb, sw, sr,
+               updates / sb * 1e-9, sb / plain_bp, sw / plain_wall);
+        fflush(stdout);
+        json_array_append_new(
+            results,
+            json_pack("{s:s,s:i,s:i,s:s,s:i,s:s,s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+                      "what", "stream", "size", n, "slices", rows, "kernel",
+                      rtomo_bp_kernel_name(m->kernel), "slices_per_pass", m->slices,
+                      "precision", m->precision == RTOMO_PRECISION_HALF ? "half" : "float",
+                      "interp", rtomo_interp_name(m->interp), "chunk", chunk,
+                      "bp_seconds", sb, "wall_seconds", sw, "read_seconds", sr,
+                      "plain_bp_seconds", plain_bp, "plain_wall_seconds", plain_wall,
+                      "ratio_bp", sb / plain_bp, "ratio_wall", sw / plain_wall));
+    }
+    free(list);
+    rtomo_fbp_destroy(plan);
+}
+
+#define READ_PROJECTIONS 64
+
+/* Reading N resident slices of n^2 into host memory (pages already
+ * touched, as a service's reused buffers are): what remains after a
+ * streamed scan's last chunk. */
+static void bench_stream_read(const bench_options *o, int n, uint64_t *seed,
+                              json_t *results)
+{
+    const int rows = o->stream_read;
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = n;
+    g.det_height = rows;
+    g.n_proj = READ_PROJECTIONS;
+    const bench_mode m = {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR};
+    rtomo_engine_options opt;
+    engine_options(o, &m, &opt);
+    rtomo_error err;
+    rtomo_fbp *plan = rtomo_fbp_create(&g, &opt, &err);
+    if (!plan)
+        die("plan", &err);
+    float *sinograms = random_sinograms(n, seed);
+    feed_sinograms(plan, sinograms);
+    free(sinograms);
+    const size_t floats = (size_t)rows * n * n;
+    float *out = malloc(sizeof(float) * floats);
+    printf("\nreading resident slices: %d of %d^2 (%.1f GiB) into host memory\n",
+           rows, n, (double)floats * sizeof(float) / (1 << 30));
+    if (!out || open_resident(plan, rows, 0, &err)) {
+        printf("  skipped: %s\n", out ? err.message : "out of host memory");
+        free(out);
+        rtomo_fbp_destroy(plan);
+        return;
+    }
+    memset(out, 0, sizeof(float) * floats);     /* fault the pages in first */
+    int *list = malloc(sizeof(int) * (size_t)rows);
+    if (!list)
+        die("out of memory", NULL);
+    for (int r = 0; r < rows; r++)
+        list[r] = r;
+    const int reps = o->repeats < 64 ? o->repeats : 64;
+    double rd[64], bp[64];
+    for (int i = 0; i < reps; i++) {
+        stream_times t = stream_pass(plan, rows, READ_PROJECTIONS, list, out);
+        rd[i] = t.read;
+        bp[i] = t.bp;
+    }
+    const double s = median(rd, reps), b = median(bp, reps);
+    const double gb = (double)floats * sizeof(float) / 1e9;
+    printf("  read %.3f s (%.1f GB/s); one chunk of %d projections into all of "
+           "them: BP %.3f s (%.0f GU/s)\n", s, gb / s, READ_PROJECTIONS, b,
+           (double)floats * READ_PROJECTIONS / b * 1e-9);
+    json_array_append_new(results,
+                          json_pack("{s:s,s:i,s:i,s:f,s:f,s:f}", "what", "stream_read",
+                                    "size", n, "slices", rows, "read_seconds", s,
+                                    "gb_per_s", gb / s, "chunk_bp_seconds", b));
+    rtomo_fbp_stream_close(plan);
+    free(list);
+    free(out);
+    rtomo_fbp_destroy(plan);
+}
+
+static void bench_stream(const bench_options *o, uint64_t *seed, json_t *results)
+{
+    static const bench_mode modes[] = {
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+        {RTOMO_BP_AUTO, 0, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
+    };
+    for (int s = 0; s < o->sizes.n; s++) {
+        const int n = o->sizes.v[s], rows = slices_for(o, n);
+        float *out = malloc(sizeof(float) * (size_t)rows * n * n);
+        float *sinograms = random_sinograms(n, seed);
+        if (!out)
+            die("out of memory for slices", NULL);
+        printf("\nstreaming back-projection, %d^2 slices x %d, %d projections of "
+               "%d bins: all queued in chunks, then read; against reconstruct "
+               "(the cost of streaming as a ratio to plain back-projection)\n",
+               n, rows, n, n);
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            bench_stream_mode(o, n, rows, &modes[i], sinograms, out, results);
+        free(sinograms);
+        free(out);
+        if (o->stream_read > 0)
+            bench_stream_read(o, n, seed, results);
+    }
+}
+
 /* -------------------------------------------------------------- main ---- */
 
 static void describe_device(const bench_options *o, json_t *root)
@@ -680,9 +922,13 @@ int main(int argc, char **argv)
         bench_full(&o, &seed, full);
     if (o.e2e_size > 0)
         bench_e2e(&o, &seed, full);
+    json_t *streaming = json_array();
+    if (o.run_stream)
+        bench_stream(&o, &seed, streaming);
     print_autotune_choices(getenv("RTOMO_CACHE_DIR"), tuned);
     json_object_set_new(root, "backprojection", bp);
     json_object_set_new(root, "full_path", full);
+    json_object_set_new(root, "streaming", streaming);
     json_object_set_new(root, "autotune", tuned);
     if (o.json && json_dump_file(root, o.json, JSON_INDENT(1)) != 0)
         fprintf(stderr, "bench-fbp: cannot write %s\n", o.json);

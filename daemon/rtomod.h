@@ -273,6 +273,9 @@ typedef struct rtomod_telemetry {
     double frames_per_s, mb_per_s;
     double gu_per_s;            /* of the last batch or frame */
     double last_latency_ms;     /* last input to last publication */
+    double last_ready_ms;       /* tomography: last input to the last
+                                   image of the set in host memory, ready
+                                   to publish (the engine's share) */
     double load[RTOMO_MAX_DEVICES]; /* workers' busy fraction */
     int pending;                /* a batch finished since the last message */
     double t_status;            /* last systemd STATUS= line */

@@ -144,6 +144,9 @@ typedef struct rtomod_result {
     double t_input;             /* IMAGE, SET_DONE: latency reference
                                    (monotonic s) */
     int64_t frame;              /* SET_DONE: window or SBDX frame, or -1 */
+    double t_ready;             /* SET_DONE of a reconstruction: when its
+                                   last image was in host memory
+                                   (monotonic s), 0 = not measured */
     int64_t seq;                /* the SBDX frame's job seq, or -1 */
     /* IMAGE */
     rtomo_image_header header;  /* min, max, mean: by the finisher;

@@ -1009,6 +1009,8 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
 
 void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 {
+    if (r->t_ready > 0)
+        d->telemetry.last_ready_ms = 1e3 * (r->t_ready - r->t_input);
     if (r->frame >= 0)
         window_part_done(d, scan, r);
     else

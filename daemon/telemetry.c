@@ -85,7 +85,7 @@ json_t *rtomod_telemetry_json(rtomod *d)
 {
     const rtomod_telemetry *t = &d->telemetry;
     return json_pack(
-        "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:I, s:I, s:I, s:I},"
+        "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:f, s:I, s:I, s:I, s:I},"
         " s:{s:i, s:i, s:i, s:i}, s:o}",
         "state", rtomod_state_name(d),
         "ingest", "frames_per_s", t->frames_per_s, "mb_per_s", t->mb_per_s,
@@ -93,6 +93,7 @@ json_t *rtomod_telemetry_json(rtomod *d)
         "bytes", (json_int_t)d->counters.bytes,
         "reconstruction", "gu_per_s", t->gu_per_s,
         "last_latency_ms", t->last_latency_ms,
+        "last_ready_ms", t->last_ready_ms,
         "slices", (json_int_t)d->counters.slices,
         "frames", (json_int_t)d->counters.sbdx_frames,
         "windows", (json_int_t)d->counters.windows,

@@ -358,6 +358,8 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
         if (job_matches_plan(s, job) && s->fbp)
             tomo_reconstruct(w, s, job);
         post_set_done(w, job->serial, job->u.recon.frame, -1, job->t_input);
+        if (s && w->outbox_tail)
+            w->outbox_tail->t_ready = s->t_ready;
         if (job->u.recon.close_plan) {
             if (s)
                 plan_close(s);

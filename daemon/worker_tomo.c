@@ -279,6 +279,7 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
         post_image(w, job->serial, -1, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
+    s->t_ready = now_seconds();
     rtomod_buffer_unref(buf);
     post_stats(w, job->serial, -1, n, 0, after.updates - before.updates,
                bp > 0 ? bp : seconds);

@@ -283,9 +283,12 @@ START_TEST(stalled_subscriber_does_not_starve_the_others)
     daemon_proc d;
     /* Queues of 16 messages: the stalled one overflows (16 slices and the
      * kernel's buffers hold less than the 12 MB), the reading one does not
-     * (slices come in batches of 4). */
+     * (slices come in batches of 4, back-projected after the scan: resident
+     * slices would all be ready at once, a burst beyond any 16-message
+     * queue). */
     const char *args[] = {"--set", "publish.sndhwm=16", "--set",
-                          "reconstruction.batch=4", NULL};
+                          "reconstruction.batch=4", "--set",
+                          "reconstruction.streaming=false", NULL};
     daemon_start(&d, args);
     void *ctx = zmq_ctx_new();
     void *stalled = stalled_subscriber(ctx, &d);
