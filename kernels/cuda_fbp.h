@@ -156,6 +156,37 @@ typedef struct cuda_fbp_recon_state {
     cudaEvent_t bp_start[2], bp_end[2], downloaded[2];
 } cuda_fbp_recon_state;
 
+/* Pinned entries (projection constants and gather lists of one chunk)
+ * that a slot's streaming applies use in turn: the host may run this many
+ * chunks ahead of the GPU before it waits for one. */
+#define CUDA_FBP_STREAM_RING 32
+
+/* Resident slices of one slot (cuda_fbp_stream.cu).  The slot's open rows
+ * (ascending) form groups of cfg.format.slices, as in one reconstruct
+ * call: group g, slice s accumulates in image g*slices + s of `acc`, the
+ * layout of cuda_fbp_launch's `out`, so one launch over consecutive groups
+ * writes consecutive images. */
+typedef struct cuda_fbp_stream_state {
+    int n_rows;                 /* open rows this slot holds */
+    int *rows;                  /* their slot-local rows */
+    int groups;
+    int batch;                  /* groups per launch */
+    float *acc;                 /* groups x slices images of the stream ROI */
+    size_t acc_bytes;
+    /* Packed chunk: `batch` buffers of `chunk` projections each. */
+    char *pool;
+    size_t pool_pitch, pool_buffer_bytes;
+    cudaTextureObject_t *textures;  /* [buffer][projections - 1], 0 = none yet */
+    int texture_count;
+    unsigned *absmax;           /* CUDA_FBP_MAX_GROUPS */
+    char *block;                /* device: the running chunk's entry */
+    char *ring;                 /* pinned: CUDA_FBP_STREAM_RING entries */
+    cudaEvent_t start[CUDA_FBP_STREAM_RING], end[CUDA_FBP_STREAM_RING];
+    unsigned char used[CUDA_FBP_STREAM_RING];   /* end not yet read */
+    cudaEvent_t ready;          /* a read's place in the compute stream */
+    cudaEvent_t downloaded[2];  /* a read's output buffers */
+} cuda_fbp_stream_state;
+
 typedef struct cuda_fbp_slot {
     int index;                  /* slot number: its part of the deal */
     int device;                 /* CUDA ordinal */
@@ -168,6 +199,7 @@ typedef struct cuda_fbp_slot {
     size_t sino_pitch;          /* bytes between projections of a row */
     cuda_fbp_filter_state filter;
     cuda_fbp_recon_state recon;
+    cuda_fbp_stream_state stream;
     /* Engine-measured seconds of this slot, added into the plan's stats by
      * the caller thread. */
     double filter_seconds, backproject_seconds;
@@ -217,6 +249,19 @@ typedef struct cuda_fbp_bank {
     int index[CUDA_FBP_MAX_BANK_FRAMES];
 } cuda_fbp_bank;
 
+/* The plan-wide part of the resident slices (cuda_fbp_stream.cu). */
+typedef struct cuda_fbp_stream_plan {
+    int open;
+    cuda_fbp_config cfg;        /* resolved at open */
+    rtomo_interp interp;        /* fixed at open */
+    int roi[4];                 /* x, y, width, height, fixed at open */
+    int chunk;                  /* projections per packed chunk, at most */
+    size_t entry_bytes;         /* one ring entry: constants, lines, weights */
+    int *pos_slot, *pos_image;  /* where open position i lives */
+    int n_pos;
+    int ring_next, ring_oldest, ring_pending;   /* entries in flight */
+} cuda_fbp_stream_plan;
+
 /* The CUDA backend's plan->impl. */
 typedef struct cuda_fbp_impl {
     rtomo_fbp *plan;
@@ -236,6 +281,7 @@ typedef struct cuda_fbp_impl {
     int current;
     int texture_chunk;          /* projections per texture */
     char device_name[256];      /* of slot 0: the autotune cache key */
+    cuda_fbp_stream_plan stream;
 } cuda_fbp_impl;
 
 /* Byte offset of row `r` (slot-local) in slot->sino. */

@@ -1,0 +1,952 @@
+/*
+ * cuda_fbp_stream.cu — resident slices on the GPU: the CUDA side of
+ * streaming back-projection (rtomo_fbp_stream_*, see rtomo_engine.h; the
+ * backend contract is in engine_internal.h), and the clearing of a
+ * projection slot.
+ *
+ * Layout
+ *   Every slot (device) holds accumulators for its share of the opened
+ *   rows only, dealt as the kept rows are (fbp_partition.h).  Its open
+ *   rows, ascending, form groups of the configuration's slices per texel,
+ *   and group g's slices accumulate in images g*slices .. g*slices+slices-1
+ *   of one array: the `out` layout of cuda_fbp_launch, so that one launch
+ *   over consecutive groups adds into consecutive images.  The kernel
+ *   family, texel format, tile and hybrid ratio are resolved once, at open,
+ *   as rtomo_fbp_reconstruct resolves them for the same rows.
+ *
+ * Applying a chunk of projections
+ *   Everything runs on each slot's compute stream, which is also where the
+ *   filtering of incoming frames and every set_filtered/clear_projection
+ *   write to the sinograms run: stream order alone makes a chunk read its
+ *   slots after every earlier write and before every later one.  (Frames
+ *   still gathering in the host staging bank are enqueued first when the
+ *   chunk reads one of them.)  The chunk's projection constants, sinogram
+ *   lines and weights travel in one small host-to-device copy from a ring
+ *   of pinned entries; an entry is written again only after the GPU has
+ *   finished the chunk that used it (its `end` event), CUDA_FBP_STREAM_RING
+ *   chunks later, so the host waits for the GPU only when it runs that far
+ *   ahead.  Per launch of up to CUDA_FBP_MAX_GROUPS groups, the groups'
+ *   rows are gathered from the chunk's lines into a small packed pool,
+ *   times their weights (half formats scale by the chunk's own largest
+ *   magnitude), and the resolved kernel adds them into the accumulators.
+ *   The chunk's time between its events becomes backproject_seconds when
+ *   the events are next looked at, never by waiting for them.
+ *
+ * Reading
+ *   Each slot's worker thread downloads its images into the two pinned
+ *   output buffers of the reconstruct pipeline in turn while the host
+ *   copies the previous buffer into the caller's array with the parallel
+ *   copier, so the PCIe transfer and the host copy overlap.  When the
+ *   caller's array is page-locked already (cudaHostAlloc, registered), the
+ *   GPUs copy straight into it.  Measured on an H100 host (PCIe gen 5,
+ *   16 cores): 2048 slices of 2048^2 (32 GiB) read in 1.30 s, 26 GB/s,
+ *   bound by the host copy (8 copier threads copy 33 GB/s alone, 16 would
+ *   copy 50; the link carries 55 GB/s into page-locked memory, which the
+ *   direct path reaches).  Registering a pageable array for one read costs
+ *   more than the copy it saves (14.5 GB/s in all), so it is a test hook
+ *   only.
+ *
+ * Test hooks (environment):
+ *   RTOMO_CUDA_FBP_STREAM_CHUNK=n    projections per chunk (default
+ *                                    STREAM_CHUNK), read at open, for tests
+ *                                    and the benchmark's sweep;
+ *   RTOMO_CUDA_FBP_READ_REGISTER=1   register a pageable output array for
+ *                                    the read and copy straight into it,
+ *                                    read at each read: the direct path in
+ *                                    tests, its cost in the benchmark.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda_fbp.h"
+
+/*
+ * Projections per chunk.  A chunk reads and writes every accumulator once
+ * (8 bytes per pixel and slice; the ALU and hybrid kernels store in 4x4
+ * squares, half-used sectors, so nearer 16) while it adds `chunk`
+ * projections to it, which at the kernels' 3000-8000 GU/s take
+ * 0.12-0.33 ns per projection and pixel-slice.  Measured on an H100
+ * (bench-fbp --stream, 2048^2 x 64 slices, 2048 projections, AUTO), the
+ * streamed back-projection costs, relative to reconstruct of the same
+ * slices: 1.73 / 1.30 / 1.11 / 1.04 (float linear) and 2.48 / 1.68 / 1.30
+ * / 1.11 (half nearest, 4 slices) at 32 / 64 / 128 / 256 projections per
+ * chunk.  256 keeps streaming within about 10% of plain back-projection;
+ * what remains after a scan's last frame is less than one chunk (255
+ * projections into 2048 slices of 2048^2: about 0.5 s on one H100).
+ */
+#define STREAM_CHUNK 256
+#define STREAM_CHUNK_MAX 1024
+/* Packed chunk pool per slot, at most (fewer groups per launch when one
+ * group's chunk is larger: wide detectors, 4 float slices per texel). */
+#define STREAM_POOL_BYTES ((size_t)64 << 20)
+/* Device memory left free once the slices are in place: packed pools and
+ * output buffers of later reconstructions, cuFFT's work area. */
+#define STREAM_RESERVE ((size_t)256 << 20)
+/* Images per read batch, at most (the copy list of one batch). */
+#define READ_MAX_IMAGES 1024
+#define CLEAR_THREADS 256
+
+static cuda_fbp_impl *impl_of(const rtomo_fbp *plan)
+{
+    return (cuda_fbp_impl *)plan->impl;
+}
+
+static size_t image_floats(const cuda_fbp_stream_plan *sp)
+{
+    return (size_t)sp->roi[2] * (size_t)sp->roi[3];
+}
+
+/* Byte offsets, within a ring entry, of the chunk's lines and weights
+ * (the projection constants come first). */
+static size_t lines_offset(int chunk) { return sizeof(float4) * (size_t)chunk; }
+static size_t weights_offset(int chunk)
+{
+    return lines_offset(chunk) + sizeof(int) * (size_t)chunk;
+}
+
+/* 1 when event e has completed, 0 when it has not yet. */
+static rtomo_status event_done(cudaEvent_t e, int *done, rtomo_error *err)
+{
+    const cudaError_t rc = cudaEventQuery(e);
+    if (rc == cudaErrorNotReady) {
+        /* Not an error; make sure no later launch check reads it as one. */
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            cudaGetLastError();
+        *done = 0;
+        return RTOMO_OK;
+    }
+    RTOMO_CUDA_TRY(err, rc);
+    *done = 1;
+    return RTOMO_OK;
+}
+
+/* cudaMalloc that reports an allocation failure as RTOMO_E_NOMEM, naming
+ * what did not fit, and leaves no pending error behind. */
+static rtomo_status device_alloc(void **p, size_t bytes, const cuda_fbp_slot *slot,
+                                 const char *what, rtomo_error *err)
+{
+    if (cudaMalloc(p, bytes) == cudaSuccess)
+        return RTOMO_OK;
+    cudaGetLastError();
+    *p = NULL;
+    return rtomo_set_error(err, RTOMO_E_NOMEM,
+                           "CUDA device %d: no room for %.1f MiB of %s",
+                           slot->device, (double)bytes / (1 << 20), what);
+}
+
+/* --------------------------------------------------- staged frames ---- */
+
+static int bank_holds(const cuda_fbp_bank *bank, const int *slots, int n)
+{
+    for (int i = 0; i < bank->count; i++)
+        for (int j = 0; j < n; j++)
+            if (bank->index[i] == slots[j])
+                return 1;
+    return 0;
+}
+
+/* When the host staging bank gathers a frame of one of `slots`, send the
+ * bank to the GPUs for filtering now: filtering runs on each slot's
+ * compute stream, so whatever is enqueued there next reads the filtered
+ * frame.  (The steps of cuda_fbp_backend.cu's flush_bank, which is
+ * private to that file.) */
+static rtomo_status flush_staged(cuda_fbp_impl *impl, const int *slots, int n,
+                                 rtomo_error *err)
+{
+    cuda_fbp_bank *bank = &impl->banks[impl->current];
+    if (!bank_holds(bank, slots, n))
+        return RTOMO_OK;
+    rtomo_status st = cuda_fbp_filter_enqueue(impl, impl->current, err);
+    bank->count = 0;
+    impl->current ^= 1;
+    return st;
+}
+
+/* ------------------------------------------------- clearing a slot ---- */
+
+/* Zero line `index` of every row: sino points at row 0's line. */
+__global__ void clear_line_kernel(char *sino, size_t row_stride, int width,
+                                  int rows)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= width)
+        return;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y)
+        ((float *)(sino + (size_t)r * row_stride))[i] = 0.f;
+}
+
+extern "C" rtomo_status cuda_fbp_clear_projection(rtomo_fbp *plan, int index,
+                                                  rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    /* A frame of this slot fed earlier must not land after the zeros. */
+    rtomo_status st = flush_staged(impl, &index, 1, err);
+    if (st != RTOMO_OK)
+        return st;
+    const int width = plan->geom.det_width;
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_slot *slot = &impl->slots[i];
+        if (slot->row_count == 0)
+            continue;
+        RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+        const dim3 grid((width + CLEAR_THREADS - 1) / CLEAR_THREADS,
+                        slot->row_count < 65535 ? slot->row_count : 65535);
+        /* A kernel, not cudaMemset2DAsync: the row stride (n_proj lines)
+         * may exceed the largest pitch a 2-D memset takes. */
+        clear_line_kernel<<<grid, CLEAR_THREADS, 0, slot->compute>>>(
+            (char *)slot->sino + (size_t)index * slot->sino_pitch,
+            cuda_fbp_row_offset(slot, plan, 1), width, slot->row_count);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "projection clearing");
+    }
+    return RTOMO_OK;
+}
+
+/* ------------------------------------------------------------ timing ---- */
+
+/*
+ * Retire ring entry `e` once every slot has finished its chunk: the
+ * longest slot's time between its events joins backproject_seconds (the
+ * slots run concurrently, as cuda_reconstruct counts them).  Waits when
+ * `wait`; otherwise leaves *done 0 while some slot is still at it.
+ */
+static rtomo_status retire_entry(cuda_fbp_impl *impl, int e, int wait, int *done,
+                                 rtomo_error *err)
+{
+    *done = 0;
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_stream_state *s = &impl->slots[i].stream;
+        if (!s->used[e])
+            continue;
+        RTOMO_CUDA_TRY(err, cudaSetDevice(impl->slots[i].device));
+        if (wait) {
+            RTOMO_CUDA_TRY(err, cudaEventSynchronize(s->end[e]));
+            continue;
+        }
+        int finished = 0;
+        rtomo_status st = event_done(s->end[e], &finished, err);
+        if (st != RTOMO_OK || !finished)
+            return st;
+    }
+    double longest = 0.0;
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_stream_state *s = &impl->slots[i].stream;
+        if (!s->used[e])
+            continue;
+        float ms = 0.f;
+        RTOMO_CUDA_TRY(err, cudaEventElapsedTime(&ms, s->start[e], s->end[e]));
+        if (1e-3 * ms > longest)
+            longest = 1e-3 * ms;
+        s->used[e] = 0;
+    }
+    impl->plan->stats.backproject_seconds += longest;
+    *done = 1;
+    return RTOMO_OK;
+}
+
+/* Retire entries oldest first: every finished one, or (wait) all. */
+static rtomo_status retire(cuda_fbp_impl *impl, int wait, rtomo_error *err)
+{
+    cuda_fbp_stream_plan *sp = &impl->stream;
+    while (sp->ring_pending > 0) {
+        int done = 0;
+        rtomo_status st = retire_entry(impl, sp->ring_oldest, wait, &done, err);
+        if (st != RTOMO_OK || !done)
+            return st;
+        sp->ring_oldest = (sp->ring_oldest + 1) % CUDA_FBP_STREAM_RING;
+        sp->ring_pending--;
+    }
+    return RTOMO_OK;
+}
+
+/* ------------------------------------------------------- open, close ---- */
+
+/* Groups per launch: at most CUDA_FBP_MAX_GROUPS and `most`, in launches
+ * of equal size (17 groups run as 9 + 8, not 16 + 1).  More groups per
+ * launch than the reconstruct pipeline takes: there is no output buffer
+ * to bound, and fewer launches keep the host's enqueueing short. */
+static int batch_of(int groups, int most)
+{
+    const int cap = most < CUDA_FBP_MAX_GROUPS ? most : CUDA_FBP_MAX_GROUPS;
+    const int launches = (groups + cap - 1) / cap;
+    return launches > 0 ? (groups + launches - 1) / launches : 1;
+}
+
+static int uses_textures(rtomo_bp_kernel kernel)
+{
+    return kernel != RTOMO_BP_ALU;
+}
+
+
+/* Everything of one slot's resident slices (any part of it). */
+static void free_slot(cuda_fbp_slot *slot)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    if (cudaSetDevice(slot->device) == cudaSuccess) {
+        /* Nothing is freed under work still queued on it. */
+        cudaStreamSynchronize(slot->compute);
+        cudaStreamSynchronize(slot->download);
+    }
+    for (int i = 0; i < s->texture_count; i++)
+        if (s->textures[i])
+            cudaDestroyTextureObject(s->textures[i]);
+    free(s->textures);
+    cudaFree(s->acc);
+    cudaFree(s->pool);
+    cudaFree(s->absmax);
+    cudaFree(s->block);
+    cudaFreeHost(s->ring);
+    for (int e = 0; e < CUDA_FBP_STREAM_RING; e++) {
+        if (s->start[e]) cudaEventDestroy(s->start[e]);
+        if (s->end[e]) cudaEventDestroy(s->end[e]);
+    }
+    if (s->ready) cudaEventDestroy(s->ready);
+    for (int j = 0; j < 2; j++)
+        if (s->downloaded[j]) cudaEventDestroy(s->downloaded[j]);
+    free(s->rows);
+    memset(s, 0, sizeof *s);
+}
+
+/* Free every slot's part and the plan-wide maps; the plan keeps working
+ * without resident slices. */
+static void release(cuda_fbp_impl *impl)
+{
+    for (int i = 0; i < impl->n_slots; i++)
+        free_slot(&impl->slots[i]);
+    free(impl->stream.pos_slot);
+    free(impl->stream.pos_image);
+    memset(&impl->stream, 0, sizeof impl->stream);
+}
+
+/* Deal the open rows to the slots: each slot's slot-local rows in
+ * ascending kept order, and where each position's image lives. */
+static rtomo_status deal_rows(cuda_fbp_impl *impl, const int *kept_rows,
+                              int n_rows, rtomo_error *err)
+{
+    cuda_fbp_stream_plan *sp = &impl->stream;
+    sp->pos_slot = (int *)malloc(sizeof(int) * (size_t)n_rows);
+    sp->pos_image = (int *)malloc(sizeof(int) * (size_t)n_rows);
+    if (!sp->pos_slot || !sp->pos_image)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for %d resident rows", n_rows);
+    sp->n_pos = n_rows;
+    for (int k = 0; k < n_rows; k++)
+        impl->slots[fbp_partition_owner(&impl->deal, kept_rows[k])].stream.n_rows++;
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_stream_state *s = &impl->slots[i].stream;
+        if (s->n_rows > 0 &&
+            !(s->rows = (int *)malloc(sizeof(int) * (size_t)s->n_rows)))
+            return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+        s->n_rows = 0;
+    }
+    for (int k = 0; k < n_rows; k++) {
+        const int owner = fbp_partition_owner(&impl->deal, kept_rows[k]);
+        cuda_fbp_stream_state *s = &impl->slots[owner].stream;
+        sp->pos_slot[k] = owner;
+        sp->pos_image[k] = s->n_rows;
+        s->rows[s->n_rows++] = fbp_partition_local(&impl->deal, kept_rows[k]);
+    }
+    return RTOMO_OK;
+}
+
+/* The configuration, resolved as cuda_reconstruct resolves it for a call
+ * of the open rows: by the autotuner on the slot with the most of them.
+ * (The autotuner reads the plan's ROI and interpolation, which the front
+ * end has just copied into the stream's.) */
+static rtomo_status resolve(cuda_fbp_impl *impl, cuda_fbp_config *cfg,
+                            rtomo_error *err)
+{
+    int best = 0;
+    for (int i = 1; i < impl->n_slots; i++)
+        if (impl->slots[i].stream.n_rows > impl->slots[best].stream.n_rows)
+            best = i;
+    cuda_fbp_slot *slot = &impl->slots[best];
+    RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+    return cuda_fbp_autotune(impl, slot, slot->stream.rows, slot->stream.n_rows,
+                             cfg, err);
+}
+
+/* Sizes of a slot's part for the resolved configuration. */
+static void size_slot(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                      const cuda_fbp_stream_plan *sp)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    const int S = sp->cfg.format.slices;
+    s->groups = (s->n_rows + S - 1) / S;
+    s->acc_bytes = (size_t)s->groups * S * image_floats(sp) * sizeof(float);
+    s->pool_pitch = cuda_fbp_pack_pitch(plan, sp->cfg.format);
+    s->pool_buffer_bytes = s->pool_pitch * (size_t)sp->chunk;
+    const size_t most = STREAM_POOL_BYTES / s->pool_buffer_bytes;
+    s->batch = batch_of(s->groups, most > 1 ? (int)most : 1);
+}
+
+static size_t slot_device_bytes(const cuda_fbp_slot *slot,
+                                const cuda_fbp_stream_plan *sp)
+{
+    const cuda_fbp_stream_state *s = &slot->stream;
+    if (s->n_rows == 0)
+        return 0;
+    return s->acc_bytes + (size_t)s->batch * s->pool_buffer_bytes +
+           sp->entry_bytes + sizeof(unsigned) * CUDA_FBP_MAX_GROUPS;
+}
+
+/* Refuse, with the numbers, slices that would not leave STREAM_RESERVE
+ * free on a device (all slots of a device together). */
+static rtomo_status check_memory(const cuda_fbp_impl *impl, rtomo_error *err)
+{
+    const cuda_fbp_stream_plan *sp = &impl->stream;
+    for (int i = 0; i < impl->n_slots; i++) {
+        const int dev = impl->slots[i].device;
+        int first = 1, rows = 0;
+        size_t need = 0;
+        for (int j = 0; j < impl->n_slots; j++) {
+            if (impl->slots[j].device != dev)
+                continue;
+            first &= j >= i;
+            need += slot_device_bytes(&impl->slots[j], sp);
+            rows += impl->slots[j].stream.n_rows;
+        }
+        if (!first || need == 0)
+            continue;       /* the device's first slot checked it */
+        size_t free_bytes = 0, total = 0;
+        RTOMO_CUDA_TRY(err, cudaSetDevice(dev));
+        RTOMO_CUDA_TRY(err, cudaMemGetInfo(&free_bytes, &total));
+        if (need + STREAM_RESERVE > free_bytes)
+            return rtomo_set_error(
+                err, RTOMO_E_NOMEM,
+                "%d resident slices of %dx%d need %.2f GiB on CUDA device %d, "
+                "which has %.2f GiB free (%.2f GiB kept in reserve): open "
+                "fewer rows or a smaller region", rows, sp->roi[2], sp->roi[3],
+                (double)need / (1 << 30), dev, (double)free_bytes / (1 << 30),
+                (double)STREAM_RESERVE / (1 << 30));
+    }
+    return RTOMO_OK;
+}
+
+/* Texture over pool buffer g holding the first `n` projections of a
+ * chunk (made on first use: a chunk's height must be exact, so that the
+ * border beyond its last projection reads 0 as in reconstruct). */
+static rtomo_status chunk_texture(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                  const cuda_fbp_stream_plan *sp, int g, int n,
+                                  cudaTextureObject_t *out, rtomo_error *err)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    cudaTextureObject_t *t = &s->textures[(size_t)g * sp->chunk + (size_t)(n - 1)];
+    if (!*t) {
+        rtomo_status st = cuda_fbp_texture(s->pool + (size_t)g * s->pool_buffer_bytes,
+                                           sp->cfg.format, plan->geom.det_width, n,
+                                           s->pool_pitch, sp->interp, t, err);
+        if (st != RTOMO_OK)
+            return st;
+    }
+    *out = *t;
+    return RTOMO_OK;
+}
+
+static rtomo_status create_events(cuda_fbp_stream_state *s, rtomo_error *err)
+{
+    for (int e = 0; e < CUDA_FBP_STREAM_RING; e++) {
+        RTOMO_CUDA_TRY(err, cudaEventCreate(&s->start[e]));
+        RTOMO_CUDA_TRY(err, cudaEventCreate(&s->end[e]));
+    }
+    RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+    for (int j = 0; j < 2; j++)
+        RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->downloaded[j],
+                                                     cudaEventDisableTiming));
+    return RTOMO_OK;
+}
+
+/* Allocate a slot's part, accumulators zeroed (on the compute stream,
+ * ahead of any chunk). */
+static rtomo_status alloc_slot(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                               const cuda_fbp_stream_plan *sp, rtomo_error *err)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    if (s->n_rows == 0)
+        return RTOMO_OK;
+    RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+    rtomo_status st;
+    if ((st = device_alloc((void **)&s->acc, s->acc_bytes, slot, "resident slices", err)) ||
+        (st = device_alloc((void **)&s->pool, (size_t)s->batch * s->pool_buffer_bytes,
+                           slot, "packed chunks", err)) ||
+        (st = device_alloc((void **)&s->absmax, sizeof(unsigned) * CUDA_FBP_MAX_GROUPS,
+                           slot, "chunk ranges", err)) ||
+        (st = device_alloc((void **)&s->block, sp->entry_bytes, slot,
+                           "chunk constants", err)) ||
+        (st = create_events(s, err)))
+        return st;
+    RTOMO_CUDA_TRY(err, cudaHostAlloc((void **)&s->ring,
+                                      sp->entry_bytes * CUDA_FBP_STREAM_RING,
+                                      cudaHostAllocPortable));
+    s->texture_count = s->batch * sp->chunk;
+    s->textures = (cudaTextureObject_t *)calloc((size_t)s->texture_count,
+                                                sizeof(cudaTextureObject_t));
+    if (!s->textures)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for textures");
+    /* Full chunks' textures now, partial ones on first use. */
+    for (int g = 0; g < s->batch && uses_textures(sp->cfg.kernel); g++) {
+        cudaTextureObject_t t;
+        if ((st = chunk_texture(slot, plan, sp, g, sp->chunk, &t, err)))
+            return st;
+    }
+    RTOMO_CUDA_TRY(err, cudaMemsetAsync(s->acc, 0, s->acc_bytes, slot->compute));
+    return RTOMO_OK;
+}
+
+static rtomo_status sync_compute(const cuda_fbp_slot *slot, rtomo_error *err)
+{
+    RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->compute));
+    return RTOMO_OK;
+}
+
+static int chunk_from_env(void)
+{
+    const char *v = getenv("RTOMO_CUDA_FBP_STREAM_CHUNK");
+    if (!v || !*v)
+        return STREAM_CHUNK;
+    char *end;
+    const long n = strtol(v, &end, 10);
+    return *end || n < 1 || n > STREAM_CHUNK_MAX ? STREAM_CHUNK : (int)n;
+}
+
+extern "C" int cuda_fbp_stream_chunk(const rtomo_fbp *plan)
+{
+    const cuda_fbp_impl *impl = impl_of(plan);
+    if (impl->stream.open)
+        return impl->stream.chunk;
+    /* A chunk is one texture: at most texture_chunk projections high. */
+    const int chunk = chunk_from_env();
+    return chunk < impl->texture_chunk ? chunk : impl->texture_chunk;
+}
+
+extern "C" rtomo_status cuda_fbp_stream_open(rtomo_fbp *plan, const int *kept_rows,
+                                             int n_rows, rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    cuda_fbp_stream_plan *sp = &impl->stream;
+    release(impl);
+    sp->chunk = cuda_fbp_stream_chunk(plan);
+    memcpy(sp->roi, plan->stream_roi, sizeof sp->roi);
+    sp->interp = plan->stream_interp;
+    /* 256-byte entries keep every entry's float4 constants aligned. */
+    sp->entry_bytes = (weights_offset(sp->chunk) + sizeof(float) * (size_t)sp->chunk +
+                       255) / 256 * 256;
+    rtomo_status st = deal_rows(impl, kept_rows, n_rows, err);
+    if (st == RTOMO_OK)
+        st = resolve(impl, &sp->cfg, err);
+    if (st == RTOMO_OK) {
+        for (int i = 0; i < impl->n_slots; i++)
+            size_slot(&impl->slots[i], plan, sp);
+        st = check_memory(impl, err);
+    }
+    for (int i = 0; i < impl->n_slots && st == RTOMO_OK; i++)
+        st = alloc_slot(&impl->slots[i], plan, sp, err);
+    /* The zeroing's failures belong to the open. */
+    for (int i = 0; i < impl->n_slots && st == RTOMO_OK; i++)
+        st = sync_compute(&impl->slots[i], err);
+    if (st != RTOMO_OK) {
+        release(impl);
+        return st;
+    }
+    sp->open = 1;
+    return RTOMO_OK;
+}
+
+extern "C" void cuda_fbp_stream_close(rtomo_fbp *plan)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    if (!impl)
+        return;
+    /* The chunks' timing still counts; errors have nowhere to go. */
+    rtomo_error ignored;
+    if (impl->stream.open)
+        retire(impl, 1, &ignored);
+    release(impl);
+}
+
+extern "C" rtomo_status cuda_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    /* Ordered after every chunk already enqueued: same stream. */
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_slot *slot = &impl->slots[i];
+        if (slot->stream.n_rows == 0)
+            continue;
+        RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+        RTOMO_CUDA_TRY(err, cudaMemsetAsync(slot->stream.acc, 0, slot->stream.acc_bytes,
+                                            slot->compute));
+    }
+    return RTOMO_OK;
+}
+
+/* ------------------------------------------------------------- apply ---- */
+
+/* Write a chunk's constants (from the plan's angles and shifts now),
+ * sinogram lines and weights into ring entry `entry`. */
+static void fill_entry(const rtomo_fbp *plan, const cuda_fbp_stream_plan *sp,
+                       char *entry, const int *slots, const float *weights, int n)
+{
+    float4 *proj = (float4 *)entry;
+    int *lines = (int *)(entry + lines_offset(sp->chunk));
+    float *w = (float *)(entry + weights_offset(sp->chunk));
+    for (int i = 0; i < n; i++) {
+        proj[i] = cuda_fbp_projection_constants(plan, slots[i]);
+        lines[i] = slots[i];
+        w[i] = weights[i];
+    }
+}
+
+/* Pack groups [g0, g0 + k) of the slot's open rows from the chunk's n
+ * projections and add their back-projection into their images. */
+static rtomo_status launch_groups(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                  const cuda_fbp_stream_plan *sp, int g0, int k,
+                                  int n, rtomo_error *err)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    const int S = sp->cfg.format.slices;
+    int rows[CUDA_FBP_MAX_GROUPS * 4];
+    for (int j = 0; j < k * S; j++)
+        rows[j] = g0 * S + j < s->n_rows ? s->rows[g0 * S + j] : -1;
+    cuda_fbp_pack_job job;
+    memset(&job, 0, sizeof job);
+    job.format = sp->cfg.format;
+    job.rows = rows;
+    job.groups = k;
+    job.n_proj = n;
+    job.lines = (const int *)(s->block + lines_offset(sp->chunk));
+    job.weights = (const float *)(s->block + weights_offset(sp->chunk));
+    job.pool = s->pool;
+    job.buffer_bytes = s->pool_buffer_bytes;
+    job.pitch = s->pool_pitch;
+    job.absmax = s->absmax;
+    rtomo_status st = cuda_fbp_pack(slot, plan, &job, err);
+    if (st != RTOMO_OK)
+        return st;
+
+    const size_t image = image_floats(sp);
+    cuda_fbp_launch l;
+    memset(&l, 0, sizeof l);
+    l.proj = (const float4 *)s->block;
+    l.n_proj = n;
+    l.det_width = plan->geom.det_width;
+    l.center = (float)(0.5 * (plan->geom.slice_size - 1));
+    l.roi_x = sp->roi[0];
+    l.roi_y = sp->roi[1];
+    l.roi_w = sp->roi[2];
+    l.roi_h = sp->roi[3];
+    l.accumulate = 1;
+    l.interp = sp->interp;
+    l.cfg = sp->cfg;
+    l.n_groups = k;
+    l.pitch = s->pool_pitch;
+    l.absmax = sp->cfg.format.precision == RTOMO_PRECISION_HALF ? s->absmax : NULL;
+    l.out = s->acc + (size_t)g0 * S * image;
+    l.sm_counters = slot->recon.sm_counters;
+    for (int g = 0; g < k; g++) {
+        l.data[g] = s->pool + (size_t)g * s->pool_buffer_bytes;
+        if (uses_textures(sp->cfg.kernel) &&
+            (st = chunk_texture(slot, plan, sp, g, n, &l.tex[g], err)) != RTOMO_OK)
+            return st;
+    }
+    return cuda_fbp_backproject(&l, slot->compute, err);
+}
+
+/* Enqueue the chunk in ring entry `e` on the slot's compute stream:
+ * constants up, then every batch of groups, bracketed by the entry's
+ * events. */
+static rtomo_status enqueue_chunk(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                  const cuda_fbp_stream_plan *sp, int e, int n,
+                                  rtomo_error *err)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(s->start[e], slot->compute));
+    /* In stream order, so the previous chunk's kernels have read the
+     * block before this copy replaces it. */
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->block, s->ring + (size_t)e * sp->entry_bytes,
+                                        sp->entry_bytes, cudaMemcpyHostToDevice,
+                                        slot->compute));
+    for (int g0 = 0; g0 < s->groups; g0 += s->batch) {
+        const int k = s->groups - g0 < s->batch ? s->groups - g0 : s->batch;
+        rtomo_status st = launch_groups(slot, plan, sp, g0, k, n, err);
+        if (st != RTOMO_OK)
+            return st;
+    }
+    RTOMO_CUDA_TRY(err, cudaEventRecord(s->end[e], slot->compute));
+    s->used[e] = 1;
+    return RTOMO_OK;
+}
+
+/* One chunk of at most sp->chunk projections on every slot. */
+static rtomo_status apply_chunk(cuda_fbp_impl *impl, const int *slots,
+                                const float *weights, int n, rtomo_error *err)
+{
+    cuda_fbp_stream_plan *sp = &impl->stream;
+    const rtomo_fbp *plan = impl->plan;
+    /* Collect finished chunks' timing; wait only when the ring is full,
+     * i.e. the host is CUDA_FBP_STREAM_RING chunks ahead. */
+    rtomo_status st = retire(impl, 0, err);
+    if (st == RTOMO_OK && sp->ring_pending == CUDA_FBP_STREAM_RING) {
+        int done;
+        st = retire_entry(impl, sp->ring_oldest, 1, &done, err);
+        sp->ring_oldest = (sp->ring_oldest + 1) % CUDA_FBP_STREAM_RING;
+        sp->ring_pending--;
+    }
+    if (st != RTOMO_OK)
+        return st;
+    const int e = sp->ring_next;
+    sp->ring_next = (e + 1) % CUDA_FBP_STREAM_RING;
+    sp->ring_pending++;
+    const char *filled = NULL;
+    for (int i = 0; i < impl->n_slots; i++) {
+        cuda_fbp_slot *slot = &impl->slots[i];
+        if (slot->stream.n_rows == 0)
+            continue;
+        char *entry = slot->stream.ring + (size_t)e * sp->entry_bytes;
+        if (filled)
+            memcpy(entry, filled, sp->entry_bytes);
+        else
+            fill_entry(plan, sp, entry, slots, weights, n);
+        filled = entry;
+        if ((st = enqueue_chunk(slot, plan, sp, e, n, err)) != RTOMO_OK)
+            return st;
+    }
+    return RTOMO_OK;
+}
+
+extern "C" rtomo_status cuda_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
+                                              const float *weights, int n,
+                                              rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    cuda_fbp_stream_plan *sp = &impl->stream;
+    if (!sp->open)
+        return rtomo_set_error(err, RTOMO_E_STATE, "no resident slices are open");
+    rtomo_status st = flush_staged(impl, slots, n, err);
+    /* The front end's chunks never exceed sp->chunk; split anyway. */
+    for (int first = 0; first < n && st == RTOMO_OK; first += sp->chunk)
+        st = apply_chunk(impl, slots + first, weights + first,
+                         n - first < sp->chunk ? n - first : sp->chunk, err);
+    return st;
+}
+
+/* -------------------------------------------------------------- read ---- */
+
+/* The images one slot downloads: its accumulator images[i] goes to
+ * out[targets[i]]. */
+typedef struct read_job {
+    cuda_fbp_impl *impl;
+    const int *images, *targets;
+    int n;
+    float *out;
+    int direct;                 /* out is page-locked: copy straight in */
+} read_job;
+
+/* Download every image of the job straight into `out`, which is
+ * page-locked: one copy per run of images consecutive on both sides. */
+static rtomo_status read_direct(cuda_fbp_slot *slot, const read_job *job,
+                                size_t image, rtomo_error *err)
+{
+    const cuda_fbp_stream_state *s = &slot->stream;
+    for (int j = 0; j < job->n;) {
+        int run = 1;
+        while (j + run < job->n && job->images[j + run] == job->images[j] + run &&
+               job->targets[j + run] == job->targets[j] + run)
+            run++;
+        RTOMO_CUDA_TRY(err, cudaMemcpyAsync(job->out + (size_t)job->targets[j] * image,
+                                            s->acc + (size_t)job->images[j] * image,
+                                            (size_t)run * image * sizeof(float),
+                                            cudaMemcpyDeviceToHost, slot->download));
+        j += run;
+    }
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->download));
+    return RTOMO_OK;
+}
+
+/* Download job images [first, first + count) into output buffer `buf`:
+ * one copy per run of consecutive accumulator images. */
+static rtomo_status enqueue_read(cuda_fbp_slot *slot, const read_job *job, int buf,
+                                 int first, int count, size_t image,
+                                 rtomo_error *err)
+{
+    const cuda_fbp_stream_state *s = &slot->stream;
+    float *host = slot->recon.host_out[buf];
+    for (int j = 0; j < count;) {
+        int run = 1;
+        while (j + run < count &&
+               job->images[first + j + run] == job->images[first + j] + run)
+            run++;
+        RTOMO_CUDA_TRY(err, cudaMemcpyAsync(host + (size_t)j * image,
+                                            s->acc + (size_t)job->images[first + j] * image,
+                                            (size_t)run * image * sizeof(float),
+                                            cudaMemcpyDeviceToHost, slot->download));
+        j += run;
+    }
+    RTOMO_CUDA_TRY(err, cudaEventRecord(s->downloaded[buf], slot->download));
+    return RTOMO_OK;
+}
+
+/* Wait for buffer `buf` and copy its images to their places in out. */
+static rtomo_status finish_read(cuda_fbp_slot *slot, const read_job *job, int buf,
+                                int first, int count, size_t image,
+                                cuda_fbp_copy_segment *segs, rtomo_error *err)
+{
+    RTOMO_CUDA_TRY(err, cudaEventSynchronize(slot->stream.downloaded[buf]));
+    for (int j = 0; j < count; j++) {
+        segs[j].dst = job->out + (size_t)job->targets[first + j] * image;
+        segs[j].src = slot->recon.host_out[buf] + (size_t)j * image;
+        segs[j].bytes = image * sizeof(float);
+    }
+    cuda_fbp_copy(job->impl->copier, segs, count);
+    return RTOMO_OK;
+}
+
+/* A slot's share of a read, on its worker thread: while the GPU copies
+ * batch b into one pinned buffer, the host copies batch b-1 out of the
+ * other. */
+static rtomo_status read_slot(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
+{
+    const read_job *job = (const read_job *)arg;
+    if (job->n == 0)
+        return RTOMO_OK;
+    const size_t image = image_floats(&job->impl->stream);
+    /* The downloads start after every chunk enqueued so far. */
+    RTOMO_CUDA_TRY(err, cudaEventRecord(slot->stream.ready, slot->compute));
+    RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, slot->stream.ready, 0));
+    if (job->direct)
+        return read_direct(slot, job, image, err);
+    rtomo_status st = cuda_fbp_ensure_output(slot, image * sizeof(float), err);
+    if (st != RTOMO_OK)
+        return st;
+    size_t per = slot->recon.out_bytes / (image * sizeof(float));
+    if (per > READ_MAX_IMAGES)
+        per = READ_MAX_IMAGES;
+    cuda_fbp_copy_segment *segs =
+        (cuda_fbp_copy_segment *)malloc(sizeof *segs * per);
+    if (!segs)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    int first[2] = {0, 0}, count[2] = {0, 0};
+    int done = 0, b = 0;
+    for (; done < job->n && st == RTOMO_OK; b++) {
+        const int buf = b & 1;
+        first[buf] = done;
+        count[buf] = job->n - done < (int)per ? job->n - done : (int)per;
+        st = enqueue_read(slot, job, buf, first[buf], count[buf], image, err);
+        if (st == RTOMO_OK && b > 0)
+            st = finish_read(slot, job, buf ^ 1, first[buf ^ 1], count[buf ^ 1],
+                             image, segs, err);
+        done += count[buf];
+    }
+    const int last = (b - 1) & 1;
+    if (st == RTOMO_OK)
+        st = finish_read(slot, job, last, first[last], count[last], image, segs, err);
+    free(segs);
+    return st;
+}
+
+/* The page-aligned range around [p, p + bytes). */
+static void page_range(const void *p, size_t bytes, char **base, size_t *length)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)p / page * page;
+    const uintptr_t b = ((uintptr_t)p + bytes + page - 1) / page * page;
+    *base = (char *)a;
+    *length = (size_t)(b - a);
+}
+
+static int is_page_locked(const void *p)
+{
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) == cudaSuccess)
+        return attr.type == cudaMemoryTypeHost;
+    cudaGetLastError();
+    return 0;
+}
+
+/*
+ * Whether `out` is page-locked, so that the GPUs can copy straight into it
+ * (no pinned buffer, no host copy): memory the caller allocated with
+ * cudaHostAlloc or registered.  Its first and last floats are asked (one
+ * C array is one allocation).  The test hook RTOMO_CUDA_FBP_READ_REGISTER=1
+ * registers other memory for the read (*registered = 1), to measure that
+ * against the staged copy.
+ */
+static int page_locked(float *out, size_t bytes, int *registered)
+{
+    if (is_page_locked(out) &&
+        is_page_locked((const char *)out + bytes - sizeof(float)))
+        return 1;
+    const char *hook = getenv("RTOMO_CUDA_FBP_READ_REGISTER");
+    if (!hook || strcmp(hook, "1") != 0)
+        return 0;
+    char *base;
+    size_t length;
+    page_range(out, bytes, &base, &length);
+    if (cudaHostRegister(base, length, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    *registered = 1;
+    return 1;
+}
+
+static void unregister(float *out, size_t bytes)
+{
+    char *base;
+    size_t length;
+    page_range(out, bytes, &base, &length);
+    cudaHostUnregister(base);
+}
+
+extern "C" rtomo_status cuda_fbp_stream_read(rtomo_fbp *plan, const int *positions,
+                                             int n, float *out, rtomo_error *err)
+{
+    cuda_fbp_impl *impl = impl_of(plan);
+    const cuda_fbp_stream_plan *sp = &impl->stream;
+    if (!sp->open)
+        return rtomo_set_error(err, RTOMO_E_STATE, "no resident slices are open");
+    int *lists = (int *)malloc(sizeof(int) * 2 * (size_t)n);
+    read_job *jobs = (read_job *)calloc((size_t)impl->n_slots, sizeof *jobs);
+    if (!lists || !jobs) {
+        free(lists);
+        free(jobs);
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    }
+    /* Each slot's images and targets, in request order, one after the
+     * other in `lists`. */
+    int used = 0;
+    for (int i = 0; i < impl->n_slots; i++) {
+        int count = 0;
+        for (int k = 0; k < n; k++)
+            count += sp->pos_slot[positions[k]] == i;
+        jobs[i].impl = impl;
+        jobs[i].images = lists + used;
+        jobs[i].targets = lists + n + used;
+        jobs[i].out = out;
+        used += count;
+    }
+    for (int k = 0; k < n; k++) {
+        read_job *job = &jobs[sp->pos_slot[positions[k]]];
+        ((int *)job->images)[job->n] = sp->pos_image[positions[k]];
+        ((int *)job->targets)[job->n] = k;
+        job->n++;
+    }
+    const size_t bytes = image_floats(sp) * sizeof(float) * (size_t)n;
+    int registered = 0;
+    const int direct = page_locked(out, bytes, &registered);
+    for (int i = 0; i < impl->n_slots; i++)
+        jobs[i].direct = direct;
+    rtomo_status st = cuda_fbp_workers_run(impl, read_slot, jobs, sizeof *jobs, err);
+    if (registered)
+        unregister(out, bytes);
+    /* Every chunk is done now: its timing goes into the stats. */
+    if (st == RTOMO_OK)
+        st = retire(impl, 1, err);
+    free(lists);
+    free(jobs);
+    return st;
+}
