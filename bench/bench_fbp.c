@@ -837,21 +837,31 @@ static void bench_stream_read(const bench_options *o, int n, uint64_t *seed,
     for (int r = 0; r < rows; r++)
         list[r] = r;
     const int reps = o->repeats < 64 ? o->repeats : 64;
-    double rd[64], bp[64];
-    for (int i = 0; i < reps; i++) {
-        stream_times t = stream_pass(plan, rows, READ_PROJECTIONS, list, out);
-        rd[i] = t.read;
-        bp[i] = t.bp;
-    }
-    const double s = median(rd, reps), b = median(bp, reps);
     const double gb = (double)floats * sizeof(float) / 1e9;
-    printf("  read %.3f s (%.1f GB/s); one chunk of %d projections into all of "
-           "them: BP %.3f s (%.0f GU/s)\n", s, gb / s, READ_PROJECTIONS, b,
-           (double)floats * READ_PROJECTIONS / b * 1e-9);
-    json_array_append_new(results,
-                          json_pack("{s:s,s:i,s:i,s:f,s:f,s:f}", "what", "stream_read",
-                                    "size", n, "slices", rows, "read_seconds", s,
-                                    "gb_per_s", gb / s, "chunk_bp_seconds", b));
+    /* Through the engine's pinned buffers, then with the output
+     * page-locked for each read (RTOMO_CUDA_FBP_READ_REGISTER), which the
+     * GPU then fills directly. */
+    static const char *const ways[] = {"staged", "registered"};
+    for (int w = 0; w < 2; w++) {
+        double rd[64], bp[64];
+        if (w == 1)
+            setenv("RTOMO_CUDA_FBP_READ_REGISTER", "1", 1);
+        for (int i = 0; i < reps; i++) {
+            stream_times t = stream_pass(plan, rows, READ_PROJECTIONS, list, out);
+            rd[i] = t.read;
+            bp[i] = t.bp;
+        }
+        unsetenv("RTOMO_CUDA_FBP_READ_REGISTER");
+        const double s = median(rd, reps), b = median(bp, reps);
+        printf("  %-10s read %.3f s (%.1f GB/s); one chunk of %d projections into "
+               "all of them: BP %.3f s (%.0f GU/s)\n", ways[w], s, gb / s,
+               READ_PROJECTIONS, b, (double)floats * READ_PROJECTIONS / b * 1e-9);
+        json_array_append_new(results,
+                              json_pack("{s:s,s:s,s:i,s:i,s:f,s:f,s:f}", "what",
+                                        "stream_read", "way", ways[w], "size", n,
+                                        "slices", rows, "read_seconds", s,
+                                        "gb_per_s", gb / s, "chunk_bp_seconds", b));
+    }
     rtomo_fbp_stream_close(plan);
     free(list);
     free(out);
