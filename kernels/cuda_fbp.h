@@ -184,6 +184,12 @@ typedef struct cuda_fbp_stream_state {
     cudaEvent_t start[CUDA_FBP_STREAM_RING], end[CUDA_FBP_STREAM_RING];
     unsigned char used[CUDA_FBP_STREAM_RING];   /* end not yet read */
     cudaEvent_t ready;          /* a read's place in the compute stream */
+    /* After each launch (batch of groups) of the latest chunk: a read
+     * downloads a slab once the launch that finishes its images is done,
+     * while the chunk's later launches still run.  Valid while chunk_last
+     * (the latest work on the slices was a chunk, not a reset). */
+    cudaEvent_t *batch_done;
+    int n_batches, chunk_last;
     cudaEvent_t downloaded[2];  /* a read's output buffers */
 } cuda_fbp_stream_state;
 

@@ -304,6 +304,9 @@ static void free_slot(cuda_fbp_slot *slot)
         if (s->end[e]) cudaEventDestroy(s->end[e]);
     }
     if (s->ready) cudaEventDestroy(s->ready);
+    for (int b = 0; s->batch_done && b < s->n_batches; b++)
+        if (s->batch_done[b]) cudaEventDestroy(s->batch_done[b]);
+    free(s->batch_done);
     for (int j = 0; j < 2; j++)
         if (s->downloaded[j]) cudaEventDestroy(s->downloaded[j]);
     free(s->rows);
@@ -453,6 +456,13 @@ static rtomo_status create_events(cuda_fbp_stream_state *s, rtomo_error *err)
         RTOMO_CUDA_TRY(err, cudaEventCreate(&s->end[e]));
     }
     RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+    s->n_batches = (s->groups + s->batch - 1) / s->batch;
+    s->batch_done = (cudaEvent_t *)calloc((size_t)s->n_batches, sizeof(cudaEvent_t));
+    if (!s->batch_done)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for events");
+    for (int b = 0; b < s->n_batches; b++)
+        RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->batch_done[b],
+                                                     cudaEventDisableTiming));
     for (int j = 0; j < 2; j++)
         RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->downloaded[j],
                                                      cudaEventDisableTiming));
@@ -579,6 +589,7 @@ extern "C" rtomo_status cuda_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err)
         RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
         RTOMO_CUDA_TRY(err, cudaMemsetAsync(slot->stream.acc, 0, slot->stream.acc_bytes,
                                             slot->compute));
+        slot->stream.chunk_last = 0;
     }
     return RTOMO_OK;
 }
@@ -675,7 +686,10 @@ static rtomo_status enqueue_chunk(cuda_fbp_slot *slot, const rtomo_fbp *plan,
         rtomo_status st = launch_groups(slot, plan, sp, g0, k, n, err);
         if (st != RTOMO_OK)
             return st;
+        RTOMO_CUDA_TRY(err, cudaEventRecord(s->batch_done[g0 / s->batch],
+                                            slot->compute));
     }
+    s->chunk_last = 1;
     RTOMO_CUDA_TRY(err, cudaEventRecord(s->end[e], slot->compute));
     s->used[e] = 1;
     return RTOMO_OK;
@@ -775,6 +789,17 @@ static rtomo_status enqueue_read(cuda_fbp_slot *slot, const read_job *job, int b
 {
     const cuda_fbp_stream_state *s = &slot->stream;
     float *host = slot->recon.host_out[buf];
+    if (s->chunk_last) {
+        /* Only the launch of the latest chunk that finishes this slab's
+         * images must be done: the slab leaves while later launches run. */
+        const int per_batch = s->batch * job->impl->stream.cfg.format.slices;
+        int last = 0;
+        for (int j = 0; j < count; j++)
+            if (job->images[first + j] > last)
+                last = job->images[first + j];
+        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download,
+                                                s->batch_done[last / per_batch], 0));
+    }
     for (int j = 0; j < count;) {
         int run = 1;
         while (j + run < count &&
@@ -814,9 +839,13 @@ static rtomo_status read_slot(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
     if (job->n == 0)
         return RTOMO_OK;
     const size_t image = image_floats(&job->impl->stream);
-    /* The downloads start after every chunk enqueued so far. */
-    RTOMO_CUDA_TRY(err, cudaEventRecord(slot->stream.ready, slot->compute));
-    RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, slot->stream.ready, 0));
+    /* The downloads start after every chunk enqueued so far: all of it
+     * at once for a direct read, or after a reset; else slab by slab
+     * (enqueue_read). */
+    if (job->direct || !slot->stream.chunk_last) {
+        RTOMO_CUDA_TRY(err, cudaEventRecord(slot->stream.ready, slot->compute));
+        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, slot->stream.ready, 0));
+    }
     if (job->direct)
         return read_direct(slot, job, image, err);
     rtomo_status st = cuda_fbp_ensure_output(slot, image * sizeof(float), err);
