@@ -11,7 +11,8 @@
  * (slices x pixels x projections / total), the daemon's own figure for
  * its last frame -> last slice in host memory, ready to publish (ready_s:
  * the reconstruction's share of the tail), the daemon's last GU/s and its
- * GPUs; the speed-up of each run over the first.  By default only events
+ * GPUs; the speed-up of each run over the first (total_s; in the JSON
+ * also speedup_ready, first frame sent -> last slice ready, to_ready_s).  By default only events
  * are subscribed to: the daemon's PUB socket then drops the 32 GB of
  * slices instead of sending them, so the figures are the reconstruction's;
  * --receive-slices subscribes to them and counts them (delivery over
@@ -51,6 +52,8 @@ typedef struct result {
     double ingest_s, total_s, tail_s, gu_per_s, daemon_gu_per_s;
     double ready_s;             /* the daemon's: last frame received ->
                                    last slice in host memory */
+    double to_ready_s;          /* first frame sent -> last slice ready:
+                                   the send span plus ready_s */
     long slices_received, accepted, dropped, rejected;
     int complete, exit_status;
     json_t *gpus;
@@ -218,6 +221,7 @@ static int run_once(const options *o, const char *devices,
                                              "gu_per_s");
         r->ready_s = 1e-3 * bench_telemetry(b.client, "reconstruction",
                                             "last_ready_ms");
+        r->to_ready_s = t_end - t0 + r->ready_s;
         r->accepted = bench_counter(b.client, "accepted");
         r->dropped = bench_counter(b.client, "dropped");
         r->rejected = bench_counter(b.client, "rejected");
@@ -236,9 +240,9 @@ static void print_table(const options *o, const result *r, int n)
            o->size, o->size, o->slices, o->size, o->size, o->cli.backend,
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
-    printf("%-10s %-28s %9s %9s %9s %9s %9s %9s %8s %8s\n", "devices",
-           "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "GU/s",
-           "speed-up", "dropped", "slices");
+    printf("%-10s %-28s %9s %9s %9s %9s %10s %9s %9s %8s %8s\n", "devices",
+           "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "to_ready_s",
+           "GU/s", "speed-up", "dropped", "slices");
     for (int i = 0; i < n; i++) {
         char gpus[256] = "";
         size_t used = 0;
@@ -249,9 +253,10 @@ static void print_table(const options *o, const result *r, int n)
                                      json_string_value(json_object_get(
                                          json_array_get(r[i].gpus, g),
                                          "name")));
-        printf("%-10s %-28.28s %9.2f %9.2f %9.3f %9.3f %9.1f %9.2f %8ld "
-               "%8ld\n", r[i].devices, used ? gpus : "-", r[i].ingest_s,
-               r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].gu_per_s, r[0].total_s / r[i].total_s,
+        printf("%-10s %-28.28s %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f %9.2f "
+               "%8ld %8ld\n", r[i].devices, used ? gpus : "-", r[i].ingest_s,
+               r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].to_ready_s,
+               r[i].gu_per_s, r[0].total_s / r[i].total_s,
                r[i].dropped, r[i].slices_received);
     }
 }
@@ -261,15 +266,18 @@ static json_t *results_json(const options *o, const result *r, int n)
     json_t *runs = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(runs, json_pack(
-            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I,"
+            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
+            " s:I, s:I,"
             " s:b, s:i}",
             "devices", r[i].devices,
             "gpus", r[i].gpus ? r[i].gpus : json_null(),
             "ingest_s", r[i].ingest_s, "total_s", r[i].total_s,
             "tail_s", r[i].tail_s, "ready_s", r[i].ready_s,
+            "to_ready_s", r[i].to_ready_s,
             "gu_per_s", r[i].gu_per_s,
             "daemon_gu_per_s", r[i].daemon_gu_per_s,
             "speedup", r[0].total_s / r[i].total_s,
+            "speedup_ready", r[0].to_ready_s / r[i].to_ready_s,
             "accepted", (json_int_t)r[i].accepted,
             "rejected", (json_int_t)r[i].rejected,
             "dropped", (json_int_t)r[i].dropped,
