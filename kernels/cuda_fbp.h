@@ -167,6 +167,15 @@ typedef struct cuda_fbp_recon_state {
  * layout of cuda_fbp_launch's `out`, so one launch over consecutive groups
  * writes consecutive images. */
 typedef struct cuda_fbp_stream_state {
+    cudaStream_t work;          /* the chunks, resets and reads' start:
+                                   apart from the compute stream, so that
+                                   frames are filtered while chunks run */
+    cudaEvent_t filtered;       /* the compute stream's place when a chunk
+                                   starts: the frames it reads are in */
+    unsigned *sm_counters;      /* the hybrid kernel's, for this stream */
+    void *stats_dev, *stats_host;   /* a read's image statistics partials */
+    size_t stats_bytes;
+    cudaEvent_t stats_done;
     int n_rows;                 /* open rows this slot holds */
     int *rows;                  /* their slot-local rows */
     int groups;
@@ -266,6 +275,11 @@ typedef struct cuda_fbp_stream_plan {
     int *pos_slot, *pos_image;  /* where open position i lives */
     int n_pos;
     int ring_next, ring_oldest, ring_pending;   /* entries in flight */
+    /* Which chunk read each projection slot last (0 = none), so that a
+     * write to the slot (filtering, clearing) waits for that chunk. */
+    unsigned long long chunk_seq;               /* chunks enqueued */
+    unsigned long long entry_seq[CUDA_FBP_STREAM_RING];
+    unsigned long long *reader;                 /* n_proj */
 } cuda_fbp_stream_plan;
 
 /* The CUDA backend's plan->impl. */
@@ -394,9 +408,11 @@ typedef struct cuda_fbp_pack_job {
     char *pool;
     size_t buffer_bytes, pitch;
     unsigned *absmax;
+    cudaStream_t stream;        /* where it runs: 0 = the slot's compute
+                                   stream */
 } cuda_fbp_pack_job;
 
-/* Enqueue a packing on the slot's compute stream. */
+/* Enqueue a packing on job->stream (the slot's compute stream when 0). */
 rtomo_status cuda_fbp_pack(const cuda_fbp_slot *slot, const rtomo_fbp *plan,
                            const cuda_fbp_pack_job *job, rtomo_error *err);
 /* Bytes between projections of a packed buffer of format f (a multiple of
@@ -433,8 +449,13 @@ rtomo_status cuda_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
                                    const float *weights, int n,
                                    rtomo_error *err);
 rtomo_status cuda_fbp_stream_read(rtomo_fbp *plan, const int *positions,
-                                  int n, float *out, rtomo_error *err);
+                                  int n, float *out, double *stats,
+                                  rtomo_error *err);
 rtomo_status cuda_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
+/* Before the compute stream writes projection slots slots[0..n-1] (NULL:
+ * any slot): make it wait for the last chunk that reads one of them. */
+rtomo_status cuda_fbp_stream_before_write(cuda_fbp_impl *impl, const int *slots,
+                                          int n, rtomo_error *err);
 void cuda_fbp_stream_close(rtomo_fbp *plan);
 int cuda_fbp_stream_chunk(const rtomo_fbp *plan);
 rtomo_status cuda_fbp_reconstruct_plane(rtomo_fbp *plan,

@@ -155,7 +155,14 @@ static rtomo_status slot_init(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
     RTOMO_CUDA_TRY(err, cudaGetDeviceProperties(&prop, slot->device));
     slot->sm_count = prop.multiProcessorCount;
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->upload, cudaStreamNonBlocking));
-    RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->compute, cudaStreamNonBlocking));
+    /* Filtering runs at the device's highest priority: streaming chunks
+     * (cuda_fbp_stream.cu) fill the GPU for seconds at a time, and the
+     * frames arriving meanwhile must not wait for them, or ingest slows to
+     * the back-projection's pace. */
+    int least, greatest;
+    RTOMO_CUDA_TRY(err, cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    RTOMO_CUDA_TRY(err, cudaStreamCreateWithPriority(&slot->compute, cudaStreamNonBlocking,
+                                                     greatest));
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&slot->download, cudaStreamNonBlocking));
     slot->sino_pitch = sinogram_pitch(plan);
     const size_t bytes = cuda_fbp_row_offset(slot, plan, slot->row_count);
@@ -455,6 +462,9 @@ static rtomo_status cuda_set_filtered(rtomo_fbp *plan, int kept_row, int rows,
     if (st != RTOMO_OK)
         return st;
     cuda_fbp_impl *impl = impl_of(plan);
+    /* Every slot is written: after every streaming chunk that reads one. */
+    if ((st = cuda_fbp_stream_before_write(impl, NULL, 0, err)) != RTOMO_OK)
+        return st;
     const size_t line = (size_t)plan->geom.det_width * sizeof(float);
     const size_t per_row = (size_t)plan->geom.n_proj;
     for (int r = kept_row; r < kept_row + rows;) {

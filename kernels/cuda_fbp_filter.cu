@@ -301,6 +301,13 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
 extern "C" rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
                                                 rtomo_error *err)
 {
+    /* Streaming chunks run on their own stream: the bank's slots are
+     * written only after the chunks that read them (a window's ring). */
+    const cuda_fbp_bank *b = &impl->banks[bank];
+    rtomo_status ordered = cuda_fbp_stream_before_write(impl, b->index, b->count,
+                                                        err);
+    if (ordered != RTOMO_OK)
+        return ordered;
     for (int i = 0; i < impl->n_slots; i++) {
         rtomo_status st = enqueue_slot(&impl->slots[i], impl, bank, err);
         if (st != RTOMO_OK)

@@ -152,14 +152,14 @@ __global__ void pack_kernel(const pack_sources src, size_t src_pitch,
 template <int S>
 static void launch_pack(const pack_sources &src, const cuda_fbp_slot *slot,
                         const rtomo_fbp *plan, const cuda_fbp_pack_job *job,
-                        dim3 grid)
+                        dim3 grid, cudaStream_t stream)
 {
     if (job->format.precision == RTOMO_PRECISION_HALF)
-        pack_kernel<S, true><<<grid, PACK_THREADS, 0, slot->compute>>>(
+        pack_kernel<S, true><<<grid, PACK_THREADS, 0, stream>>>(
             src, slot->sino_pitch, job->n_proj, plan->geom.det_width, job->lines,
             job->weights, job->pool, job->buffer_bytes, job->pitch, job->absmax);
     else
-        pack_kernel<S, false><<<grid, PACK_THREADS, 0, slot->compute>>>(
+        pack_kernel<S, false><<<grid, PACK_THREADS, 0, stream>>>(
             src, slot->sino_pitch, job->n_proj, plan->geom.det_width, job->lines,
             job->weights, job->pool, job->buffer_bytes, job->pitch, NULL);
 }
@@ -170,6 +170,7 @@ extern "C" rtomo_status cuda_fbp_pack(const cuda_fbp_slot *slot,
                                       rtomo_error *err)
 {
     const int S = job->format.slices;
+    const cudaStream_t stream = job->stream ? job->stream : slot->compute;
     pack_sources src;
     memset(&src, 0, sizeof src);
     for (int j = 0; j < job->groups * S; j++)
@@ -182,16 +183,16 @@ extern "C" rtomo_status cuda_fbp_pack(const cuda_fbp_slot *slot,
     if (job->format.precision == RTOMO_PRECISION_HALF) {
         RTOMO_CUDA_TRY(err, cudaMemsetAsync(job->absmax, 0,
                                             sizeof(unsigned) * (size_t)job->groups,
-                                            slot->compute));
-        absmax_kernel<<<grid, PACK_THREADS, 0, slot->compute>>>(
+                                            stream));
+        absmax_kernel<<<grid, PACK_THREADS, 0, stream>>>(
             src, S, slot->sino_pitch, job->n_proj, width, job->lines, job->weights,
             job->absmax);
         RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram range");
     }
     switch (S) {
-    case 1: launch_pack<1>(src, slot, plan, job, grid); break;
-    case 2: launch_pack<2>(src, slot, plan, job, grid); break;
-    default: launch_pack<4>(src, slot, plan, job, grid); break;
+    case 1: launch_pack<1>(src, slot, plan, job, grid, stream); break;
+    case 2: launch_pack<2>(src, slot, plan, job, grid, stream); break;
+    default: launch_pack<4>(src, slot, plan, job, grid, stream); break;
     }
     RTOMO_CUDA_CHECK_LAUNCH(err, "sinogram packing");
     return RTOMO_OK;
