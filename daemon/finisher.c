@@ -137,6 +137,10 @@ static void finish_results(const rtomod_finisher *f, rtomod_result *r)
     for (; r; r = r->next) {
         if (r->kind != RTOMOD_RESULT_IMAGE || (aborted && r->serial == aborted))
             continue;
+        /* Measured by the engine already (resident slices, on the GPU). */
+        if (isfinite(r->header.min) && isfinite(r->header.max) &&
+            isfinite(r->header.mean))
+            continue;
         int is_u16 = r->header.dtype == RTOMO_DTYPE_U16;
         if (strcmp(r->header.topic, RTOMO_TOPIC_DEPTH) == 0)
             depth_stats(r->data, r->size / 2, &r->header);

@@ -37,6 +37,7 @@ typedef struct plan_state {
     pending_frame pending[MAX_PIPELINE];
     int n_pending, first_pending;
     double set_seconds;         /* engine time of the current set */
+    rtomo_fbp_stats reported;   /* the plan's figures at the last stats */
     double t_ready;             /* the last reconstruction's last image
                                    in host memory (monotonic s) */
     rtomo_sbdx_stats sbdx_seen; /* SBDX statistics already reported */

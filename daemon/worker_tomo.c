@@ -258,31 +258,42 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     rtomo_fbp_stats before, after;
     rtomo_fbp_get_stats(s->fbp, &before);
     float *out = (float *)buf->data;
-    /* Resident slices are read, the rest back-projected now. */
+    /* Resident slices are read, with their statistics made where they
+     * are; the rest back-projected now (the finisher measures those). */
+    double *stats = malloc(sizeof(double) * 3 * (size_t)n);
     rtomo_status st =
-        s->window ? rtomo_fbp_window_read(s->window, rc->rows + first, n, out,
-                                          &err)
-                  : rtomo_fbp_stream_collect(s->fbp, rc->rows + first, n, out,
-                                             &err);
+        !stats ? rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory")
+        : s->window ? rtomo_fbp_window_read(s->window, rc->rows + first, n,
+                                            out, stats, &err)
+                    : rtomo_fbp_stream_collect(s->fbp, rc->rows + first, n,
+                                               out, stats, &err);
     if (st != RTOMO_OK) {
         engine_failed(w, s, job->serial, "reconstruction", &err);
         rtomod_buffer_unref(buf);
+        free(stats);
         return -1;
     }
     rtomo_fbp_get_stats(s->fbp, &after);
     double seconds = after.reconstruct_seconds - before.reconstruct_seconds;
-    double bp = after.backproject_seconds - before.backproject_seconds;
+    /* Back-projection since the last report: resident slices were made
+     * while the frames came, so their work shows with the first batch. */
+    double bp = after.backproject_seconds - s->reported.backproject_seconds;
+    double updates = after.updates - s->reported.updates;
+    s->reported = after;
     s->set_seconds += seconds;
     for (int i = 0; i < n; i++) {
         rtomo_image_header h;
         slice_header(s, rc, first + i, &h);
+        h.min = stats[3 * i];
+        h.max = stats[3 * i + 1];
+        h.mean = stats[3 * i + 2];
         post_image(w, job->serial, -1, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
     s->t_ready = now_seconds();
+    free(stats);
     rtomod_buffer_unref(buf);
-    post_stats(w, job->serial, -1, n, 0, after.updates - before.updates,
-               bp > 0 ? bp : seconds);
+    post_stats(w, job->serial, -1, n, 0, updates, bp > 0 ? bp : seconds);
     /* Statistics and publication of this batch overlap the next one. */
     flush_results(w);
     return 0;

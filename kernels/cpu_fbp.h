@@ -129,7 +129,7 @@ rtomo_status cpu_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
                                   const float *weights, int n,
                                   rtomo_error *err);
 rtomo_status cpu_fbp_stream_read(rtomo_fbp *plan, const int *positions, int n,
-                                 float *out, rtomo_error *err);
+                                 float *out, double *stats, rtomo_error *err);
 rtomo_status cpu_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
 void cpu_fbp_stream_close(rtomo_fbp *plan);
 int cpu_fbp_stream_chunk(const rtomo_fbp *plan);

@@ -72,16 +72,33 @@ rtomo_status cpu_fbp_stream_apply(rtomo_fbp *plan, const int *slots,
     return RTOMO_OK;
 }
 
+/* min, max, mean of n floats. */
+static void image_stats(const float *x, size_t n, double *stats)
+{
+    float lo = x[0], hi = x[0];
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        sum += x[i];
+    }
+    stats[0] = lo;
+    stats[1] = hi;
+    stats[2] = sum / (double)n;
+}
+
 rtomo_status cpu_fbp_stream_read(rtomo_fbp *plan, const int *positions, int n,
-                                 float *out, rtomo_error *err)
+                                 float *out, double *stats, rtomo_error *err)
 {
     (void)err;
     const cpu_fbp_state *st = plan->impl;
     const size_t image = stream_image_floats(plan);
-    for (int i = 0; i < n; i++)
-        memcpy(out + (size_t)i * image,
-               st->stream_slices + (size_t)positions[i] * image,
-               sizeof(float) * image);
+    for (int i = 0; i < n; i++) {
+        const float *src = st->stream_slices + (size_t)positions[i] * image;
+        memcpy(out + (size_t)i * image, src, sizeof(float) * image);
+        if (stats)
+            image_stats(src, image, stats + 3 * (size_t)i);
+    }
     return RTOMO_OK;
 }
 

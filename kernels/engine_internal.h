@@ -69,9 +69,11 @@ typedef struct rtomo_fbp_backend_ops {
                                  const float *weights, int n,
                                  rtomo_error *err);
     /* Copy the open slices at positions[0..n-1] (indices into the
-     * kept_rows given to stream_open) into out; blocks until done. */
+     * kept_rows given to stream_open) into out, and when stats is not
+     * NULL each one's min, max, mean into stats[3i..3i+2]; blocks until
+     * done. */
     rtomo_status (*stream_read)(rtomo_fbp *plan, const int *positions, int n,
-                                float *out, rtomo_error *err);
+                                float *out, double *stats, rtomo_error *err);
     rtomo_status (*stream_reset)(rtomo_fbp *plan, rtomo_error *err);
     void (*stream_close)(rtomo_fbp *plan);
     /* Slots per stream_apply the backend prefers. */

@@ -214,6 +214,13 @@ static int stream_position(const rtomo_fbp *plan, int row)
 rtomo_status rtomo_fbp_stream_read(rtomo_fbp *plan, const int *rows, int n,
                                    float *out, rtomo_error *err)
 {
+    return rtomo_fbp_stream_read_stats(plan, rows, n, out, NULL, err);
+}
+
+rtomo_status rtomo_fbp_stream_read_stats(rtomo_fbp *plan, const int *rows,
+                                         int n, float *out, double *stats,
+                                         rtomo_error *err)
+{
     if (!stream_is_open(plan, err))
         return RTOMO_E_STATE;
     if (!rows || n < 1 || !out)
@@ -233,7 +240,7 @@ rtomo_status rtomo_fbp_stream_read(rtomo_fbp *plan, const int *rows, int n,
     if (st == RTOMO_OK)
         st = rtomo_fbp_stream_flush(plan, err);
     if (st == RTOMO_OK)
-        st = plan->ops->stream_read(plan, positions, n, out, err);
+        st = plan->ops->stream_read(plan, positions, n, out, stats, err);
     if (st == RTOMO_OK) {
         plan->stats.reconstruct_seconds += rtomo_now_seconds() - t0;
         plan->stats.slices_reconstructed += n;
@@ -291,7 +298,8 @@ int rtomo_fbp_stream_has(const rtomo_fbp *plan, int row)
 }
 
 rtomo_status rtomo_fbp_stream_collect(rtomo_fbp *plan, const int *rows, int n,
-                                      float *out, rtomo_error *err)
+                                      float *out, double *stats,
+                                      rtomo_error *err)
 {
     if (!rows || n < 1 || !out)
         return rtomo_set_error(err, RTOMO_E_INVALID,
@@ -307,10 +315,14 @@ rtomo_status rtomo_fbp_stream_collect(rtomo_fbp *plan, const int *rows, int n,
         while (end < n && rtomo_fbp_stream_has(plan, rows[end]) == resident)
             end++;
         float *dst = out + (size_t)first * image;
-        st = resident ? rtomo_fbp_stream_read(plan, rows + first, end - first,
-                                              dst, err)
+        double *dst_stats = stats ? stats + 3 * (size_t)first : NULL;
+        st = resident ? rtomo_fbp_stream_read_stats(plan, rows + first,
+                                                    end - first, dst,
+                                                    dst_stats, err)
                       : rtomo_fbp_reconstruct(plan, rows + first, end - first,
                                               dst, err);
+        for (int i = first; !resident && stats && i < end; i++)
+            stats[3 * i] = stats[3 * i + 1] = stats[3 * i + 2] = NAN;
         first = end;
     }
     return st;

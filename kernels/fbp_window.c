@@ -191,7 +191,8 @@ static rtomo_status recompute(rtomo_fbp_window *w, rtomo_error *err)
 }
 
 rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
-                                   int n, float *out, rtomo_error *err)
+                                   int n, float *out, double *stats,
+                                   rtomo_error *err)
 {
     rtomo_status st = RTOMO_OK;
     int from_scratch = 0;
@@ -202,7 +203,7 @@ rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
     if (st == RTOMO_OK && from_scratch)
         st = clear_left(w, err);
     if (st == RTOMO_OK)
-        st = rtomo_fbp_stream_collect(w->plan, rows, n, out, err);
+        st = rtomo_fbp_stream_collect(w->plan, rows, n, out, stats, err);
     if (st != RTOMO_OK)
         return st;
     /* The recomputation is queued behind this read (on the GPU it runs

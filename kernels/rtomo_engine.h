@@ -373,6 +373,12 @@ rtomo_status rtomo_fbp_stream_flush(rtomo_fbp *plan, rtomo_error *err);
  * images are in `out`.  The slices stay resident. */
 rtomo_status rtomo_fbp_stream_read(rtomo_fbp *plan, const int *rows, int n,
                                    float *out, rtomo_error *err);
+/* The same, and each image's minimum, maximum and mean into stats[3 i],
+ * stats[3 i + 1], stats[3 i + 2], computed where the slices are (on the
+ * GPU: no pass over the host copy).  stats may be NULL. */
+rtomo_status rtomo_fbp_stream_read_stats(rtomo_fbp *plan, const int *rows,
+                                         int n, float *out, double *stats,
+                                         rtomo_error *err);
 /* Zero every resident slice and drop the queue (for an exact
  * recomputation of a window). */
 rtomo_status rtomo_fbp_stream_reset(rtomo_fbp *plan, rtomo_error *err);
@@ -382,9 +388,12 @@ void rtomo_fbp_stream_close(rtomo_fbp *plan);
 /* Slices of detector rows rows[0..n-1] into out (n images of the plan's
  * current ROI): rows with a resident slice are read from it when the
  * plan's ROI and interpolation are still those of the stream; the others
- * are back-projected now from every slot, as rtomo_fbp_reconstruct does. */
+ * are back-projected now from every slot, as rtomo_fbp_reconstruct does.
+ * stats (may be NULL): min, max, mean per image as in
+ * rtomo_fbp_stream_read_stats for resident rows, NaN for the others. */
 rtomo_status rtomo_fbp_stream_collect(rtomo_fbp *plan, const int *rows, int n,
-                                      float *out, rtomo_error *err);
+                                      float *out, double *stats,
+                                      rtomo_error *err);
 /* 1 when rtomo_fbp_stream_collect would read row `row` from a resident
  * slice. */
 int rtomo_fbp_stream_has(const rtomo_fbp *plan, int row);
@@ -434,7 +443,8 @@ rtomo_status rtomo_fbp_window_add(rtomo_fbp_window *w, int64_t index,
                                   rtomo_error *err);
 /* The window's slices of rows[0..n-1] (see rtomo_fbp_stream_collect). */
 rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
-                                   int n, float *out, rtomo_error *err);
+                                   int n, float *out, double *stats,
+                                   rtomo_error *err);
 /* The slots of the window's projections into slots[] (room for
  * window_proj; NULL only counts them); returns how many. */
 int rtomo_fbp_window_slot_list(const rtomo_fbp_window *w, int *slots);

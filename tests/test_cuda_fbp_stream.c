@@ -190,9 +190,32 @@ static float *read_rows_as(rtomo_fbp *plan, const int *rows, int n, size_t image
     if (direct)
         setenv("RTOMO_CUDA_FBP_READ_REGISTER", "1", 1);
     rtomo_error err;
-    const rtomo_status st = rtomo_fbp_stream_read(plan, rows, n, out, &err);
+    double *stats = malloc(sizeof(double) * 3 * (size_t)n);
+    ck_assert_ptr_nonnull(stats);
+    const rtomo_status st = rtomo_fbp_stream_read_stats(plan, rows, n, out,
+                                                        stats, &err);
     unsetenv("RTOMO_CUDA_FBP_READ_REGISTER");
     ck_assert_msg(st == RTOMO_OK, "stream_read: %s", err.message);
+    /* The GPU's statistics describe the images read: min and max exactly,
+     * the mean to double rounding of float sums. */
+    for (int i = 0; i < n; i++) {
+        const float *x = out + image * (size_t)i;
+        double lo = x[0], hi = x[0], sum = 0.0;
+        for (size_t k = 0; k < image; k++) {
+            lo = x[k] < lo ? x[k] : lo;
+            hi = x[k] > hi ? x[k] : hi;
+            sum += x[k];
+        }
+        ck_assert_msg(stats[3 * i] == lo && stats[3 * i + 1] == hi,
+                      "image %d: GPU min/max %g/%g, host %g/%g", i,
+                      stats[3 * i], stats[3 * i + 1], lo, hi);
+        const double mean = sum / (double)image;
+        ck_assert_msg(fabs(stats[3 * i + 2] - mean) <=
+                          1e-9 * (fabs(lo) + fabs(hi)) + 1e-30,
+                      "image %d: GPU mean %.17g, host %.17g", i,
+                      stats[3 * i + 2], mean);
+    }
+    free(stats);
     return out;
 }
 

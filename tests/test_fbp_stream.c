@@ -90,6 +90,22 @@ static size_t image_of(const rtomo_fbp *plan)
     return (size_t)g->roi_width * (size_t)g->roi_height;
 }
 
+static double test_min(const float *a, size_t n)
+{
+    float m = a[0];
+    for (size_t i = 1; i < n; i++)
+        m = a[i] < m ? a[i] : m;
+    return m;
+}
+
+static double test_max(const float *a, size_t n)
+{
+    float m = a[0];
+    for (size_t i = 1; i < n; i++)
+        m = a[i] > m ? a[i] : m;
+    return m;
+}
+
 /* Shuffle a[0..n-1]. */
 static void shuffle(uint64_t *seed, int *a, int n)
 {
@@ -267,7 +283,13 @@ START_TEST(collect_and_reset)
     float *a = malloc(sizeof(float) * image * 3);
     float *b = malloc(sizeof(float) * image * 3);
     rtomo_error err;
-    ck_assert(rtomo_fbp_stream_collect(plan, rows, 3, a, &err) == RTOMO_OK);
+    double stats[9];
+    ck_assert(rtomo_fbp_stream_collect(plan, rows, 3, a, stats, &err) ==
+              RTOMO_OK);
+    /* Statistics for the resident row only, describing it. */
+    ck_assert(isnan(stats[0]) && isnan(stats[8]));
+    ck_assert(stats[3] == test_min(a + image, image) &&
+              stats[4] == test_max(a + image, image));
     test_reconstruct(plan, rows, 3, b);
     ck_assert(test_rel_l2(a, b, image) == 0.0);                 /* row 1 */
     ck_assert(test_rel_l2(a + 2 * image, b + 2 * image, image) == 0.0);
@@ -366,7 +388,8 @@ static double run_windows(int resident, int refresh, long last)
         long window = (long)((k - (WIN - 1)) / EVERY);
         if (k < WIN - 1 || (k - (WIN - 1)) % EVERY != 0)
             continue;
-        ck_assert(rtomo_fbp_window_read(w, rows, 3, got, &err) == RTOMO_OK);
+        ck_assert(rtomo_fbp_window_read(w, rows, 3, got, NULL, &err) ==
+                  RTOMO_OK);
         /* (k % 10 == 4: projection k itself is still to come.) */
         if ((window == 0 || window == 138 || window == last) &&
             k % 10 != 4) {
