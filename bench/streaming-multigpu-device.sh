@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=index,name,clocks.sm,memory.total --format=csv | tee -a "
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 sets="--devices 0 --devices 0,1"
 [ "$gpus" -ge 4 ] && sets="$sets --devices 0,1,2,3"
-for t in test_cuda_fbp_stream test_cuda_fbp_pipeline; do
+for t in test_cuda_fbp_stream test_cuda_fbp_pipeline test_cuda_fbp_plane; do
   step "$t" "$b/$t"
 done
 # shellcheck disable=SC2086
