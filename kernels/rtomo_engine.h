@@ -647,6 +647,50 @@ typedef struct rtomo_sbdx_stats {
 
 void rtomo_sbdx_get_stats(const rtomo_sbdx *plan, rtomo_sbdx_stats *out);
 
+/* ------------------------------------------------------------------------ */
+/* Rotation axis from opposed projections                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The rotation axis of a parallel-beam scan from pairs of opposed
+ * projections (angles a and a + pi; which frames pair up, within what
+ * angular tolerance, is the caller's choice).  Projection rows hold line
+ * integrals (normalised, -log); with the geometry above the projection at
+ * a + pi is the mirror image of the one at a about the axis,
+ *     p_{a+pi}(s) = p_a(2 axis - s),
+ * and the axis is found where the two agree best, to a fraction of a bin.
+ *
+ * first[i] and opposed[i] (i < n_pairs) each point to rows x width floats
+ * (row-major: e.g. the kept rows of a frame).  Every row of every pair
+ * counts, so more rows and pairs (all opposed pairs of a 360-degree scan)
+ * average the noise down.  The axis may lie anywhere at least
+ * rtomo_fbp_axis_margin(width) bins inside the detector: only the bins the
+ * two mirror images share are compared, normalised by their energy, so an
+ * off-centre axis or an object cut by the detector edge is fine.
+ *
+ * *axis: the axis in bins (the geometry's `axis` convention).  *quality
+ * (may be NULL): in [0, 1], 1 - M_min / M_median, where M is the mismatch
+ * sum (p_a(s) - p_{a+pi}(2 axis - s))^2 / sum (p_a^2 + p_{a+pi}^2) over the
+ * shared bins, at the axis found and the median over all candidate axes:
+ * near 1 for a clear mirror image, near 0 when there is none (e.g.
+ * frames that are not opposed).  RTOMO_E_INVALID for NULL pointers,
+ * n_pairs or rows < 1, width < RTOMO_FBP_AXIS_MIN_WIDTH, a NaN or inf in
+ * the data (the message names pair, row and bin) and data without features
+ * (all zero, or uniform).  The method is in fbp_axis.c.
+ */
+#define RTOMO_FBP_AXIS_MIN_WIDTH 32
+
+rtomo_status rtomo_fbp_find_axis(const float *const *first,
+                                 const float *const *opposed, int n_pairs,
+                                 int rows, int width, double *axis,
+                                 double *quality, rtomo_error *err);
+
+/* How far inside a detector of det_width bins the axis must lie to be
+ * found, axis in [margin, det_width - 1 - margin]: the rows are smoothed
+ * (a Gaussian of width/1024 bins, 1.5 to 4) and the mirror images must
+ * still share max(8, width / 16) bins.  -1 for a width too small. */
+int rtomo_fbp_axis_margin(int det_width);
+
 #ifdef __cplusplus
 }
 #endif
