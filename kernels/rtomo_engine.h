@@ -673,7 +673,9 @@ void rtomo_sbdx_get_stats(const rtomo_sbdx *plan, rtomo_sbdx_stats *out);
  * sum (p_a(s) - p_{a+pi}(2 axis - s))^2 / sum (p_a^2 + p_{a+pi}^2) over the
  * shared bins, at the axis found and the median over all candidate axes:
  * near 1 for a clear mirror image, near 0 when there is none (e.g.
- * frames that are not opposed).  RTOMO_E_INVALID for NULL pointers,
+ * frames that are not opposed).  It says whether the frames mirror each
+ * other, not how sharply that fixes the axis: an overlap with little
+ * structure (a uniform interior) mirrors well at a shallow minimum.  RTOMO_E_INVALID for NULL pointers,
  * n_pairs or rows < 1, width < RTOMO_FBP_AXIS_MIN_WIDTH, a NaN or inf in
  * the data (the message names pair, row and bin) and data without features
  * (all zero, or uniform).  The method is in fbp_axis.c.
