@@ -458,6 +458,7 @@ rtomo_status cuda_fbp_stream_before_write(cuda_fbp_impl *impl, const int *slots,
                                           int n, rtomo_error *err);
 void cuda_fbp_stream_close(rtomo_fbp *plan);
 int cuda_fbp_stream_chunk(const rtomo_fbp *plan);
+int cuda_fbp_stream_idle(const rtomo_fbp *plan);
 rtomo_status cuda_fbp_reconstruct_plane(rtomo_fbp *plan,
                                         const rtomo_fbp_plane *plane,
                                         const int *slots, int n_slots,

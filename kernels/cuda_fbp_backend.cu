@@ -631,4 +631,5 @@ extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {
     cuda_fbp_stream_close,
     cuda_fbp_stream_chunk,
     cuda_fbp_reconstruct_plane,
+    cuda_fbp_stream_idle,
 };

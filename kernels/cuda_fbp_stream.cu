@@ -588,6 +588,31 @@ static int chunk_from_env(void)
     return *end || n < 1 || n > STREAM_CHUNK_MAX ? STREAM_CHUNK : (int)n;
 }
 
+extern "C" int cuda_fbp_stream_idle(const rtomo_fbp *plan)
+{
+    const cuda_fbp_impl *impl = impl_of(plan);
+    const cuda_fbp_stream_plan *sp = &impl->stream;
+    if (!sp->open || sp->ring_pending == 0)
+        return 1;
+    /* The newest chunk: the work stream runs chunks in order. */
+    const int e = (sp->ring_next + CUDA_FBP_STREAM_RING - 1) % CUDA_FBP_STREAM_RING;
+    for (int i = 0; i < impl->n_slots; i++) {
+        const cuda_fbp_slot *slot = &impl->slots[i];
+        if (!slot->stream.used[e])
+            continue;
+        if (cudaSetDevice(slot->device) != cudaSuccess)
+            return 0;
+        cudaError_t rc = cudaEventQuery(slot->stream.end[e]);
+        if (rc == cudaErrorNotReady)
+            return 0;
+        if (rc != cudaSuccess) {
+            /* Left for the next call that checks errors to report. */
+            return 0;
+        }
+    }
+    return 1;
+}
+
 extern "C" int cuda_fbp_stream_chunk(const rtomo_fbp *plan)
 {
     const cuda_fbp_impl *impl = impl_of(plan);

@@ -84,6 +84,9 @@ typedef struct rtomo_fbp_backend_ops {
                                       const rtomo_fbp_plane *plane,
                                       const int *slots, int n_slots,
                                       float *out, rtomo_error *err);
+    /* 1 when every chunk applied so far is done (the device would idle);
+     * NULL: a synchronous backend, for which chunks are always done. */
+    int (*stream_idle)(const rtomo_fbp *plan);
 } rtomo_fbp_backend_ops;
 
 struct rtomo_fbp {

@@ -18,6 +18,14 @@
 
 #include "engine_internal.h"
 
+/* A partial chunk of at least this many slots goes to an asynchronous
+ * backend at once when its device has nothing left to do: chunks are large
+ * for throughput (the read-modify-write of every resident slice per
+ * chunk), but a device that keeps up should not let projections wait, or
+ * they all remain at the end of the scan.  While the device is busy the
+ * queue grows to a full chunk. */
+#define STREAM_EARLY_SLOTS 16
+
 /* The ROI a geometry's slices have, its defaults filled in. */
 static void geometry_roi(const rtomo_fbp_geometry *g, int roi[4])
 {
@@ -181,7 +189,9 @@ rtomo_status rtomo_fbp_stream_queue(rtomo_fbp *plan, int index, float weight,
     plan->queue_weight[plan->queue_n] = weight;
     plan->queue_n++;
     plan->queued[index] = 1;
-    if (plan->queue_n == plan->queue_capacity)
+    if (plan->queue_n == plan->queue_capacity ||
+        (plan->queue_n >= STREAM_EARLY_SLOTS && plan->ops->stream_idle &&
+         plan->ops->stream_idle(plan)))
         return rtomo_fbp_stream_flush(plan, err);
     return RTOMO_OK;
 }
