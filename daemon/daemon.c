@@ -111,6 +111,10 @@ static void dispatch(rtomod *d, rtomod_scan *scan, rtomod_result *r)
         if (scan)
             rtomod_scan_set_done(d, scan, r);
         break;
+    case RTOMOD_RESULT_AXIS:
+        if (scan)
+            rtomod_tomo_axis_found(d, scan, r);
+        break;
     }
 }
 

@@ -241,6 +241,9 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
 /* A worker finished its part of a reconstruction or window. */
 void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan,
                           const rtomod_result *r);
+/* A worker found the scan's rotation axis ("axis": "auto"). */
+void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
+                            const rtomod_result *r);
 /* Continuous windows queued and not yet published (0 for other scans). */
 int rtomod_tomo_pending_windows(const rtomod_scan *scan);
 

@@ -41,6 +41,9 @@ typedef enum rtomod_job_kind {
     RTOMOD_JOB_CLOSE            /* finish (SBDX: flush) or abort, free plans */
 } rtomod_job_kind;
 
+/* Opposed pairs of projections an automatic axis is found from, at most. */
+#define RTOMOD_AXIS_PAIRS 4
+
 /* What a tomography plan needs beyond its geometry, decided by the loop. */
 typedef struct rtomod_tomo_begin_job {
     rtomo_fbp_geometry geometry;    /* kept rows of this worker; owns angles
@@ -57,6 +60,10 @@ typedef struct rtomod_tomo_begin_job {
     int preview_every;          /* projections between previews, 0 = none */
     int *preview_rows;          /* resident rows previewed (owned) */
     int n_preview;
+    /* "axis": "auto": pairs of opposed projections to find it from
+     * (n_axis_pairs 0 = the axis is given). */
+    int axis_pairs[RTOMOD_AXIS_PAIRS][2];
+    int n_axis_pairs;
 } rtomod_tomo_begin_job;
 
 /* Planes of any orientation an operator asked for (control "planes"). */
@@ -129,6 +136,7 @@ typedef enum rtomod_result_kind {
     RTOMOD_RESULT_DROPPED,      /* accepted frames that were not used */
     RTOMOD_RESULT_DONE,         /* a RECONSTRUCT with close_plan or a CLOSE
                                    job finished on this worker */
+    RTOMOD_RESULT_AXIS,         /* the rotation axis was found (value) */
     RTOMOD_RESULT_SET_DONE      /* this worker's part of an image set (a
                                    reconstruction, a window, an SBDX frame)
                                    is published or failed: posted exactly
@@ -144,6 +152,8 @@ typedef struct rtomod_result {
     double t_input;             /* IMAGE, SET_DONE: latency reference
                                    (monotonic s) */
     int64_t frame;              /* SET_DONE: window or SBDX frame, or -1 */
+    double axis, axis_quality;  /* AXIS: bins, and rtomo_fbp_find_axis's
+                                   quality */
     double t_ready;             /* SET_DONE of a reconstruction: when its
                                    last image was in host memory
                                    (monotonic s), 0 = not measured */

@@ -83,6 +83,10 @@ struct rtomod_tomo_scan {
      * resident (streaming). */
     int part_first[RTOMO_MAX_DEVICES], part_count[RTOMO_MAX_DEVICES];
     int resident[RTOMO_MAX_DEVICES];
+    /* "axis": "auto": the opposed pairs it is found from, and the axis
+     * found (NaN until then). */
+    int axis_pairs[RTOMOD_AXIS_PAIRS][2], n_axis_pairs;
+    double axis_found, axis_quality;
     /* Continuous mode. */
     int64_t *slot_index;            /* projection in each slot, -1 = none */
     double *slot_angle;             /* its angle, radians */
@@ -382,6 +386,8 @@ static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
 {
     b->continuous = t->spec->continuous;
     b->window_refresh = d->cfg.reconstruction.window_refresh;
+    memcpy(b->axis_pairs, t->axis_pairs, sizeof b->axis_pairs);
+    b->n_axis_pairs = t->n_axis_pairs;
     b->n_resident = t->resident[w];
     if (b->n_resident == 0)
         return 0;
@@ -465,6 +471,7 @@ static rtomod_tomo_scan *tomo_new(rtomo_scan_spec *spec)
     if (!t)
         return NULL;
     t->spec = spec;
+    t->axis_found = t->axis_quality = NAN;
     /* Continuous scans remember the last n_proj indices: an older one
      * would overwrite a newer projection's slot. */
     if (rtomod_seen_init(&t->projections, spec->geometry.n_proj) != 0 ||
@@ -476,6 +483,75 @@ static rtomod_tomo_scan *tomo_new(rtomo_scan_spec *spec)
         return NULL;
     }
     return t;
+}
+
+/* The angle of projection p, radians. */
+static double angle_of(const rtomo_fbp_geometry *g, int p)
+{
+    return g->angles ? g->angles[p] : g->angle_start + p * g->angle_step;
+}
+
+/* |a - b| modulo 2 pi, in [0, pi]. */
+static double angle_distance(double a, double b)
+{
+    double d = fmod(fabs(a - b), 2.0 * M_PI);
+    return d > M_PI ? 2.0 * M_PI - d : d;
+}
+
+/* Pairs of projections 180 degrees apart (within one angular step) for an
+ * automatic axis: the earliest projections that have an opposite, up to
+ * RTOMOD_AXIS_PAIRS.  Returns how many. */
+static int opposed_pairs(const rtomo_fbp_geometry *g,
+                         int pairs[RTOMOD_AXIS_PAIRS][2])
+{
+    const double step = g->angles ? M_PI / g->n_proj
+                      : fabs(g->angle_step != 0 ? g->angle_step
+                                                : M_PI / g->n_proj);
+    int n = 0;
+    for (int p = 0; p < g->n_proj && n < RTOMOD_AXIS_PAIRS; p++) {
+        int best = -1;
+        double best_d = 1.0001 * step;
+        for (int q = 0; q < g->n_proj; q++) {
+            double d = angle_distance(angle_of(g, q), angle_of(g, p) + M_PI);
+            if (q != p && d <= best_d) {
+                best = q;
+                best_d = d;
+            }
+        }
+        int used = 0;
+        for (int i = 0; i < n; i++)
+            used |= pairs[i][0] == best || pairs[i][1] == best ||
+                    pairs[i][0] == p || pairs[i][1] == p;
+        if (best >= 0 && !used) {
+            pairs[n][0] = p;
+            pairs[n][1] = best;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* "axis": "auto": the pairs it is found from, or a reject. */
+static int plan_axis_search(rtomod *d, const rtomo_ingest_msg *msg,
+                            const rtomo_fbp_geometry *g,
+                            rtomod_tomo_scan *t)
+{
+    if (msg->scan_spec->continuous) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "field \"axis\" = \"auto\" is for scans; a "
+                       "continuous stream needs its axis (per-window "
+                       "tracking is not built yet)");
+        return -1;
+    }
+    t->n_axis_pairs = opposed_pairs(g, t->axis_pairs);
+    if (t->n_axis_pairs == 0) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "field \"axis\" = \"auto\" needs two projections "
+                       "180 degrees apart (within one angular step); these "
+                       "angles have none: give the axis");
+        return -1;
+    }
+    return 0;
 }
 
 int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
@@ -533,6 +609,13 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         rtomod_rejectf(d, RTOMO_REJECT_BUDGET, msg->scan, -1,
                        "out of memory for a scan of %d projections",
                        spec->geometry.n_proj);
+        return -1;
+    }
+    if (spec->axis_auto &&
+        plan_axis_search(d, msg, &g, scan->tomo) != 0) {
+        free(rows);
+        scan->tomo->spec = NULL;
+        rtomod_scan_free(scan);
         return -1;
     }
     msg->scan_spec = NULL;      /* the scan owns it now */
@@ -1007,6 +1090,20 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
     free(p);
 }
 
+void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
+                            const rtomod_result *r)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    if (scan->kind != RTOMOD_SCAN_TOMO)
+        return;
+    t->axis_found = r->axis;
+    t->axis_quality = r->axis_quality;
+    rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "axis_found", scan->id, -1,
+                         NULL, "rotation axis %.3f bins (quality %.3f), from "
+                         "%d pairs of opposed projections", r->axis,
+                         r->axis_quality, t->n_axis_pairs);
+}
+
 void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 {
     if (r->t_ready > 0)
@@ -1094,6 +1191,12 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
         resident += t->resident[w];
         slices += t->part_count[w];
     }
+    const rtomo_fbp_geometry *g = &t->spec->geometry;
+    double axis = t->spec->axis_auto ? t->axis_found
+                  : isnan(g->axis) ? 0.5 * (g->det_width - 1) : g->axis;
+    json_object_set_new(out, "axis", isfinite(axis) ? json_real(axis)
+                                                    : json_null());
+    json_object_set_new(out, "axis_auto", json_boolean(t->spec->axis_auto));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", resident, "of", slices,
         "mode", scan->start_reason[0] ? scan->start_reason : "none"));

@@ -244,6 +244,7 @@ int buffers_kept(const rtomod_worker *w)
 void plan_close(plan_state *s)
 {
     rtomo_fbp_window_destroy(s->window);
+    axis_free(s);
     rtomod_buffer_unref(s->preview_last);
     rtomod_buffer_pool_close(s->previews);
     free(s->preview_rows);

@@ -10,6 +10,9 @@
 
 #include "rtomod_worker.h"
 
+/* Detector rows an automatic axis is measured on, at most. */
+#define RTOMOD_AXIS_ROWS 64
+
 #define MAX_PIPELINE 8
 
 typedef struct pending_frame {
@@ -32,6 +35,13 @@ typedef struct plan_state {
     rtomod_buffer_pool *previews;
     rtomod_buffer *preview_last;    /* our reference to the last preview:
                                        still shared = not yet published */
+    /* "axis": "auto" (worker_axis.c): while the pairs are incomplete,
+     * projections are filtered but held back from the resident slices. */
+    int axis_pending;
+    int axis_pairs[RTOMOD_AXIS_PAIRS][2], n_axis_pairs;
+    float *axis_lines[RTOMOD_AXIS_PAIRS][2];    /* line integrals, or NULL */
+    int axis_rows[RTOMOD_AXIS_ROWS], n_axis_rows;
+    unsigned char *held;        /* n_proj: fed, not yet queued */
     rtomo_sbdx *sbdx;
     rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
     pending_frame pending[MAX_PIPELINE];
@@ -75,6 +85,19 @@ void plan_close(plan_state *s);
 void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job);
 void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job);
 void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job);
+
+/* ------------------------------------------------------ worker_axis.c ---- */
+
+/* Set up the search of a begin job's axis pairs (nothing when none). */
+int axis_begin(plan_state *s, const rtomod_tomo_begin_job *b);
+/* Projection `index` was fed while the axis is sought: keep what the
+ * search needs, and when the pairs are complete find the axis, tell the
+ * loop and release the held projections into the resident slices. */
+void axis_frame(rtomod_worker *w, plan_state *s, const rtomod_job *job);
+/* The scan ends with pairs missing: say so, keep the axis it has, and
+ * release the held projections. */
+void axis_give_up(rtomod_worker *w, plan_state *s, uint64_t serial);
+void axis_free(plan_state *s);
 
 /* ------------------------------------------------------ worker_sbdx.c ---- */
 

@@ -64,6 +64,12 @@ void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
               b->geometry.row_first,
               b->geometry.row_first + b->geometry.row_count, b->n_resident);
     open_streaming(w, s, b, job->serial);
+    if (axis_begin(s, b) != 0) {
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory");
+        s->failed = 1;
+        engine_failed(w, s, job->serial, "automatic axis", &err);
+        return;
+    }
     s->preview_every = b->preview_every;
     s->preview_rows = b->preview_rows;      /* the plan owns them now */
     s->n_preview = b->n_preview;
@@ -107,6 +113,7 @@ static void publish_preview(rtomod_worker *w, plan_state *s,
         h.height = roi[3];
         memcpy(h.roi, roi, sizeof h.roi);
         h.projections = s->projections;
+        h.axis = rtomo_fbp_geometry_of(s->fbp)->axis;
         post_image(w, job->serial, -1, job->t_input, &h, buf,
                    (float *)buf->data + pixels * (size_t)i,
                    pixels * sizeof(float));
@@ -118,7 +125,7 @@ static void publish_preview(rtomod_worker *w, plan_state *s,
 
 static int previews_due(const plan_state *s)
 {
-    return s->preview_every > 0 && s->n_preview > 0 &&
+    return s->preview_every > 0 && s->n_preview > 0 && !s->axis_pending &&
            (s->streaming || (s->window && rtomo_fbp_window_resident(s->window)))
            && s->projections % s->preview_every == 0;
 }
@@ -126,9 +133,10 @@ static int previews_due(const plan_state *s)
 /* ------------------------------------------------------------ frames ---- */
 
 /* Feed a projection: into the window (continuous), or into its slot and,
- * when slices are resident, their queue. */
-static rtomo_status feed_projection(plan_state *s, const rtomod_job *job,
-                                    rtomo_error *err)
+ * when slices are resident, their queue (held back while an automatic
+ * axis is sought: worker_axis.c). */
+static rtomo_status feed_projection(rtomod_worker *w, plan_state *s,
+                                    const rtomod_job *job, rtomo_error *err)
 {
     const void *frame = zmq_msg_data((zmq_msg_t *)&job->payload);
     if (s->window)
@@ -137,7 +145,11 @@ static rtomo_status feed_projection(plan_state *s, const rtomod_job *job,
     rtomo_status st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
                                                job->dtype, job->angle,
                                                job->axis_shift, err);
-    if (st == RTOMO_OK && s->streaming)
+    if (st != RTOMO_OK)
+        return st;
+    if (s->axis_pending)
+        axis_frame(w, s, job);
+    else if (s->streaming)
         st = rtomo_fbp_stream_queue(s->fbp, (int)job->index, 1.0f, err);
     return st;
 }
@@ -156,7 +168,7 @@ void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
         what = "flat frame";
     } else {
         double t0 = now_seconds();
-        st = feed_projection(s, job, &err);
+        st = feed_projection(w, s, job, &err);
         s->set_seconds += now_seconds() - t0;
         what = "projection";
         if (st == RTOMO_OK) {
@@ -206,6 +218,7 @@ static void slice_header(const plan_state *s,
     h->projection_first = rc->projection_first;
     h->projection_last = rc->projection_last;
     h->projections = projections_held(s);
+    h->axis = g->axis;
     h->compute_ms = 1e3 * s->set_seconds;
 }
 
@@ -358,6 +371,7 @@ static int tomo_plane(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     h.projection_first = rc->projection_first;
     h.projection_last = rc->projection_last;
     h.projections = projections_held(s);
+    h.axis = rtomo_fbp_geometry_of(s->fbp)->axis;
     h.compute_ms = 1e3 * (now_seconds() - t0);
     post_image(w, job->serial, -1, job->t_input, &h, buf, buf->data,
                pixels * sizeof(float));
@@ -370,6 +384,7 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     rtomo_error err;
+    axis_give_up(w, s, job->serial);
     if (rtomo_fbp_sync(s->fbp, &err) != RTOMO_OK ||
         rtomo_fbp_set_roi(s->fbp, rc->roi[0], rc->roi[1], rc->roi[2],
                           rc->roi[3], &err) != RTOMO_OK ||

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "rtomo_engine.h"
+#include "cpu_fbp.h"
 #include "fbp_filter_design.h"
 
 #define AXIS_MAX_WIDTH (1 << 24)    /* keeps 2 * padded length in an int */
@@ -452,5 +453,48 @@ rtomo_status rtomo_fbp_find_axis(const float *const *first,
         rtomo_clear_error(err);
     }
     work_free(&w);
+    return st;
+}
+
+/* --------------------------------------------------- plan-side helpers ---- */
+
+rtomo_status rtomo_fbp_line_integrals(const rtomo_fbp *plan, const void *frame,
+                                      rtomo_dtype dtype, const int *rows,
+                                      int n_rows, float *out, rtomo_error *err)
+{
+    const rtomo_fbp_geometry *g = &plan->geom;
+    if (!frame || !rows || !out || n_rows < 1)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "line integrals need a frame, rows and room");
+    if (!plan->projections_started)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "the flat field is fixed with the first "
+                               "projection; none came yet");
+    for (int i = 0; i < n_rows; i++) {
+        const int kept = rows[i] - g->row_first;
+        if (kept < 0 || kept >= g->row_count)
+            return rtomo_set_error(err, RTOMO_E_RANGE,
+                                   "detector row %d is not among the kept "
+                                   "rows [%d, %d)", rows[i], g->row_first,
+                                   g->row_first + g->row_count);
+        /* The CPU backend's normalisation is the definition (PROTOCOL.md
+         * 3.10), whichever backend the plan runs on: it reads only the
+         * plan's flat field. */
+        cpu_fbp_normalise_row(plan, frame, dtype, kept,
+                              out + (size_t)i * (size_t)g->det_width);
+    }
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis, rtomo_error *err)
+{
+    if (!rtomo_fbp_axis_valid(axis, plan->geom.det_width))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "axis %g is not within one detector width of "
+                               "the detector [0, %d)", axis,
+                               plan->geom.det_width);
+    rtomo_status st = rtomo_fbp_stream_flush(plan, err);
+    if (st == RTOMO_OK)
+        plan->geom.axis = axis;
     return st;
 }

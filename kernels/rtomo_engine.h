@@ -675,7 +675,8 @@ void rtomo_sbdx_get_stats(const rtomo_sbdx *plan, rtomo_sbdx_stats *out);
  * near 1 for a clear mirror image, near 0 when there is none (e.g.
  * frames that are not opposed).  It says whether the frames mirror each
  * other, not how sharply that fixes the axis: an overlap with little
- * structure (a uniform interior) mirrors well at a shallow minimum.  RTOMO_E_INVALID for NULL pointers,
+ * structure (a uniform interior) mirrors well at a shallow minimum.
+ * RTOMO_E_INVALID for NULL pointers,
  * n_pairs or rows < 1, width < RTOMO_FBP_AXIS_MIN_WIDTH, a NaN or inf in
  * the data (the message names pair, row and bin) and data without features
  * (all zero, or uniform).  The method is in fbp_axis.c.
@@ -692,6 +693,21 @@ rtomo_status rtomo_fbp_find_axis(const float *const *first,
  * (a Gaussian of width/1024 bins, 1.5 to 4) and the mirror images must
  * still share max(8, width / 16) bins.  -1 for a width too small. */
 int rtomo_fbp_axis_margin(int det_width);
+
+/* The line integrals of kept rows rows[0..n_rows-1] (detector rows) of a
+ * raw frame, as the plan normalises it (its averaged dark and flat, the
+ * clamps of PROTOCOL.md 3.10): what rtomo_fbp_find_axis compares.  Valid
+ * once the plan has taken its first projection (the flat field is fixed
+ * then); RTOMO_E_STATE before. */
+rtomo_status rtomo_fbp_line_integrals(const rtomo_fbp *plan, const void *frame,
+                                      rtomo_dtype dtype, const int *rows,
+                                      int n_rows, float *out, rtomo_error *err);
+
+/* Move the rotation axis of a plan (bins; the filtered data do not depend
+ * on it): later back-projections, resident chunks included, use it.
+ * Queued streaming work is done first, at the old axis. */
+rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis,
+                                rtomo_error *err);
 
 #ifdef __cplusplus
 }

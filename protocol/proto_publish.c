@@ -31,6 +31,7 @@ void rtomo_image_header_init(rtomo_image_header *h)
     h->angle_first = h->angle_last = NAN;
     h->projection_first = h->projection_last = -1;
     h->projections = -1;
+    h->axis = NAN;
     for (int i = 0; i < 3; i++)
         h->centre[i] = h->u[i] = h->v[i] = NAN;
     h->latency_ms = h->compute_ms = NAN;
@@ -89,7 +90,8 @@ char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
     const struct { const char *key; double value; } numbers[] = {
         {"min", h->min}, {"max", h->max}, {"mean", h->mean},
         {"angle_first", h->angle_first}, {"angle_last", h->angle_last},
-        {"latency_ms", h->latency_ms}, {"compute_ms", h->compute_ms}};
+        {"latency_ms", h->latency_ms}, {"compute_ms", h->compute_ms},
+        {"axis", h->axis}};
     int e = 0;
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         e |= json_object_set_new(root, numbers[i].key,
@@ -203,7 +205,7 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
         {"ratio", &h->ratio}, {"min", &h->min}, {"max", &h->max},
         {"mean", &h->mean}, {"angle_first", &h->angle_first},
         {"angle_last", &h->angle_last}, {"latency_ms", &h->latency_ms},
-        {"compute_ms", &h->compute_ms}};
+        {"compute_ms", &h->compute_ms}, {"axis", &h->axis}};
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         if (proto_get_number(root, NULL, numbers[i].key, OPTIONAL,
                              numbers[i].value, why) < 0)

@@ -82,8 +82,18 @@ static int decode_axis(const json_t *root, rtomo_scan_spec *spec,
 {
     rtomo_fbp_geometry *g = &spec->geometry;
     int n, w = g->det_width;
-    int r = proto_get_number(root, NULL, "axis", OPTIONAL, &g->axis, why);
-    if (r < 0)
+    const json_t *axis = json_object_get(root, "axis");
+    int r;
+    if (json_is_string(axis)) {
+        if (strcmp(json_string_value(axis), "auto") != 0)
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"axis\" is a number of bins or "
+                                    "\"auto\", not \"%.40s\"",
+                                    json_string_value(axis));
+        spec->axis_auto = 1;
+        r = FIELD_ABSENT;
+    } else if ((r = proto_get_number(root, NULL, "axis", OPTIONAL, &g->axis,
+                                     why)) < 0)
         return -1;
     if (r == FIELD_OK && !rtomo_fbp_axis_valid(g->axis, w))
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
@@ -381,7 +391,9 @@ char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec)
     if (!root)
         return NULL;
     int e = encode_angles(root, g);
-    if (isfinite(g->axis))
+    if (spec->axis_auto)
+        e |= json_object_set_new(root, "axis", json_string("auto"));
+    else if (isfinite(g->axis))
         e |= json_object_set_new(root, "axis", json_real(g->axis));
     if (g->axis_shift)
         e |= json_object_set_new(root, "axis_shift",

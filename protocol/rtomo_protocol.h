@@ -158,6 +158,9 @@ typedef struct rtomo_scan_spec {
     int n_darks, n_flats;           /* announced counts (0 = none) */
     unsigned given;                 /* RTOMO_SPEC_HAS_* */
     rtomo_slice_selection slices;
+    int axis_auto;                  /* "axis": "auto": the daemon finds the
+                                       axis from opposed projections
+                                       (geometry.axis then NaN) */
     int continuous;                 /* 1: sliding-window mode */
     int window_every;               /* continuous: reconstruct every K
                                        projections (K >= 1) */
@@ -310,6 +313,8 @@ typedef struct rtomo_image_header {
     double angle_first, angle_last; /* continuous windows: degrees; NaN */
     int64_t projection_first, projection_last;  /* continuous windows: the
                                projection indices the window holds; -1 */
+    double axis;            /* tomography slices, previews, planes: the
+                               rotation axis used, bins; NaN otherwise */
     int64_t projections;    /* slices, previews, planes of tomography:
                                projections summed into the image; -1 */
     double centre[3], u[3], v[3];   /* a tomography plane (topic plane,

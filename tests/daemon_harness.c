@@ -428,6 +428,10 @@ static void make_frames(daemon_scan *s, int n_made, uint64_t seed)
         rtomo_camera_flat(&cam, n, s->flats + n * (size_t)i);
     rtomo_phantom ph;
     rtomo_phantom_init(&ph, width, height);
+    if (isfinite(g->axis))
+        ph.axis = g->axis;
+    else if (isfinite(s->true_axis))
+        ph.axis = s->true_axis;
     for (int p = 0; p < n_made; p++) {
         rtomo_phantom_project(&ph, g->angle_start + p * g->angle_step, line);
         rtomo_camera_expose(&cam, line, n, s->projections + n * (size_t)p);
@@ -441,6 +445,7 @@ static void scan_spec(daemon_scan *s, const char *id, int width, int height,
                       int n_proj, int n_darks, int n_flats, uint64_t *seed)
 {
     memset(s, 0, sizeof *s);
+    s->true_axis = NAN;
     rtomo_scan_spec_init(&s->spec);
     snprintf(s->spec.scan, sizeof s->spec.scan, "%s", id);
     rtomo_fbp_geometry *g = &s->spec.geometry;
@@ -458,6 +463,17 @@ void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
                       int n_proj, int n_darks, int n_flats, uint64_t seed)
 {
     scan_spec(s, id, width, height, n_proj, n_darks, n_flats, &seed);
+    make_frames(s, n_proj, seed);
+}
+
+void daemon_scan_make_auto_axis(daemon_scan *s, const char *id, int width,
+                                int height, int n_proj, double degrees,
+                                double axis, int n_flats, uint64_t seed)
+{
+    scan_spec(s, id, width, height, n_proj, 1, n_flats, &seed);
+    s->spec.geometry.angle_step = degrees * M_PI / 180.0 / n_proj;
+    s->spec.axis_auto = 1;
+    s->true_axis = axis;
     make_frames(s, n_proj, seed);
 }
 

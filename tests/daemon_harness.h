@@ -153,6 +153,8 @@ typedef struct daemon_scan {
     rtomo_scan_spec spec;       /* what scan_begin announces */
     uint16_t *darks, *flats, *projections;  /* frames, one after another */
     int n_projections;          /* frames made (> n_proj when continuous) */
+    double true_axis;           /* the phantom's axis when the scan asks for
+                                   "axis": "auto" (NaN otherwise) */
     size_t frame_samples;
 } daemon_scan;
 
@@ -160,6 +162,11 @@ typedef struct daemon_scan {
  * start angle. */
 void daemon_scan_make(daemon_scan *s, const char *id, int width, int height,
                       int n_proj, int n_darks, int n_flats, uint64_t seed);
+/* A scan that asks for "axis": "auto", of a phantom turning about `axis`
+ * (bins) over `degrees`, with one dark and n_flats flats. */
+void daemon_scan_make_auto_axis(daemon_scan *s, const char *id, int width,
+                                int height, int n_proj, double degrees,
+                                double axis, int n_flats, uint64_t seed);
 /* A continuous scan: windows of n_proj projections over 180 degrees, one
  * every `every` projections; `total` projections made, projection i at
  * angle_start + i * 180 / n_proj degrees (so the rotation goes on past
