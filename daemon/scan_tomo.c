@@ -73,6 +73,10 @@ struct rtomod_tomo_scan {
     rtomo_scan_spec *spec;          /* owned */
     rtomod_seen projections, darks, flats;
     int projections_started;
+    int projection_since_fields;    /* continuous: a projection came after
+                                       the last dark or flat */
+    long field_sets;                /* continuous: sets of darks and flats
+                                       taken after the first projection */
     int *rows;                      /* the rows chosen at begin, ascending */
     int n_rows;
     /* Kept rows of each worker's plan: [kept_first, kept_last], or
@@ -638,7 +642,8 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                  "nothing", scan->id, n_rows);
     else
         log_info("scan %s: %dx%d detector, %d projections%s, %d slices from "
-                 "row %d to %d", scan->id, g.det_width, g.det_height, g.n_proj,
+                 "row %d to %d", scan->id, g.det_width, g.det_height,
+                 spec->geometry.n_proj,
                  spec->continuous ? " per window (continuous)" : "", n_own,
                  rows[base], rows[base + n_own - 1]);
     return 0;
@@ -671,14 +676,32 @@ static int mark_index(rtomod *d, rtomod_seen *seen, const rtomo_ingest_msg *msg)
     return -1;
 }
 
+/* A dark or flat: before the first projection, one of the announced set;
+ * in a continuous stream also later, a new set (its indices counted
+ * afresh) that the engine applies from the next projection on. */
 static int check_field_frame(rtomod *d, rtomod_tomo_scan *t,
                              const rtomo_ingest_msg *msg)
 {
-    if (t->projections_started) {
+    if (t->projections_started && !t->spec->continuous) {
         rtomod_rejectf(d, RTOMO_REJECT_STATE, msg->scan, msg->frame.index,
-                       "%s frames must come before the first projection",
+                       "%s frames must come before the first projection "
+                       "(only a continuous scan takes new ones on the way)",
                        rtomo_msg_type_name(msg->type));
         return -1;
+    }
+    if (t->projection_since_fields) {
+        /* The first dark or flat after projections: a new set. */
+        t->projection_since_fields = 0;
+        rtomod_seen_free(&t->darks);
+        rtomod_seen_free(&t->flats);
+        if (rtomod_seen_init(&t->darks, FIELD_INDEX_WINDOW) != 0 ||
+            rtomod_seen_init(&t->flats, FIELD_INDEX_WINDOW) != 0) {
+            rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan,
+                           msg->frame.index, "out of memory for a new set of "
+                           "darks and flats");
+            return -1;
+        }
+        t->field_sets++;
     }
     return mark_index(d, msg->type == RTOMO_MSG_DARK ? &t->darks : &t->flats,
                       msg);
@@ -755,6 +778,7 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         if (mark_index(d, &t->projections, msg) != 0)
             return -1;
         t->projections_started = 1;
+        t->projection_since_fields = 1;
         kind = RTOMOD_JOB_TOMO_PROJECTION;
     } else {
         if (check_field_frame(d, t, msg) != 0)
@@ -1177,6 +1201,8 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
     json_object_set_new(out, "expected",
                         json_integer(t->spec->geometry.n_proj));
     json_object_set_new(out, "darks", json_integer(t->darks.count));
+    if (continuous)
+        json_object_set_new(out, "field_sets", json_integer(t->field_sets));
     json_object_set_new(out, "flats", json_integer(t->flats.count));
     json_object_set_new(out, "missing", json_integer(missing));
     if (continuous) {

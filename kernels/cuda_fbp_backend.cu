@@ -377,6 +377,17 @@ static rtomo_status cuda_begin_projections(rtomo_fbp *plan, rtomo_error *err)
     return st;
 }
 
+static rtomo_status flush_bank(rtomo_fbp *plan, rtomo_error *err);
+
+/* A new flat field after the first projection: frames staged so far are
+ * filtered with the old one (sent now), and the upload of the new one is
+ * ordered after them on each slot's compute stream. */
+static rtomo_status cuda_update_flat_field(rtomo_fbp *plan, rtomo_error *err)
+{
+    rtomo_status st = flush_bank(plan, err);
+    return st == RTOMO_OK ? cuda_begin_projections(plan, err) : st;
+}
+
 /* Send the current bank's frames to the GPUs and start gathering in the
  * other bank. */
 static rtomo_status flush_bank(rtomo_fbp *plan, rtomo_error *err)
@@ -632,4 +643,5 @@ extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {
     cuda_fbp_stream_chunk,
     cuda_fbp_reconstruct_plane,
     cuda_fbp_stream_idle,
+    cuda_update_flat_field,
 };

@@ -87,6 +87,10 @@ typedef struct rtomo_fbp_backend_ops {
     /* 1 when every chunk applied so far is done (the device would idle);
      * NULL: a synchronous backend, for which chunks are always done. */
     int (*stream_idle)(const rtomo_fbp *plan);
+    /* plan->dark / plan->flat (and plan->normalise) changed after the
+     * first projection: frames fed from now on use them, frames fed
+     * before keep the old ones.  NULL: the backend reads them per frame. */
+    rtomo_status (*update_flat_field)(rtomo_fbp *plan, rtomo_error *err);
 } rtomo_fbp_backend_ops;
 
 struct rtomo_fbp {
@@ -103,6 +107,10 @@ struct rtomo_fbp {
     /* Flat-field correction, owned by engine.c. */
     double *dark_sum, *flat_sum;    /* full frames, running sums */
     int n_dark, n_flat;
+    /* Darks and flats added after the first projection: the next flat
+     * field, which replaces the current one at the next projection. */
+    double *dark_next, *flat_next;
+    int n_dark_next, n_flat_next;
     float *dark, *flat;         /* kept rows, averaged; set before
                                    begin_projections when normalise */
     int normalise;              /* 1 when at least one flat was added */

@@ -280,6 +280,8 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
     free(plan->received);
     free(plan->dark_sum);
     free(plan->flat_sum);
+    free(plan->dark_next);
+    free(plan->flat_next);
     free(plan->dark);
     free(plan->flat);
     free(plan->filter);
@@ -324,10 +326,6 @@ static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
     rtomo_status st = check_frame(frame, dtype, err);
     if (st != RTOMO_OK)
         return st;
-    if (plan->projections_started)
-        return rtomo_set_error(err, RTOMO_E_STATE,
-                               "%s frames must come before the first "
-                               "projection", what);
     size_t n = frame_samples(plan);
     /* Check the whole frame first: a refused frame must not leave part of
      * itself in the running sum. */
@@ -347,18 +345,25 @@ static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
     return RTOMO_OK;
 }
 
+/* Once projections started, darks and flats gather into the next field. */
 rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
-    return accumulate(plan, &plan->dark_sum, &plan->n_dark, frame, dtype,
-                      "dark", err);
+    return plan->projections_started
+               ? accumulate(plan, &plan->dark_next, &plan->n_dark_next, frame,
+                            dtype, "dark", err)
+               : accumulate(plan, &plan->dark_sum, &plan->n_dark, frame,
+                            dtype, "dark", err);
 }
 
 rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
-    return accumulate(plan, &plan->flat_sum, &plan->n_flat, frame, dtype,
-                      "flat", err);
+    return plan->projections_started
+               ? accumulate(plan, &plan->flat_next, &plan->n_flat_next, frame,
+                            dtype, "flat", err)
+               : accumulate(plan, &plan->flat_sum, &plan->n_flat, frame,
+                            dtype, "flat", err);
 }
 
 /* Average darks and flats over the kept rows (dark 0 when none came). */
@@ -367,6 +372,8 @@ static rtomo_status average_flat_field(rtomo_fbp *plan, rtomo_error *err)
     const rtomo_fbp_geometry *g = &plan->geom;
     size_t n = (size_t)g->row_count * (size_t)g->det_width;
     size_t first = (size_t)g->row_first * (size_t)g->det_width;
+    free(plan->dark);
+    free(plan->flat);
     plan->dark = calloc(n, sizeof(float));
     plan->flat = calloc(n, sizeof(float));
     if (!plan->dark || !plan->flat)
@@ -391,6 +398,36 @@ static rtomo_status start_projections(rtomo_fbp *plan, rtomo_error *err)
     rtomo_status st = plan->ops->begin_projections(plan, err);
     if (st == RTOMO_OK)
         plan->projections_started = 1;
+    return st;
+}
+
+/* Move the next field's sums in place of the current ones (each only when
+ * frames of it came). */
+static void take_next(double **sum, int *count, double **next, int *n_next)
+{
+    if (*n_next == 0)
+        return;
+    free(*sum);
+    *sum = *next;
+    *count = *n_next;
+    *next = NULL;
+    *n_next = 0;
+}
+
+/* Darks or flats came after the first projection: they are the flat field
+ * from this projection on. */
+static rtomo_status refresh_flat_field(rtomo_fbp *plan, rtomo_error *err)
+{
+    take_next(&plan->dark_sum, &plan->n_dark, &plan->dark_next,
+              &plan->n_dark_next);
+    take_next(&plan->flat_sum, &plan->n_flat, &plan->flat_next,
+              &plan->n_flat_next);
+    plan->normalise = plan->n_flat > 0;
+    if (!plan->normalise)
+        return RTOMO_OK;    /* darks alone do nothing without flats */
+    rtomo_status st = average_flat_field(plan, err);
+    if (st == RTOMO_OK && plan->ops->update_flat_field)
+        st = plan->ops->update_flat_field(plan, err);
     return st;
 }
 
@@ -432,6 +469,9 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
                                "projection %d contains NaN or infinite samples",
                                index);
     if (!plan->projections_started && (st = start_projections(plan, err)))
+        return st;
+    if ((plan->n_dark_next || plan->n_flat_next) &&
+        (st = refresh_flat_field(plan, err)) != RTOMO_OK)
         return st;
     if ((st = rtomo_fbp_stream_settle(plan, index, err)) != RTOMO_OK)
         return st;

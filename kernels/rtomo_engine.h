@@ -260,8 +260,12 @@ const rtomo_fbp_geometry *rtomo_fbp_geometry_of(const rtomo_fbp *plan);
  * normalised as p = -log((raw - dark) / (flat - dark)) (dark defaults to 0;
  * ratios <= 0 are clamped to a small positive value so that no NaN or inf
  * is produced).  Without flats, projection samples are taken as line
- * integrals as they are.  Darks and flats must come before the first
- * projection; afterwards these calls return RTOMO_E_STATE.
+ * integrals as they are.  Darks and flats added after the first projection
+ * start the next flat field: the frames added since the last projection
+ * are averaged and replace the dark (when darks came) and the flat (when
+ * flats came) from the next projection on; projections fed before keep
+ * the field they were normalised with (a continuous stream's refreshed
+ * flats).
  */
 rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err);

@@ -420,6 +420,57 @@ END_TEST
  * still there: the backend must send them to filtering first.  Loop index:
  * ALU 1 float linear, texture 2 float linear, hybrid 4 half nearest.
  */
+/* Flats refreshed half-way through a stream (rtomo_fbp_add_flat after
+ * the first projection): frames staged on the host before the refresh
+ * are filtered with the old field, later ones with the new, as on the
+ * CPU (the reference), within the filter test's float bound. */
+START_TEST(flat_field_refreshed_like_the_cpu)
+{
+    const int width = 96, rows = 4, n_proj = 48;
+    rtomo_fbp_geometry g = test_fbp_geometry(width, rows, n_proj);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
+    rtomo_fbp *gpu = test_create(&g, &opt);
+    rtomo_fbp *cpu = test_create_cpu(&g, 2);
+    rtomo_phantom ph;
+    rtomo_phantom_init(&ph, width, rows);
+    rtomo_camera cam;
+    rtomo_camera_init(&cam);
+    const size_t pixels = (size_t)width * rows;
+    uint16_t *frame = malloc(sizeof(uint16_t) * pixels);
+    float *p = malloc(sizeof(float) * pixels);
+    ck_assert(frame && p);
+    rtomo_error err;
+    for (int k = 0; k < n_proj; k++) {
+        if (k == 0 || k == n_proj / 2) {
+            cam.flat_level = k == 0 ? 40000 : 15000;
+            rtomo_camera_flat(&cam, pixels, frame);
+            ck_assert(rtomo_fbp_add_flat(gpu, frame, RTOMO_DTYPE_U16, &err) == RTOMO_OK);
+            ck_assert(rtomo_fbp_add_flat(cpu, frame, RTOMO_DTYPE_U16, &err) == RTOMO_OK);
+        }
+        rtomo_phantom_project(&ph, M_PI * k / n_proj, p);
+        rtomo_camera_expose(&cam, p, pixels, frame);
+        ck_assert(rtomo_fbp_add_projection(gpu, k, frame, RTOMO_DTYPE_U16, NAN,
+                                           NAN, &err) == RTOMO_OK);
+        ck_assert(rtomo_fbp_add_projection(cpu, k, frame, RTOMO_DTYPE_U16, NAN,
+                                           NAN, &err) == RTOMO_OK);
+    }
+    const int row = 2;
+    const size_t image = (size_t)width * width;
+    float *a = malloc(sizeof(float) * image), *b = malloc(sizeof(float) * image);
+    test_reconstruct(gpu, &row, 1, a);
+    test_reconstruct(cpu, &row, 1, b);
+    const double e = test_rel_l2(a, b, image);
+    ck_assert_msg(e <= 1e-4, "GPU vs CPU across a flat refresh: %.3g", e);
+    free(a);
+    free(b);
+    free(frame);
+    free(p);
+    rtomo_fbp_destroy(gpu);
+    rtomo_fbp_destroy(cpu);
+}
+END_TEST
+
 START_TEST(sliding_window_over_fed_frames)
 {
     static const struct {
@@ -797,6 +848,7 @@ int main(void)
     tcase_add_loop_test(tc, stream_matches_reconstruct_and_cpu, 0, 4 * N_VARIANTS);
     tcase_add_loop_test(tc, sliding_window_over_fed_frames, 0, 3);
     tcase_add_test(tc, reset_keeps_only_later_work);
+    tcase_add_test(tc, flat_field_refreshed_like_the_cpu);
     tcase_add_test(tc, clear_projection_zeroes_one_line);
     tcase_add_test(tc, clear_projection_after_a_staged_frame);
     tcase_add_test(tc, clear_projection_after_queued_work);

@@ -322,12 +322,61 @@ START_TEST(planes_of_any_orientation)
 }
 END_TEST
 
+/* A continuous stream takes a new set of flats on the way (applied from
+ * the next projection on); the same flats again change nothing, so the
+ * windows still equal the engine's.  A plain scan refuses them. */
+START_TEST(continuous_takes_new_flats)
+{
+    /* Every window, however fast the frames come. */
+    const char *args[] = {"--set", "reconstruction.window_backlog=0", NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    daemon_scan s;
+    daemon_scan_make_continuous(&s, "refreshed", 48, 2, 24, 12, 72, 1,
+                                0x57e0006);
+    daemon_send_begin(t.c, &s);
+    daemon_send_fields(t.c, &s);
+    for (int p = 0; p < 72; p++) {
+        if (p == 30)
+            daemon_send_fields(t.c, &s);    /* flat 0 again: a new set */
+        daemon_send_projection(t.c, &s, p);
+    }
+    /* Windows end at projections 23, 35, 47, 59, 71: the last one. */
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "refreshed", 2 * 5);
+    const int rows[2] = {0, 1};
+    float *ref = daemon_reference_window(&s, rows, 2, 71, NULL);
+    for (int i = 0; i < 2; i++) {
+        const daemon_image *im = daemon_find_image(&t.in, RTOMO_TOPIC_SLICE,
+                                                   "refreshed", 4, i);
+        ck_assert_ptr_nonnull(im);
+        double e = test_rel_l2(im->data, ref + 48 * 48 * (size_t)i, 48 * 48);
+        ck_assert_msg(e <= 1e-5, "window 4 slice %d: relative L2 %.3g", i, e);
+    }
+    free(ref);
+    ck_assert_int_eq(daemon_counter(t.c, "rejected"), 0);
+    daemon_send_end(t.c, &s);
+    daemon_scan_free(&s);
+    /* A plain scan: darks and flats only before its projections. */
+    daemon_scan_make(&s, "plain", 48, 2, 20, 0, 1, 0x57e0007);
+    daemon_send_begin(t.c, &s);
+    daemon_send_fields(t.c, &s);
+    daemon_send_projection(t.c, &s, 0);
+    daemon_send_fields(t.c, &s);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "rejected", "bad_state",
+                                              "plain", 0);
+    ck_assert_ptr_nonnull(strstr(ev->message, "only a continuous scan"));
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = {
         streamed_scan_equals_after_the_scan, partly_resident_within_budget,
         streaming_off_reconstructs_after_the_scan,
         previews_show_the_slice_forming, planes_of_any_orientation,
+        continuous_takes_new_flats,
     };
     return daemon_run_tests("daemon_stream", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);

@@ -287,11 +287,13 @@ START_TEST(bad_and_late_references)
     ck_assert(rtomo_fbp_get_filtered(fresh, 1, b, &err) == RTOMO_OK);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0,
                   "a refused dark or flat frame changed the averages");
+    /* Late darks and flats start the next flat field: the projection
+     * already fed keeps the one it was normalised with. */
     uint16_t counts[W * H] = {0};
-    assert_error(rtomo_fbp_add_dark(plan, counts, RTOMO_DTYPE_U16, &err),
-                 &err, RTOMO_E_STATE, "dark", "dark after projection");
-    assert_error(rtomo_fbp_add_flat(plan, counts, RTOMO_DTYPE_U16, &err),
-                 &err, RTOMO_E_STATE, "flat", "flat after projection");
+    ck_assert(rtomo_fbp_add_dark(plan, counts, RTOMO_DTYPE_U16, &err) ==
+              RTOMO_OK);
+    ck_assert(rtomo_fbp_add_flat(plan, counts, RTOMO_DTYPE_U16, &err) ==
+              RTOMO_OK);
     ck_assert(rtomo_fbp_get_filtered(plan, 1, a, &err) == RTOMO_OK);
     ck_assert(memcmp(a, b, sizeof a) == 0);
     rtomo_fbp_destroy(plan);

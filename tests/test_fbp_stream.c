@@ -336,6 +336,65 @@ START_TEST(stream_argument_checks)
 }
 END_TEST
 
+/* ------------------------------------------------- flats that change ---- */
+
+/* Counts of a projection: flat level `open` (dark 100), transmission from
+ * random line integrals p in [0, 1). */
+static void camera_frame(uint64_t salt, int index, double open,
+                         uint16_t *counts, float *line)
+{
+    random_frame(salt, index, line);
+    for (int i = 0; i < WIDTH * HEIGHT; i++)
+        counts[i] = (uint16_t)lrint(100.0 + (open - 100.0) * exp(-line[i]));
+}
+
+/* A stream whose flats are refreshed half-way (darks too): projections
+ * before use the first field, those after the second; the slices equal a
+ * plan fed line integrals computed here, in double, from each frame's own
+ * field. */
+START_TEST(flat_field_refreshed_mid_stream)
+{
+    rtomo_fbp_geometry g = small_geometry(40);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
+    rtomo_fbp *ref = test_create_cpu(&g, 2);
+    uint16_t dark[WIDTH * HEIGHT], flat[WIDTH * HEIGHT];
+    uint16_t counts[WIDTH * HEIGHT];
+    float line[WIDTH * HEIGHT], truth[WIDTH * HEIGHT];
+    rtomo_error err;
+    for (int p = 0; p < 40; p++) {
+        const double open = p < 20 ? 30000.0 : 12000.0;
+        if (p == 0 || p == 20) {    /* a field: 1 dark, 1 flat */
+            for (int i = 0; i < WIDTH * HEIGHT; i++) {
+                dark[i] = 100;
+                flat[i] = (uint16_t)open;
+            }
+            ck_assert(rtomo_fbp_add_dark(plan, dark, RTOMO_DTYPE_U16, &err) ==
+                      RTOMO_OK);
+            ck_assert(rtomo_fbp_add_flat(plan, flat, RTOMO_DTYPE_U16, &err) ==
+                      RTOMO_OK);
+        }
+        camera_frame(9, p, open, counts, line);
+        for (int i = 0; i < WIDTH * HEIGHT; i++)
+            truth[i] = (float)-log((counts[i] - 100.0) / (open - 100.0));
+        ck_assert(rtomo_fbp_add_projection(plan, p, counts, RTOMO_DTYPE_U16,
+                                           NAN, NAN, &err) == RTOMO_OK);
+        ck_assert(rtomo_fbp_add_projection(ref, p, truth, RTOMO_DTYPE_F32,
+                                           NAN, NAN, &err) == RTOMO_OK);
+    }
+    const int row = 2;
+    size_t image = image_of(plan);
+    float *a = malloc(sizeof(float) * image), *b = malloc(sizeof(float) * image);
+    test_reconstruct(plan, &row, 1, a);
+    test_reconstruct(ref, &row, 1, b);
+    /* float normalisation against double: 1e-6 of the values. */
+    check_close(a, b, image, 1e-5, "slice across a flat refresh");
+    free(a);
+    free(b);
+    rtomo_fbp_destroy(plan);
+    rtomo_fbp_destroy(ref);
+}
+END_TEST
+
 /* ---------------------------------------------------------- windows ---- */
 
 #define WIN 24
@@ -450,6 +509,7 @@ int main(void)
     tcase_add_test(tc, window_proj_sets_the_weight);
     tcase_add_test(tc, collect_and_reset);
     tcase_add_test(tc, stream_argument_checks);
+    tcase_add_test(tc, flat_field_refreshed_mid_stream);
     tcase_add_test(tc, window_10000_incremental);
     tcase_add_test(tc, window_from_scratch);
     tcase_add_test(tc, window_without_refresh);
