@@ -337,6 +337,7 @@ static const field fields[] = {
     INT("reconstruction", "window_backlog", reconstruction.window_backlog, 0,
         1 << 16, 0),
     BOOL("reconstruction", "streaming", reconstruction.streaming),
+    BOOL("reconstruction", "angle_weights", reconstruction.angle_weights),
     INT("reconstruction", "window_refresh", reconstruction.window_refresh, 0,
         1 << 20, 0),
     INT("preview", "every", preview.every, 0, 1 << 30, 1),
@@ -419,6 +420,9 @@ void rtomod_config_init(rtomod_config *cfg)
     /* Resident slices make the reconstruction finish with the scan; the
      * budget decides how many fit, so on is safe. */
     cfg->reconstruction.streaming = 1;
+    /* Uniform sets are weighted exactly as before; irregular ones (fly
+     * scans, golden-ratio orders) come out right. */
+    cfg->reconstruction.angle_weights = 1;
     /* A recomputation every 50 windows costs 2% more back-projection and
      * keeps the drift near 1e-7 (tests/test_fbp_stream.c). */
     cfg->reconstruction.window_refresh = 50;

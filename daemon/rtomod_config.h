@@ -83,6 +83,9 @@ typedef struct rtomod_config {
         int streaming;          /* keep the selected slices resident and
                                    back-project while the scan is
                                    acquired, as far as they fit */
+        int angle_weights;      /* weigh each projection by the angular
+                                   interval it stands for (scans; a
+                                   continuous window is uniform) */
         int window_refresh;     /* continuous, resident slices: windows
                                    between exact recomputations (bounds
                                    float drift); 0 = never */

@@ -175,6 +175,11 @@ static void compose_geometry(const rtomod_config *cfg,
         g->interp = cfg->reconstruction.interpolation;
     if (!(spec->given & RTOMO_SPEC_HAS_SLICE_SIZE))
         g->slice_size = cfg->reconstruction.slice_size;
+    if (!(spec->given & RTOMO_SPEC_HAS_ANGLE_WEIGHTS))
+        g->angle_weights = cfg->reconstruction.angle_weights;
+    /* A continuous window's projections are uniform by construction. */
+    if (spec->continuous)
+        g->angle_weights = 0;
     if (!(spec->given & RTOMO_SPEC_HAS_ROI)) {
         g->roi_x = cfg->reconstruction.roi[0];
         g->roi_y = cfg->reconstruction.roi[1];

@@ -156,6 +156,13 @@ static void filter_pair_task(void *ctx, int pair, int worker)
                                                   job->index)
                          : NULL;
     filter_row_pair(f, worker, plan->filter, width, a, b, out_a, out_b);
+    /* The projection's angular weight (1 for uniform angles). */
+    const float scale = plan->proj_scale[job->index];
+    for (int i = 0; scale != 1.0f && i < width; i++) {
+        out_a[i] *= scale;
+        if (out_b)
+            out_b[i] *= scale;
+    }
 }
 
 void cpu_fbp_filter_frame(const rtomo_fbp *plan, cpu_fbp_state *st,

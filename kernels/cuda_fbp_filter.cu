@@ -83,6 +83,7 @@ __global__ void apply_filter_kernel(cufftComplex *spectrum, const float *coeffs,
 /* Projection indices of the frames of a bank. */
 typedef struct bank_indices {
     int index[CUDA_FBP_MAX_BANK_FRAMES];
+    float scale[CUDA_FBP_MAX_BANK_FRAMES];  /* angular weights (1: uniform) */
 } bank_indices;
 
 /* Row r's sinogram starts at sino + r*row_stride; projection `index` is one
@@ -98,12 +99,13 @@ __global__ void unpack_rows_kernel(const cufftComplex *spectrum, int rows,
     if (i >= width)
         return;
     const cufftComplex c = spectrum[((size_t)z * gridDim.y + k) * length + i];
+    const float s = indices.scale[z];
     float *even = (float *)(sino + (size_t)(2 * k) * row_stride +
                             (size_t)indices.index[z] * pitch);
-    even[i] = c.x;
+    even[i] = c.x * s;
     if (2 * k + 1 < rows) {
         float *odd = (float *)((char *)even + row_stride);
-        odd[i] = c.y;
+        odd[i] = c.y * s;
     }
 }
 
@@ -286,6 +288,8 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     RTOMO_CUFFT_TRY(err, cufftExecC2C(f->fft, f->spectrum, f->spectrum, CUFFT_INVERSE));
     bank_indices indices;
     memcpy(indices.index, b->index, sizeof(int) * (size_t)b->count);
+    for (int z = 0; z < b->count; z++)
+        indices.scale[z] = plan->proj_scale[b->index[z]];
     const dim3 grid_out((plan->geom.det_width + FILTER_THREADS - 1) / FILTER_THREADS,
                         f->pairs, b->count);
     unpack_rows_kernel<<<grid_out, FILTER_THREADS, 0, slot->compute>>>(

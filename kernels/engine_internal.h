@@ -99,6 +99,9 @@ struct rtomo_fbp {
                                    row_count, slice_size, roi_* filled in */
     double *angles;             /* n_proj, radians */
     double *axis_shift;         /* n_proj, bins (zeros when not given) */
+    float *proj_scale;          /* n_proj: each filtered projection's
+                                   weight relative to pi/window_proj (1
+                                   unless geom.angle_weights) */
     rtomo_engine_options opt;
     rtomo_backend backend;      /* CPU or CUDA, never AUTO */
     const rtomo_fbp_backend_ops *ops;

@@ -144,6 +144,11 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
         (st = check_axis(g, err)) || (st = check_filter(g, err)) ||
         (st = check_rows(g, err)))
         return st;
+    if (g->angle_weights && g->window_proj != 0 && g->window_proj != g->n_proj)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "angle_weights needs the whole plan as one "
+                               "reconstruction (window_proj %d of %d)",
+                               g->window_proj, g->n_proj);
     if (g->window_proj < 0 || g->window_proj > g->n_proj)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "window_proj %d is outside [0, n_proj = %d]",
@@ -227,6 +232,48 @@ static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
     return RTOMO_OK;
 }
 
+typedef struct folded_angle {
+    double a;                   /* the angle modulo pi, [0, pi) */
+    int p;
+} folded_angle;
+
+static int compare_folded(const void *x, const void *y)
+{
+    double a = ((const folded_angle *)x)->a, b = ((const folded_angle *)y)->a;
+    return (a > b) - (a < b);
+}
+
+/* Each projection's weight: the angular interval it stands for, half the
+ * gaps to its neighbours among all angles folded modulo pi (a parallel
+ * beam sees the same lines at a and a + pi), relative to pi/n (so 1 for
+ * uniform sets, 180 or 360 degrees).  All 1 without angle_weights. */
+static rtomo_status weigh_projections(rtomo_fbp *plan, rtomo_error *err)
+{
+    const int n = plan->geom.n_proj;
+    if (!(plan->proj_scale = malloc(sizeof(float) * (size_t)n)))
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    for (int p = 0; p < n; p++)
+        plan->proj_scale[p] = 1.0f;
+    if (!plan->geom.angle_weights || n < 2)
+        return RTOMO_OK;
+    folded_angle *f = malloc(sizeof *f * (size_t)n);
+    if (!f)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    for (int p = 0; p < n; p++) {
+        double a = fmod(plan->angles[p], M_PI);
+        f[p].a = a < 0 ? a + M_PI : a;
+        f[p].p = p;
+    }
+    qsort(f, (size_t)n, sizeof *f, compare_folded);
+    for (int k = 0; k < n; k++) {
+        double prev = k > 0 ? f[k - 1].a : f[n - 1].a - M_PI;
+        double next = k < n - 1 ? f[k + 1].a : f[0].a + M_PI;
+        plan->proj_scale[f[k].p] = (float)(0.5 * (next - prev) * n / M_PI);
+    }
+    free(f);
+    return RTOMO_OK;
+}
+
 static rtomo_status design_filter(rtomo_fbp *plan, rtomo_error *err)
 {
     const rtomo_fbp_geometry *g = &plan->geom;
@@ -259,6 +306,7 @@ rtomo_fbp *rtomo_fbp_create(const rtomo_fbp_geometry *g,
     else
         rtomo_engine_options_init(&plan->opt);
     if (copy_geometry(plan, g, err) != RTOMO_OK ||
+        weigh_projections(plan, err) != RTOMO_OK ||
         design_filter(plan, err) != RTOMO_OK ||
         select_backend(plan, err) != RTOMO_OK ||
         plan->ops->create(plan, err) != RTOMO_OK) {
@@ -277,6 +325,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
         plan->ops->destroy(plan);
     free(plan->angles);
     free(plan->axis_shift);
+    free(plan->proj_scale);
     free(plan->received);
     free(plan->dark_sum);
     free(plan->flat_sum);

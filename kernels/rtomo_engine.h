@@ -216,6 +216,15 @@ typedef struct rtomo_fbp_geometry {
     int slice_size;             /* reconstruction grid edge; 0 = det_width */
     int roi_x, roi_y;           /* region of interest within the grid; */
     int roi_width, roi_height;  /* 0 width/height = the whole grid */
+    int angle_weights;          /* 1: projection p is weighted by the
+                                   angular interval it stands for, w_p =
+                                   (gap before + gap after) / 2 over the
+                                   angles sorted modulo pi, instead of
+                                   pi/n_proj for every projection (the same
+                                   for uniform angles; right for irregular
+                                   sets).  From the geometry's angles (a
+                                   frame's own angle moves its bin, not its
+                                   weight).  Not with window_proj < n_proj */
     int window_proj;            /* projections one reconstruction sums, for
                                    the weight pi/window_proj; 0 = n_proj.  A
                                    plan with more slots than one

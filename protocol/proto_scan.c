@@ -153,7 +153,10 @@ static int decode_filter(const json_t *rec, rtomo_scan_spec *spec,
                              &interp, why)) < 0 ||
         given(spec, RTOMO_SPEC_HAS_CUTOFF,
               proto_get_number(rec, path, "cutoff", OPTIONAL, &g->cutoff,
-                               why)) < 0)
+                               why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_ANGLE_WEIGHTS,
+              proto_get_bool(rec, path, "angle_weights", OPTIONAL,
+                             &g->angle_weights, why)) < 0)
         return -1;
     if ((spec->given & RTOMO_SPEC_HAS_CUTOFF) &&
         !(g->cutoff > 0.0 && g->cutoff <= 1.0))
@@ -347,6 +350,9 @@ static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
     if (spec->given & RTOMO_SPEC_HAS_WINDOW)
         e |= json_object_set_new(rec, "filter",
                                  json_string(rtomo_window_name(g->window)));
+    if (spec->given & RTOMO_SPEC_HAS_ANGLE_WEIGHTS)
+        e |= json_object_set_new(rec, "angle_weights",
+                                 json_boolean(g->angle_weights));
     if (spec->given & RTOMO_SPEC_HAS_CUTOFF)
         e |= json_object_set_new(rec, "cutoff", json_real(g->cutoff));
     if (spec->given & RTOMO_SPEC_HAS_INTERP)

@@ -143,7 +143,8 @@ enum {
     RTOMO_SPEC_HAS_INTERP = 1 << 2,
     RTOMO_SPEC_HAS_SLICES = 1 << 3,
     RTOMO_SPEC_HAS_ROI = 1 << 4,
-    RTOMO_SPEC_HAS_SLICE_SIZE = 1 << 5
+    RTOMO_SPEC_HAS_SLICE_SIZE = 1 << 5,
+    RTOMO_SPEC_HAS_ANGLE_WEIGHTS = 1 << 6
 };
 
 /* A tomography scan as announced by "scan_begin". */

@@ -471,6 +471,45 @@ START_TEST(flat_field_refreshed_like_the_cpu)
 }
 END_TEST
 
+/* Angle weights (irregular angles): the GPU's filtered projections carry
+ * the same per-projection weights as the CPU's. */
+START_TEST(angle_weights_like_the_cpu)
+{
+    const int width = 80, rows = 2, n_proj = 40;
+    double angles[40];
+    for (int p = 0; p < n_proj; p++)
+        angles[p] = M_PI * pow((double)p / n_proj, 1.6);
+    rtomo_fbp_geometry g = test_fbp_geometry(width, rows, n_proj);
+    g.angles = angles;
+    g.angle_weights = 1;
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
+    rtomo_fbp *gpu = test_create(&g, &opt);
+    rtomo_fbp *cpu = test_create_cpu(&g, 2);
+    uint64_t seed = test_seed(0xa61e, 0);
+    float *frame = malloc(sizeof(float) * (size_t)width * rows);
+    rtomo_error err;
+    for (int p = 0; p < n_proj; p++) {
+        test_fill_uniform(&seed, frame, (size_t)width * rows, 0.0, 1.0);
+        ck_assert(rtomo_fbp_add_projection(gpu, p, frame, RTOMO_DTYPE_F32, NAN,
+                                           NAN, &err) == RTOMO_OK);
+        ck_assert(rtomo_fbp_add_projection(cpu, p, frame, RTOMO_DTYPE_F32, NAN,
+                                           NAN, &err) == RTOMO_OK);
+    }
+    float *a = malloc(sizeof(float) * (size_t)n_proj * width);
+    float *b = malloc(sizeof(float) * (size_t)n_proj * width);
+    ck_assert(rtomo_fbp_get_filtered(gpu, 1, a, &err) == RTOMO_OK);
+    ck_assert(rtomo_fbp_get_filtered(cpu, 1, b, &err) == RTOMO_OK);
+    const double e = test_rel_l2(a, b, (size_t)n_proj * width);
+    ck_assert_msg(e <= 1e-5, "weighted filtered rows, GPU vs CPU: %.3g", e);
+    free(a);
+    free(b);
+    free(frame);
+    rtomo_fbp_destroy(gpu);
+    rtomo_fbp_destroy(cpu);
+}
+END_TEST
+
 START_TEST(sliding_window_over_fed_frames)
 {
     static const struct {
@@ -849,6 +888,7 @@ int main(void)
     tcase_add_loop_test(tc, sliding_window_over_fed_frames, 0, 3);
     tcase_add_test(tc, reset_keeps_only_later_work);
     tcase_add_test(tc, flat_field_refreshed_like_the_cpu);
+    tcase_add_test(tc, angle_weights_like_the_cpu);
     tcase_add_test(tc, clear_projection_zeroes_one_line);
     tcase_add_test(tc, clear_projection_after_a_staged_frame);
     tcase_add_test(tc, clear_projection_after_queued_work);

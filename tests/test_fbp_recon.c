@@ -437,6 +437,52 @@ END_TEST
 
 /* ---------------------------------------------------------------- main ---- */
 
+/* Angle weighting: a strongly non-uniform set, theta_p = 180 (p/P)^1.6
+ * degrees (dense near 0, sparse near 180), is biased with the uniform
+ * weight pi/P (dense angles count too much) and not with each projection
+ * weighted by the interval it stands for; a uniform set is unchanged by
+ * the weights (bit for bit). */
+START_TEST(irregular_angles_weighted)
+{
+    const int width = 128, n_proj = 180;
+    double *angles = malloc(sizeof(double) * n_proj);
+    for (int p = 0; p < n_proj; p++)
+        angles[p] = M_PI * pow((double)p / n_proj, 1.6);
+    accuracy a[2];
+    for (int weighted = 0; weighted < 2; weighted++) {
+        rtomo_fbp_geometry g = phantom_geometry(width, n_proj, 180.0);
+        g.angles = angles;
+        g.angle_weights = weighted;
+        float *image = phantom_slice(&g, NULL);
+        printf("theta = 180 (p/P)^1.6, %s:\n", weighted ? "weighted"
+                                                          : "uniform weight");
+        a[weighted] = measure(&g, image);
+        free(image);
+    }
+    /* Measured (gcc 12, x86-64): head L2 0.313 unweighted, 0.210
+     * weighted; the brain's mean 6.1 % off unweighted, 0.29 % weighted.
+     * The weighted L2 error that remains is streaks from the sparse end
+     * (1.6 degrees apart near 180, where 180 / P = 1 elsewhere): no
+     * weighting adds angles that were not measured. */
+    ck_assert_msg(a[0].head > 0.28 && a[0].brain > 0.04, "unweighted errors "
+                  "%.3f / %.4f: the set is not irregular enough to test "
+                  "anything", a[0].head, a[0].brain);
+    ck_assert_msg(a[1].head < 0.75 * a[0].head, "weighted head error %.3f "
+                  "(unweighted %.3f)", a[1].head, a[0].head);
+    ck_assert_msg(a[1].brain < 0.01, "weighted brain mean error %.4f "
+                  "(unweighted %.4f)", a[1].brain, a[0].brain);
+    /* Uniform angles: weights of exactly 1. */
+    rtomo_fbp_geometry g = phantom_geometry(width, n_proj, 180.0);
+    float *plain = phantom_slice(&g, NULL);
+    g.angle_weights = 1;
+    float *weighted = phantom_slice(&g, NULL);
+    ck_assert(memcmp(plain, weighted, sizeof(float) * width * width) == 0);
+    free(plain);
+    free(weighted);
+    free(angles);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fbp_recon");
@@ -449,6 +495,7 @@ int main(void)
     tcase_add_test(tc, half_and_full_turn_agree);
     tcase_add_test(tc, roi_is_crop_of_full_slice);
     tcase_add_test(tc, camera_frames_match_line_integrals);
+    tcase_add_test(tc, irregular_angles_weighted);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }
