@@ -139,18 +139,28 @@ int daemon_process_spawn(daemon_process *p, const char *path,
     return 0;
 }
 
+/* Attempts at a start whose daemon exits during start-up.  The ports come
+ * from the kernel as free, but between their release here and the
+ * daemon's bind another test running in parallel may take one ("Address
+ * already in use", seen in CI with make -j2): fresh ports then.  A daemon
+ * that cannot start for another reason fails every attempt alike. */
+#define START_ATTEMPTS 3
+
 int daemon_process_start(daemon_process *p, const char *path,
                          const char *const *args, int timeout_ms, char *error,
                          size_t error_size)
 {
-    if (daemon_process_spawn(p, path, args, error, error_size) != 0)
-        return -1;
-    if (wait_for_ping(p, timeout_ms, error, error_size) != 0) {
-        if (p->pid)
+    for (int attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
+        if (daemon_process_spawn(p, path, args, error, error_size) != 0)
+            return -1;
+        if (wait_for_ping(p, timeout_ms, error, error_size) == 0)
+            return 0;
+        if (p->pid) {           /* alive but silent: no second chance */
             daemon_process_stop(p, SIGKILL, timeout_ms);
-        return -1;
+            return -1;
+        }
     }
-    return 0;
+    return -1;
 }
 
 int daemon_process_exited(daemon_process *p, int *status)
