@@ -202,8 +202,8 @@ static json_t *cmd_scan(rtomod *d, const json_t *request, char **error)
 }
 
 /* Planes of any orientation: replaced when "planes" is given, reported
- * either way.  A plane needs every row of the volume in one plan, so
- * several workers (rows split over GPUs) cannot serve them yet. */
+ * either way.  With several workers each makes the plane from its rows
+ * and the loop adds the parts up (scan_tomo.c). */
 static json_t *cmd_planes(rtomod *d, const json_t *request, char **error)
 {
     const json_t *list = json_object_get(request, "planes");
@@ -213,12 +213,6 @@ static json_t *cmd_planes(rtomod *d, const json_t *request, char **error)
         int n = 0;
         if (rtomod_planes_from_json(list, planes, &n, why, sizeof why) != 0) {
             *error = error_reply("bad_argument", "%s", why);
-            return NULL;
-        }
-        if (n > 0 && d->pool.n > 1) {
-            *error = error_reply("bad_state", "planes need the whole volume "
-                                 "in one worker; this daemon splits rows "
-                                 "over %d workers", d->pool.n);
             return NULL;
         }
         memcpy(d->planes, planes, sizeof planes[0] * (size_t)n);

@@ -44,7 +44,7 @@ double rtomod_now(void)
 
 /* ---------------------------------------------------------- results ---- */
 
-static void publish_image(rtomod *d, rtomod_scan *scan, rtomod_result *r)
+void rtomod_publish_result(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 {
     rtomo_image_header *h = &r->header;
     h->latency_ms = 1e3 * (rtomod_now() - r->t_input);
@@ -92,7 +92,7 @@ static void dispatch(rtomod *d, rtomod_scan *scan, rtomod_result *r)
     switch (r->kind) {
     case RTOMOD_RESULT_IMAGE:
         if (scan)
-            publish_image(d, scan, r);
+            rtomod_publish_result(d, scan, r);
         break;
     case RTOMOD_RESULT_STATS:
         rtomod_telemetry_stats(d, r);
@@ -114,6 +114,10 @@ static void dispatch(rtomod *d, rtomod_scan *scan, rtomod_result *r)
     case RTOMOD_RESULT_AXIS:
         if (scan)
             rtomod_tomo_axis_found(d, scan, r);
+        break;
+    case RTOMOD_RESULT_PLANE_PART:
+        if (scan)
+            rtomod_tomo_plane_part(d, scan, r);
         break;
     }
 }

@@ -241,6 +241,11 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out);
 /* A worker finished its part of a reconstruction or window. */
 void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan,
                           const rtomod_result *r);
+/* A worker's part of a plane of any orientation: summed with the other
+ * workers' parts, published with the last. */
+void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r);
+/* Publish an image result (its buffer reference goes to the publisher). */
+void rtomod_publish_result(rtomod *d, rtomod_scan *scan, rtomod_result *r);
 /* A worker found the scan's rotation axis ("axis": "auto"). */
 void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
                             const rtomod_result *r);

@@ -88,6 +88,7 @@ typedef struct rtomod_tomo_reconstruct_job {
      * row; see scan_tomo.c). */
     rtomo_fbp_plane planes[RTOMOD_MAX_PLANES];
     int n_planes;
+    int plane_parts;            /* workers whose planes sum (1: publish) */
 } rtomod_tomo_reconstruct_job;
 
 typedef struct rtomod_sbdx_begin_job {
@@ -137,6 +138,8 @@ typedef enum rtomod_result_kind {
     RTOMOD_RESULT_DONE,         /* a RECONSTRUCT with close_plan or a CLOSE
                                    job finished on this worker */
     RTOMOD_RESULT_AXIS,         /* the rotation axis was found (value) */
+    RTOMOD_RESULT_PLANE_PART,   /* a worker's part of a plane (its rows);
+                                   the loop sums the parts and publishes */
     RTOMOD_RESULT_SET_DONE      /* this worker's part of an image set (a
                                    reconstruction, a window, an SBDX frame)
                                    is published or failed: posted exactly

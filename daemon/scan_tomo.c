@@ -50,6 +50,15 @@
 /* Darks and flats: duplicates are recognised among this many indices. */
 #define FIELD_INDEX_WINDOW 4096
 
+/* A plane whose parts (one per worker holding rows) are being summed. */
+typedef struct plane_sum {
+    struct plane_sum *next;
+    int64_t frame;                  /* window, or -1 */
+    int index;                      /* plane number */
+    int remaining;                  /* parts still to come */
+    rtomod_result image;            /* the sum so far: header, own buffer */
+} plane_sum;
+
 /* A window queued on the workers, waiting for their parts. */
 typedef struct pending_window {
     struct pending_window *next;
@@ -91,6 +100,7 @@ struct rtomod_tomo_scan {
      * found (NaN until then). */
     int axis_pairs[RTOMOD_AXIS_PAIRS][2], n_axis_pairs;
     double axis_found, axis_quality;
+    plane_sum *plane_sums;          /* planes being summed, several workers */
     /* Continuous mode. */
     int64_t *slot_index;            /* projection in each slot, -1 = none */
     double *slot_angle;             /* its angle, radians */
@@ -121,6 +131,12 @@ void rtomod_tomo_free(rtomod_tomo_scan *t)
         pending_window *next = t->pending->next;
         free(t->pending);
         t->pending = next;
+    }
+    while (t->plane_sums) {
+        plane_sum *next = t->plane_sums->next;
+        rtomod_buffer_unref(t->plane_sums->image.buffer);
+        free(t->plane_sums);
+        t->plane_sums = next;
     }
     free(t);
 }
@@ -930,6 +946,9 @@ static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
     rc->close_plan = set->close_plan;
     memcpy(rc->planes, d->planes, sizeof d->planes);
     rc->n_planes = d->n_planes;
+    rc->plane_parts = 0;
+    for (int k = 0; k < d->pool.n; k++)
+        rc->plane_parts += t->kept_first[k] >= 0;
     job->t_input = set->t_input;
     return job;
 }
@@ -1116,6 +1135,78 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
     t->frames_used = p->frames;
     d->counters.windows++;
     rtomod_telemetry_latency(d, 1e3 * (rtomod_now() - p->t_input));
+    free(p);
+}
+
+/* The workers' parts of a plane add up to the plane: rows a worker does
+ * not hold count 0 in its part (rtomo_fbp_reconstruct_plane). */
+static int plane_workers(const rtomod *d, const rtomod_tomo_scan *t)
+{
+    int n = 0;
+    for (int w = 0; w < d->pool.n; w++)
+        n += t->kept_first[w] >= 0;
+    return n;
+}
+
+/* min, max, mean of the summed plane (the finisher measured none). */
+static void plane_stats(rtomo_image_header *h, const float *x, size_t n)
+{
+    double lo = x[0], hi = x[0], sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        sum += x[i];
+    }
+    h->min = lo;
+    h->max = hi;
+    h->mean = sum / (double)n;
+}
+
+void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    if (scan->kind != RTOMOD_SCAN_TOMO)
+        return;
+    plane_sum **link = &t->plane_sums;
+    while (*link && ((*link)->frame != r->header.frame ||
+                     (*link)->index != r->header.index))
+        link = &(*link)->next;
+    plane_sum *p = *link;
+    const size_t n = r->size / sizeof(float);
+    if (!p) {
+        /* The first part: the sum starts as a copy of it. */
+        p = calloc(1, sizeof *p);
+        rtomod_buffer *buf = p ? rtomod_buffer_new(r->size) : NULL;
+        if (!buf) {
+            free(p);
+            rtomod_publish_event(&d->pub, RTOMOD_LOG_ERROR, "error", scan->id,
+                                 r->header.frame, "internal", "out of memory "
+                                 "for plane %d", r->header.index);
+            return;
+        }
+        memcpy(buf->data, r->data, r->size);
+        p->frame = r->header.frame;
+        p->index = r->header.index;
+        p->remaining = plane_workers(d, t);
+        p->image = *r;
+        p->image.kind = RTOMOD_RESULT_IMAGE;
+        p->image.buffer = buf;
+        p->image.data = buf->data;
+        p->image.next = NULL;
+        *link = p;
+    } else {
+        float *sum = (float *)p->image.buffer->data;
+        const float *part = r->data;
+        for (size_t i = 0; i < n; i++)
+            sum[i] += part[i];
+        if (r->t_input > p->image.t_input)
+            p->image.t_input = r->t_input;
+    }
+    if (--p->remaining > 0)
+        return;
+    *link = p->next;
+    plane_stats(&p->image.header, p->image.data, n);
+    rtomod_publish_result(d, scan, &p->image);
     free(p);
 }
 

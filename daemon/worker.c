@@ -217,7 +217,16 @@ void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
                        double t_input, const rtomo_image_header *h,
                        rtomod_buffer *buffer, const void *data, size_t size)
 {
-    rtomod_result *r = result_new(w, RTOMOD_RESULT_IMAGE, serial);
+    post_image_as(w, RTOMOD_RESULT_IMAGE, serial, seq, t_input, h, buffer,
+                  data, size);
+}
+
+void post_image_as(rtomod_worker *w, rtomod_result_kind kind,
+                   uint64_t serial, int64_t seq, double t_input,
+                   const rtomo_image_header *h, rtomod_buffer *buffer,
+                   const void *data, size_t size)
+{
+    rtomod_result *r = result_new(w, kind, serial);
     if (!r)
         return;
     r->header = *h;

@@ -73,6 +73,11 @@ void post_done(rtomod_worker *w, uint64_t serial);
 void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
                 double t_input, const rtomo_image_header *h,
                 rtomod_buffer *buffer, const void *data, size_t size);
+/* post_image with another kind (RTOMOD_RESULT_PLANE_PART). */
+void post_image_as(rtomod_worker *w, rtomod_result_kind kind,
+                   uint64_t serial, int64_t seq, double t_input,
+                   const rtomo_image_header *h, rtomod_buffer *buffer,
+                   const void *data, size_t size);
 int buffers_kept(const rtomod_worker *w);
 rtomod_buffer *pooled_buffer(const rtomod_worker *w,
                              rtomod_buffer_pool **pool, size_t size);

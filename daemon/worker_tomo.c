@@ -373,8 +373,12 @@ static int tomo_plane(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     h.projections = projections_held(s);
     h.axis = rtomo_fbp_geometry_of(s->fbp)->axis;
     h.compute_ms = 1e3 * (now_seconds() - t0);
-    post_image(w, job->serial, -1, job->t_input, &h, buf, buf->data,
-               pixels * sizeof(float));
+    /* With the rows split over workers each plane is a part: the loop
+     * adds them up (rows a worker does not hold count 0 in its part). */
+    post_image_as(w, rc->plane_parts > 1 ? RTOMOD_RESULT_PLANE_PART
+                                         : RTOMOD_RESULT_IMAGE,
+                  job->serial, -1, job->t_input, &h, buf, buf->data,
+                  pixels * sizeof(float));
     rtomod_buffer_unref(buf);
     flush_results(w);
     return 0;

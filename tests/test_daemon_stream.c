@@ -255,10 +255,15 @@ static const char *reply_error(json_t *reply)
     return e ? e : "";
 }
 
-START_TEST(planes_of_any_orientation)
+/* Planes with `workers` CPU workers: with two, each holds three of the
+ * six rows and the loop adds the two parts of every plane. */
+static void planes_with_workers(int workers)
 {
+    char setting[64];
+    snprintf(setting, sizeof setting, "engine.workers=%d", workers);
+    const char *args[] = {"--set", setting, NULL};
     daemon_session t;
-    daemon_session_open(&t, NULL, 1);
+    daemon_session_open(&t, args, 1);
     /* Bad planes are refused, naming what is wrong. */
     json_t *r = daemon_request(t.c, "{\"cmd\": \"planes\", \"planes\": "
                                "[{\"centre\": [1, 2], \"u\": [1, 0, 0], "
@@ -313,6 +318,7 @@ START_TEST(planes_of_any_orientation)
                                                     "planes", -1, 1);
     ck_assert_ptr_nonnull(oblique);
     ck_assert(test_max_abs(oblique->data, 40 * 5) > 0);
+    daemon_assert_image_stats(plane, 1e-6);
     /* Cleared: the next scan publishes none. */
     r = daemon_request(t.c, "{\"cmd\": \"planes\", \"planes\": []}");
     ck_assert_int_eq(json_array_size(json_object_get(r, "planes")), 0);
@@ -320,6 +326,10 @@ START_TEST(planes_of_any_orientation)
     daemon_scan_free(&s);
     daemon_session_close(&t);
 }
+
+START_TEST(planes_of_any_orientation) { planes_with_workers(1); }
+END_TEST
+START_TEST(planes_over_two_workers) { planes_with_workers(2); }
 END_TEST
 
 /* A continuous stream takes a new set of flats on the way (applied from
@@ -376,7 +386,7 @@ int main(void)
         streamed_scan_equals_after_the_scan, partly_resident_within_budget,
         streaming_off_reconstructs_after_the_scan,
         previews_show_the_slice_forming, planes_of_any_orientation,
-        continuous_takes_new_flats,
+        planes_over_two_workers, continuous_takes_new_flats,
     };
     return daemon_run_tests("daemon_stream", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
