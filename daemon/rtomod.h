@@ -246,6 +246,9 @@ void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan,
 void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r);
 /* Publish an image result (its buffer reference goes to the publisher). */
 void rtomod_publish_result(rtomod *d, rtomod_scan *scan, rtomod_result *r);
+/* What scan_complete adds for a tomography scan ("; axis 1023.370
+ * (found)" for "axis": "auto"), or "". */
+void rtomod_tomo_end_note(const rtomod_scan *scan, char *out, size_t size);
 /* A worker found the scan's rotation axis ("axis": "auto"). */
 void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
                             const rtomod_result *r);

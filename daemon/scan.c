@@ -290,6 +290,9 @@ static void complete(rtomod *d, rtomod_scan *scan)
 {
     long missing = scan->kind == RTOMOD_SCAN_TOMO ? rtomod_tomo_missing(scan)
                                                   : 0;
+    char note[96] = "";
+    if (scan->kind == RTOMOD_SCAN_TOMO)
+        rtomod_tomo_end_note(scan, note, sizeof note);
     d->counters.scans_complete++;
     d->counters.scans_incomplete += scan->incomplete != 0;
     rtomod_publish_event(&d->pub, scan->failed || scan->incomplete
@@ -297,9 +300,9 @@ static void complete(rtomod *d, rtomod_scan *scan)
                          "scan_complete", scan->id, -1,
                          scan->failed ? "failed" : scan->end_code,
                          "%ld frames, %ld images published, %ld frames "
-                         "dropped, %ld rejected, %ld projections missing%s%s%s",
+                         "dropped, %ld rejected, %ld projections missing%s%s%s%s",
                          scan->frames, scan->images, scan->dropped,
-                         scan->rejected, missing,
+                         scan->rejected, missing, note,
                          scan->incomplete ? "; incomplete: " : "",
                          scan->incomplete ? scan->failure : "",
                          scan->failed ? "; failed: " : "");

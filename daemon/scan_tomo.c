@@ -654,6 +654,12 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                            "out of memory for the scan's plans");
         return -1;
     }
+    if (spec->axis_auto) {
+        size_t used = strlen(scan->start_note);
+        snprintf(scan->start_note + used, sizeof scan->start_note - used,
+                 "%saxis: auto, from %d pairs of opposed projections",
+                 used ? "; " : "", scan->tomo->n_axis_pairs);
+    }
     rtomod_scan_activate(d, scan);
     int base, n_own;
     own_rows(d, scan->tomo, &base, &n_own);
@@ -1208,6 +1214,18 @@ void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
     plane_stats(&p->image.header, p->image.data, n);
     rtomod_publish_result(d, scan, &p->image);
     free(p);
+}
+
+void rtomod_tomo_end_note(const rtomod_scan *scan, char *out, size_t size)
+{
+    const rtomod_tomo_scan *t = scan->tomo;
+    out[0] = '\0';
+    if (!t->spec->axis_auto)
+        return;
+    if (isfinite(t->axis_found))
+        snprintf(out, size, "; axis %.3f (found)", t->axis_found);
+    else
+        snprintf(out, size, "; axis not found (the detector's centre)");
 }
 
 void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,

@@ -50,6 +50,10 @@ static void find_axis(double axis, int width)
     daemon_scan_make_auto_axis(&s, "auto-axis", width, 4, 160, 360.0, axis, 2,
                                0xa815 + (uint64_t)width);
     daemon_send_begin(t.c, &s);
+    const rtomo_event *started = daemon_wait_event(&t.in, "scan_started",
+                                                   NULL, "auto-axis", 0);
+    ck_assert_msg(strstr(started->message, "axis: auto, from 4 pairs"),
+                  "scan_started says: %s", started->message);
     daemon_send_fields(t.c, &s);
     /* The pairs are (0, 80) .. (3, 83): the axis is known from
      * projection 83 on, long before the scan ends. */
@@ -79,7 +83,12 @@ static void find_axis(double axis, int width)
                       "at the axis found", i, e);
     }
     free(ref);
-    daemon_wait_event(&t.in, "scan_complete", NULL, "auto-axis", 0);
+    const rtomo_event *done = daemon_wait_event(&t.in, "scan_complete", NULL,
+                                                "auto-axis", 0);
+    char expect[48];
+    snprintf(expect, sizeof expect, "axis %.3f (found)", found);
+    ck_assert_msg(strstr(done->message, expect), "scan_complete says: %s",
+                  done->message);
     daemon_scan_free(&s);
     daemon_session_close(&t);
 }
