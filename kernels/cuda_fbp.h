@@ -344,6 +344,9 @@ rtomo_status cuda_fbp_filter_set_flat_field(cuda_fbp_slot *slot,
                                             const float *dark,
                                             const float *flat,
                                             rtomo_error *err);
+/* Send the frames gathering in the current staging bank to the GPUs
+ * (cuda_fbp_filter_enqueue) and start gathering in the other bank. */
+rtomo_status cuda_fbp_flush_bank(cuda_fbp_impl *impl, rtomo_error *err);
 /* Queue upload, normalisation and filtering of the frames in staging bank
  * `bank` on every slot.  Asynchronous. */
 rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,

@@ -377,22 +377,19 @@ static rtomo_status cuda_begin_projections(rtomo_fbp *plan, rtomo_error *err)
     return st;
 }
 
-static rtomo_status flush_bank(rtomo_fbp *plan, rtomo_error *err);
-
 /* A new flat field after the first projection: frames staged so far are
  * filtered with the old one (sent now), and the upload of the new one is
  * ordered after them on each slot's compute stream. */
 static rtomo_status cuda_update_flat_field(rtomo_fbp *plan, rtomo_error *err)
 {
-    rtomo_status st = flush_bank(plan, err);
+    rtomo_status st = cuda_fbp_flush_bank(impl_of(plan), err);
     return st == RTOMO_OK ? cuda_begin_projections(plan, err) : st;
 }
 
 /* Send the current bank's frames to the GPUs and start gathering in the
  * other bank. */
-static rtomo_status flush_bank(rtomo_fbp *plan, rtomo_error *err)
+extern "C" rtomo_status cuda_fbp_flush_bank(cuda_fbp_impl *impl, rtomo_error *err)
 {
-    cuda_fbp_impl *impl = impl_of(plan);
     cuda_fbp_bank *bank = &impl->banks[impl->current];
     if (bank->count == 0)
         return RTOMO_OK;
@@ -423,7 +420,7 @@ static rtomo_status cuda_add_projection(rtomo_fbp *plan, int index,
     cuda_fbp_impl *impl = impl_of(plan);
     rtomo_status st;
     if (!bank_accepts(&impl->banks[impl->current], index, dtype) &&
-        (st = flush_bank(plan, err)) != RTOMO_OK)
+        (st = cuda_fbp_flush_bank(impl_of(plan), err)) != RTOMO_OK)
         return st;
     cuda_fbp_bank *bank = &impl->banks[impl->current];
     if (bank->count == 0) {
@@ -442,14 +439,14 @@ static rtomo_status cuda_add_projection(rtomo_fbp *plan, int index,
     bank->index[bank->count++] = index;
     plan->stats.projections_filtered++;
     if (bank->count == impl->bank_frames)
-        return flush_bank(plan, err);
+        return cuda_fbp_flush_bank(impl_of(plan), err);
     return RTOMO_OK;
 }
 
 static rtomo_status cuda_sync(rtomo_fbp *plan, rtomo_error *err)
 {
     cuda_fbp_impl *impl = impl_of(plan);
-    rtomo_status st = flush_bank(plan, err);
+    rtomo_status st = cuda_fbp_flush_bank(impl_of(plan), err);
     for (int bank = 0; bank < 2 && st == RTOMO_OK; bank++)
         st = cuda_fbp_filter_wait_bank(impl, bank, err);
     collect_filter_time(plan);

@@ -160,18 +160,13 @@ static int bank_holds(const cuda_fbp_bank *bank, const int *slots, int n)
 /* When the host staging bank gathers a frame of one of `slots`, send the
  * bank to the GPUs for filtering now: filtering runs on each slot's
  * compute stream, and a chunk starts after the compute stream's work so
- * far (enqueue_chunk), so it reads the filtered frame.  (The steps of cuda_fbp_backend.cu's flush_bank, which is
- * private to that file.) */
+ * far (enqueue_chunk), so it reads the filtered frame. */
 static rtomo_status flush_staged(cuda_fbp_impl *impl, const int *slots, int n,
                                  rtomo_error *err)
 {
-    cuda_fbp_bank *bank = &impl->banks[impl->current];
-    if (!bank_holds(bank, slots, n))
+    if (!bank_holds(&impl->banks[impl->current], slots, n))
         return RTOMO_OK;
-    rtomo_status st = cuda_fbp_filter_enqueue(impl, impl->current, err);
-    bank->count = 0;
-    impl->current ^= 1;
-    return st;
+    return cuda_fbp_flush_bank(impl, err);
 }
 
 /* ------------------------------------------------- writes to slots ---- */
