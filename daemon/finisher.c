@@ -83,7 +83,7 @@ STATS_BLOCK_LOOP(float)
 STATS_BLOCK_LOOP(uint16_t)
 
 /* Fill h->min, max and mean from the image's samples (0 for none). */
-static void image_stats(const void *data, int is_u16, size_t n,
+void rtomod_image_stats(const void *data, int is_u16, size_t n,
                         rtomo_image_header *h)
 {
     sample_stats st = {.sum = 0.0};
@@ -145,8 +145,8 @@ static void finish_results(const rtomod_finisher *f, rtomod_result *r)
         if (strcmp(r->header.topic, RTOMO_TOPIC_DEPTH) == 0)
             depth_stats(r->data, r->size / 2, &r->header);
         else
-            image_stats(r->data, is_u16, r->size / (is_u16 ? 2 : 4),
-                        &r->header);
+            rtomod_image_stats(r->data, is_u16, r->size / (is_u16 ? 2 : 4),
+                               &r->header);
     }
 }
 

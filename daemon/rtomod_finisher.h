@@ -55,4 +55,10 @@ int rtomod_finisher_pending(rtomod_finisher *f);
  * ignored. */
 void rtomod_finisher_stop(rtomod_finisher *f);
 
+/* min, max and mean of n samples (float32, or uint16 when is_u16) into
+ * h, as the finisher measures every image (0 for none); for images the
+ * loop assembles itself (a plane summed from several workers). */
+void rtomod_image_stats(const void *data, int is_u16, size_t n,
+                        rtomo_image_header *h);
+
 #endif /* RTOMOD_FINISHER_H */

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "rtomod.h"
+#include "rtomod_finisher.h"
 
 /* Darks and flats: duplicates are recognised among this many indices. */
 #define FIELD_INDEX_WINDOW 4096
@@ -915,6 +916,16 @@ static void roi_now(rtomod *d, const rtomod_scan *scan, int roi[4])
     }
 }
 
+/* The workers' parts of a plane add up to the plane: rows a worker does
+ * not hold count 0 in its part (rtomo_fbp_reconstruct_plane). */
+static int plane_workers(const rtomod *d, const rtomod_tomo_scan *t)
+{
+    int n = 0;
+    for (int w = 0; w < d->pool.n; w++)
+        n += t->kept_first[w] >= 0;
+    return n;
+}
+
 /* A RECONSTRUCT job for worker w with the rows that fall into its plan. */
 static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
                                    const int *rows, int n_rows,
@@ -952,9 +963,7 @@ static rtomod_job *reconstruct_job(rtomod *d, const rtomod_scan *scan, int w,
     rc->close_plan = set->close_plan;
     memcpy(rc->planes, d->planes, sizeof d->planes);
     rc->n_planes = d->n_planes;
-    rc->plane_parts = 0;
-    for (int k = 0; k < d->pool.n; k++)
-        rc->plane_parts += t->kept_first[k] >= 0;
+    rc->plane_parts = plane_workers(d, t);
     job->t_input = set->t_input;
     return job;
 }
@@ -1144,30 +1153,6 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
     free(p);
 }
 
-/* The workers' parts of a plane add up to the plane: rows a worker does
- * not hold count 0 in its part (rtomo_fbp_reconstruct_plane). */
-static int plane_workers(const rtomod *d, const rtomod_tomo_scan *t)
-{
-    int n = 0;
-    for (int w = 0; w < d->pool.n; w++)
-        n += t->kept_first[w] >= 0;
-    return n;
-}
-
-/* min, max, mean of the summed plane (the finisher measured none). */
-static void plane_stats(rtomo_image_header *h, const float *x, size_t n)
-{
-    double lo = x[0], hi = x[0], sum = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
-        sum += x[i];
-    }
-    h->min = lo;
-    h->max = hi;
-    h->mean = sum / (double)n;
-}
-
 void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 {
     rtomod_tomo_scan *t = scan->tomo;
@@ -1211,7 +1196,8 @@ void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
     if (--p->remaining > 0)
         return;
     *link = p->next;
-    plane_stats(&p->image.header, p->image.data, n);
+    /* The finisher measured none of it: parts are not images. */
+    rtomod_image_stats(p->image.data, 0, n, &p->image.header);
     rtomod_publish_result(d, scan, &p->image);
     free(p);
 }

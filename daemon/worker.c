@@ -206,6 +206,17 @@ void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
     post(w, r);
 }
 
+void post_axis(rtomod_worker *w, uint64_t serial, double axis,
+               double quality)
+{
+    rtomod_result *r = result_new(w, RTOMOD_RESULT_AXIS, serial);
+    if (!r)
+        return;
+    r->axis = axis;
+    r->axis_quality = quality;
+    post(w, r);
+}
+
 void post_done(rtomod_worker *w, uint64_t serial)
 {
     post(w, result_new(w, RTOMOD_RESULT_DONE, serial));

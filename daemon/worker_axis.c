@@ -68,21 +68,6 @@ static void release_held(rtomod_worker *w, plan_state *s, uint64_t serial)
     }
 }
 
-static void post_axis(rtomod_worker *w, uint64_t serial, double axis,
-                      double quality)
-{
-    rtomod_result *r = calloc(1, sizeof *r);
-    if (!r)
-        return;
-    r->kind = RTOMOD_RESULT_AXIS;
-    r->serial = serial;
-    r->worker = w->index;
-    r->frame = r->seq = -1;
-    r->axis = axis;
-    r->axis_quality = quality;
-    post(w, r);
-}
-
 /* The pairs are complete: find the axis and set it. */
 static void find_and_set(rtomod_worker *w, plan_state *s, uint64_t serial)
 {

@@ -70,6 +70,9 @@ void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
 void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq, long slices,
                 long frames, double updates, double seconds);
 void post_done(rtomod_worker *w, uint64_t serial);
+/* The rotation axis was found ("axis": "auto"). */
+void post_axis(rtomod_worker *w, uint64_t serial, double axis,
+               double quality);
 void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
                 double t_input, const rtomo_image_header *h,
                 rtomod_buffer *buffer, const void *data, size_t size);
