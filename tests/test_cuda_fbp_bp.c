@@ -21,22 +21,6 @@
 #include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
 
-/* Error bound of a mode, relative L2 against the CPU.  Texture units
- * interpolate with 8-bit weights (an error up to |q[i+1]-q[i]|/512 per
- * sample, about 2e-3 relative on white noise); the ALU path interpolates in
- * float.  Nearest runs on smoothed data (see test_smooth_lines).  Half
- * storage rounds every value to 11 significant bits. */
-static double bound_of(rtomo_bp_kernel kernel, rtomo_precision precision,
-                       rtomo_interp interp)
-{
-    double b = interp == RTOMO_INTERP_LINEAR
-                   ? (kernel == RTOMO_BP_ALU ? 1e-4 : 5e-3)
-                   : 2e-3;
-    if (precision == RTOMO_PRECISION_HALF)
-        b += 2e-3;
-    return b;
-}
-
 typedef struct bp_case {
     rtomo_fbp_geometry g;
     double *angles, *shifts;
@@ -143,7 +127,7 @@ START_TEST(every_mode_matches_cpu)
     make_case(&c, 0xb0c0ffee00ULL + (uint64_t)_i, 101, 9, 181, 96, interp);
     float *ref = run_cpu(&c);
     const double rel = compare_mode(&c, ref, kernel, slices, precision);
-    const double bound = bound_of(kernel, precision, interp);
+    const double bound = test_cpu_bound(kernel, precision, interp);
     const char *name = test_mode_name(kernel, slices, precision, interp);
     printf("bp %-26s relative L2 %.3e (bound %.1e)\n", name, rel, bound);
     ck_assert_msg(rel <= bound, "%s: relative L2 error %g exceeds %g", name,
@@ -171,7 +155,7 @@ START_TEST(hybrid_texture_path_matches_cpu)
     rtomo_fbp *plan = test_create(&c.g, &opt);
     float *out = run_plan(plan, &c);
     const double rel = test_rel_l2(out, ref, c.image * (size_t)c.n_rows);
-    const double bound = bound_of(RTOMO_BP_TEXTURE, precision, interp);
+    const double bound = test_cpu_bound(RTOMO_BP_TEXTURE, precision, interp);
     const char *name = test_mode_name(RTOMO_BP_HYBRID, slices, precision, interp);
     printf("bp %-26s ratio 1: relative L2 %.3e (bound %.1e)\n", name, rel, bound);
     ck_assert_msg(rel <= bound, "%s, texture path: relative L2 %g exceeds %g",
@@ -201,7 +185,7 @@ START_TEST(many_projections_match_cpu)
         setenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK", "4096", 1);
     const double rel = compare_mode(&c, ref, kernel, wide ? 2 : 1, precision);
     unsetenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK");
-    const double bound = bound_of(kernel, precision, interp);
+    const double bound = test_cpu_bound(kernel, precision, interp);
     const char *name = test_mode_name(kernel, wide ? 2 : 1, precision, interp);
     printf("20011 projections%s %-26s relative L2 %.3e (bound %.1e)\n",
            chunked ? " (chunks of 4096)" : "", name, rel, bound);

@@ -62,6 +62,17 @@ const char *test_mode_name(rtomo_bp_kernel kernel, int slices,
     return name;
 }
 
+double test_cpu_bound(rtomo_bp_kernel kernel, rtomo_precision precision,
+                      rtomo_interp interp)
+{
+    double b = interp == RTOMO_INTERP_LINEAR
+                   ? (kernel == RTOMO_BP_ALU ? 1e-4 : 5e-3)
+                   : 2e-3;
+    if (precision == RTOMO_PRECISION_HALF)
+        b += 2e-3;
+    return b;
+}
+
 void test_mode(int i, rtomo_bp_kernel *kernel, int *slices,
                rtomo_precision *precision, rtomo_interp *interp)
 {

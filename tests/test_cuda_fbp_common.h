@@ -36,6 +36,14 @@ void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
 const char *test_mode_name(rtomo_bp_kernel kernel, int slices,
                            rtomo_precision precision, rtomo_interp interp);
 
+/* Error bound of a mode, relative L2 against the CPU.  Texture units
+ * interpolate with 8-bit weights (an error up to |q[i+1]-q[i]|/512 per
+ * sample, about 2e-3 relative on white noise); the ALU path interpolates in
+ * float.  Nearest runs on smoothed data (see test_smooth_lines).  Half
+ * storage rounds every value to 11 significant bits. */
+double test_cpu_bound(rtomo_bp_kernel kernel, rtomo_precision precision,
+                      rtomo_interp interp);
+
 /* Every kernel x slices x precision x interpolation: TEST_MODES entries. */
 #define TEST_MODES (4 * 3 * 2 * 2)
 void test_mode(int i, rtomo_bp_kernel *kernel, int *slices,

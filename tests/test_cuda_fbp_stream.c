@@ -39,17 +39,13 @@
  * difference (test_cuda_fbp_bp.c). */
 #define MIXED_BOUND 5e-3
 
-/* As test_cuda_fbp_bp.c: relative L2 against the CPU backend. */
-static double cpu_bound(rtomo_bp_kernel kernel, rtomo_precision precision,
-                        rtomo_interp interp)
-{
-    double b = interp == RTOMO_INTERP_LINEAR
-                   ? (kernel == RTOMO_BP_ALU ? 1e-4 : 5e-3)
-                   : 2e-3;
-    if (precision == RTOMO_PRECISION_HALF)
-        b += 2e-3;
-    return b;
-}
+/* A configuration a looped test runs. */
+typedef struct gpu_mode {
+    rtomo_bp_kernel kernel;
+    int slices;
+    rtomo_precision precision;
+    rtomo_interp interp;
+} gpu_mode;
 
 /* ------------------------------------------------------------ scans ---- */
 
@@ -386,7 +382,7 @@ START_TEST(stream_matches_reconstruct_and_cpu)
     const double rel_cpu = test_rel_l2(streamed, ref, n);
     const rtomo_bp_kernel like = v->kernel == RTOMO_BP_HYBRID && v->ratio < 0.5
                                      ? RTOMO_BP_ALU : v->kernel;
-    const double bound_cpu = cpu_bound(like, precision, interp);
+    const double bound_cpu = test_cpu_bound(like, precision, interp);
     printf("stream %-36s %2d rows, %3d events: vs reconstruct %.3e (bound %.0e), "
            "vs CPU %.3e (bound %.0e)\n", name, n_open, n_events, rel, bound,
            rel_cpu, bound_cpu);
@@ -512,12 +508,7 @@ END_TEST
 
 START_TEST(sliding_window_over_fed_frames)
 {
-    static const struct {
-        rtomo_bp_kernel kernel;
-        int slices;
-        rtomo_precision precision;
-        rtomo_interp interp;
-    } modes[] = {
+    static const gpu_mode modes[] = {
         {RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
         {RTOMO_BP_TEXTURE, 2, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
         {RTOMO_BP_HYBRID, 4, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
@@ -753,12 +744,7 @@ static float *stream_schedule(rtomo_fbp *plan, const int *rows, int n_rows,
  */
 START_TEST(split_slots_match_one_slot)
 {
-    static const struct {
-        rtomo_bp_kernel kernel;
-        int slices;
-        rtomo_precision precision;
-        rtomo_interp interp;
-    } modes[] = {
+    static const gpu_mode modes[] = {
         {RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
         {RTOMO_BP_TEXTURE, 4, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_NEAREST},
         {RTOMO_BP_STANDARD, 2, RTOMO_PRECISION_HALF, RTOMO_INTERP_LINEAR},
