@@ -40,12 +40,12 @@ size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows)
 {
     int roi[4];
     geometry_roi(g, roi);
-    /* The slices, and what a chunk holds on the side: its projections of
-     * up to 64 slices packed as four floats per texel. */
+    /* The slices, and what a chunk holds on the side: its packed
+     * projections, at most 64 MiB per device (STREAM_POOL_BYTES in
+     * cuda_fbp_stream.cu; the CPU backend packs nothing). */
     const size_t slices = (size_t)roi[2] * (size_t)roi[3] * sizeof(float) *
                           (size_t)(n_rows > 0 ? n_rows : 0);
-    const size_t chunk = (size_t)64 * 16 * (size_t)g->det_width *
-                         4 * sizeof(float);
+    const size_t chunk = (size_t)64 << 20;
     return slices + chunk;
 }
 
