@@ -76,6 +76,7 @@ static const char *const bp_kernel_names[] = {
 static const char *const window_names[] = {
     "ram-lak", "shepp-logan", "cosine", "hamming", "hann", NULL};
 static const char *const interp_names[] = {"linear", "nearest", NULL};
+static const char *const rings_names[] = {"off", "column_mean", NULL};
 
 #define NAME_OF(table, value)                                              \
     ((unsigned)(value) < sizeof(table) / sizeof(table[0]) - 1              \
@@ -86,6 +87,7 @@ const char *rtomo_dtype_name(rtomo_dtype d) { return NAME_OF(dtype_names, d); }
 const char *rtomo_bp_kernel_name(rtomo_bp_kernel k) { return NAME_OF(bp_kernel_names, k); }
 const char *rtomo_window_name(rtomo_window w) { return NAME_OF(window_names, w); }
 const char *rtomo_interp_name(rtomo_interp i) { return NAME_OF(interp_names, i); }
+const char *rtomo_rings_name(rtomo_rings r) { return NAME_OF(rings_names, r); }
 
 rtomo_status rtomo_backend_parse(const char *name, rtomo_backend *out)
 {
@@ -225,3 +227,12 @@ rtomo_status rtomo_cuda_device_info(int index, rtomo_device_info *out,
                            "(configured --without-cuda or nvcc not found)");
 }
 #endif
+
+rtomo_status rtomo_rings_parse(const char *name, rtomo_rings *out)
+{
+    int v;
+    rtomo_status s = parse_name(name, rings_names, &v);
+    if (s == RTOMO_OK)
+        *out = (rtomo_rings)v;
+    return s;
+}

@@ -107,6 +107,39 @@ static rtomo_status check_filter(const rtomo_fbp_geometry *g, rtomo_error *err)
     return RTOMO_OK;
 }
 
+/* Phase retrieval's four parameters: all zero (off), or delta/beta,
+ * energy, distance and pixel size all positive and finite. */
+static rtomo_status check_phase(const rtomo_fbp_phase *p, rtomo_error *err)
+{
+    if (p->delta_beta == 0.0)
+        return RTOMO_OK;
+    const struct { const char *name; double value; double max; } field[] = {
+        {"delta_beta", p->delta_beta, 1e6},
+        {"energy_kev", p->energy_kev, 1e4},
+        {"distance_m", p->distance_m, 1e3},
+        {"pixel_m", p->pixel_m, 1.0},
+    };
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++)
+        if (!(field[i].value > 0.0 && field[i].value <= field[i].max))
+            return rtomo_set_error(err, RTOMO_E_INVALID,
+                                   "phase retrieval: %s %g is outside (0, %g]",
+                                   field[i].name, field[i].value, field[i].max);
+    return RTOMO_OK;
+}
+
+static rtomo_status check_rings(const rtomo_fbp_geometry *g, rtomo_error *err)
+{
+    if ((unsigned)g->rings > RTOMO_RINGS_COLUMN_MEAN)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "unknown ring removal method %d", (int)g->rings);
+    if (g->rings_width != 0 &&
+        (g->rings_width < 3 || g->rings_width > 255 || g->rings_width % 2 == 0))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "ring removal width %d is not an odd number of "
+                               "bins in [3, 255]", g->rings_width);
+    return RTOMO_OK;
+}
+
 static rtomo_status check_rows(const rtomo_fbp_geometry *g, rtomo_error *err)
 {
     if (g->row_first < 0 || g->row_first >= g->det_height)
@@ -142,7 +175,8 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
     rtomo_status st;
     if ((st = check_sizes(g, err)) || (st = check_angles(g, err)) ||
         (st = check_axis(g, err)) || (st = check_filter(g, err)) ||
-        (st = check_rows(g, err)))
+        (st = check_rows(g, err)) || (st = check_phase(&g->phase, err)) ||
+        (st = check_rings(g, err)))
         return st;
     if (g->angle_weights && g->window_proj != 0 && g->window_proj != g->n_proj)
         return rtomo_set_error(err, RTOMO_E_INVALID,

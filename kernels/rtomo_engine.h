@@ -182,6 +182,48 @@ const char *rtomo_interp_name(rtomo_interp interp);
 rtomo_status rtomo_interp_parse(const char *name, rtomo_interp *out);
 
 /*
+ * Single-distance phase retrieval for a homogeneous object (Paganin,
+ * Mayo, Gureyev, Miller & Wilkins, J. Microsc. 206 (2002) 33-40, eq. 10).
+ * Applied to each flat-field-corrected intensity I/I0 before the
+ * logarithm, as the 2-D Fourier filter
+ *     I_f = F^-1[ F[I/I0] / (1 + pi lambda z (delta/beta) |f|^2) ]
+ * with f the spatial frequency in cycles per metre (f = k/(N pixel) for
+ * a padded transform of N samples), lambda = h c / E (1.23984193e-9 m keV
+ * / energy_kev) and z the propagation distance; -log(I_f) is then mu T,
+ * the projected attenuation, as without phase retrieval.  Frames are
+ * padded (edge values repeated) so that the transform does not wrap
+ * around; the rows kept for reconstruction see their neighbours within
+ * the filter's reach.  delta_beta 0 switches it off.
+ */
+typedef struct rtomo_fbp_phase {
+    double delta_beta;          /* delta/beta of the material; 0 = off */
+    double energy_kev;          /* photon energy, keV */
+    double distance_m;          /* sample to detector distance, m */
+    double pixel_m;             /* detector pixel size at the sample, m */
+} rtomo_fbp_phase;
+
+/*
+ * Ring (detector stripe) removal on sinograms.  RTOMO_RINGS_COLUMN_MEAN:
+ * a detector column's offset is constant over the scan (a gain error),
+ * so per detector row the line integrals' mean over the projections,
+ * m(x), less its running median of `width` bins along the row, is each
+ * column's offset c(x) = m(x) - median(m)(x), and it is subtracted from
+ * every projection (Rivers 1998; Raven 1998).  Linear in the sinogram's
+ * column mean: the mean is accumulated as projections arrive and the
+ * held filtered projections are corrected by the filtered offset once
+ * the last one is in (rtomo_fbp_remove_rings), so nothing is filtered
+ * twice.  It therefore needs the whole scan before back-projection: not
+ * with resident slices.
+ */
+typedef enum rtomo_rings {
+    RTOMO_RINGS_OFF = 0,
+    RTOMO_RINGS_COLUMN_MEAN
+} rtomo_rings;
+
+const char *rtomo_rings_name(rtomo_rings rings);   /* "off", "column_mean" */
+rtomo_status rtomo_rings_parse(const char *name, rtomo_rings *out);
+
+/*
  * Geometry of a parallel-beam scan and of the reconstruction.
  *
  * Detector: det_width bins x det_height rows; a frame is one projection of
@@ -230,6 +272,10 @@ typedef struct rtomo_fbp_geometry {
                                    plan with more slots than one
                                    reconstruction uses (a continuous
                                    stream's ring of slots) sets it */
+    rtomo_fbp_phase phase;      /* phase retrieval; zeros = off */
+    rtomo_rings rings;          /* ring removal; RTOMO_RINGS_OFF = off */
+    int rings_width;            /* running median width in bins, odd,
+                                   3..255; 0 = 31 */
 } rtomo_fbp_geometry;
 
 /* Defaults: zero sizes (must be set), angle_step pi/n_proj (when left 0 and
@@ -307,6 +353,13 @@ rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
 /* Copy the filtered sinogram of detector row `row` (n_proj x det_width). */
 rtomo_status rtomo_fbp_get_filtered(rtomo_fbp *plan, int row, float *sinogram,
                                     rtomo_error *err);
+
+/* With geometry rings set: correct every filtered projection fed so far
+ * by the stripe offsets estimated from them (see rtomo_rings), once,
+ * after the last projection and before reconstructing.  RTOMO_E_STATE
+ * when called again without new projections or with resident slices
+ * open; a no-op without rings. */
+rtomo_status rtomo_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);
 
 /* Wait until every fed projection has been filtered; reports any error of
  * the asynchronous work. */
