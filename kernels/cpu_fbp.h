@@ -31,6 +31,7 @@
 #define CPU_FBP_STREAM_CHUNK 32
 
 typedef struct cpu_fbp_filter cpu_fbp_filter;
+typedef struct cpu_fbp_phase cpu_fbp_phase;
 
 typedef struct cpu_fbp_state {
     cpu_pool *pool;
@@ -38,6 +39,7 @@ typedef struct cpu_fbp_state {
     int bin_stride;         /* det_width + guards: floats per projection row */
     float *sinograms;       /* row_count x n_proj x bin_stride, guards zero */
     cpu_fbp_filter *filter;
+    cpu_fbp_phase *phase;   /* phase retrieval (cpu_fbp_phase.c), or NULL */
     float *bp_rows;         /* per worker: accumulator pixel rows */
     int bp_row_capacity;    /* floats per worker in bp_rows */
     double *bp_base;        /* per projection: guarded coordinate of ROI
@@ -70,6 +72,28 @@ static inline float *cpu_fbp_projection_row(const cpu_fbp_state *st,
  * finite. */
 void cpu_fbp_normalise_row(const rtomo_fbp *plan, const void *frame,
                            rtomo_dtype dtype, int kept_row, float *out);
+
+/* The line integrals the ramp filter takes for kept row `kept_row` of the
+ * frame being filtered: cpu_fbp_normalise_row, or with phase retrieval
+ * the logarithm of the phase-retrieved intensities (cpu_fbp_phase_frame
+ * must have run on the frame). */
+void cpu_fbp_line_integral_row(const rtomo_fbp *plan, const cpu_fbp_state *st,
+                               const void *frame, rtomo_dtype dtype,
+                               int kept_row, float *out);
+
+/* ------------------------------------------------- phase retrieval ---- */
+
+/* FFTW plans and the padded array when plan->phase.on (else nothing). */
+rtomo_status cpu_fbp_phase_create(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                  rtomo_error *err);
+void cpu_fbp_phase_destroy(cpu_fbp_state *st);
+/* Filter the phase rows of a raw frame (fbp_phase.h) into st's array. */
+void cpu_fbp_phase_frame(const rtomo_fbp *plan, cpu_fbp_state *st,
+                         const void *frame, rtomo_dtype dtype);
+/* -log of kept row `kept_row` of the filtered intensities, floored at
+ * RTOMO_PHASE_MIN_RATIO, into out[det_width]. */
+void cpu_fbp_phase_row(const rtomo_fbp *plan, const cpu_fbp_state *st,
+                       int kept_row, float *out);
 
 /* -------------------------------------------------------- filtering ---- */
 

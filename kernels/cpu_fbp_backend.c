@@ -26,6 +26,7 @@ static void cpu_destroy(rtomo_fbp *plan)
     cpu_fbp_stream_close(plan);
     cpu_pool_destroy(st->pool);
     cpu_fbp_filter_destroy(st->filter);
+    cpu_fbp_phase_destroy(st);
     free(st->sinograms);
     free(st->bp_rows);
     free(st->bp_base);
@@ -90,7 +91,8 @@ static rtomo_status cpu_create(rtomo_fbp *plan, rtomo_error *err)
         return s;
     st->n_workers = cpu_pool_size(st->pool);
     if ((s = allocate_sinograms(plan, st, err)) != RTOMO_OK ||
-        (s = allocate_backprojection(plan, st, err)) != RTOMO_OK)
+        (s = allocate_backprojection(plan, st, err)) != RTOMO_OK ||
+        (s = cpu_fbp_phase_create(plan, st, err)) != RTOMO_OK)
         return s;
     return cpu_fbp_filter_create(plan, st->n_workers, &st->filter, err);
 }
@@ -109,6 +111,8 @@ static rtomo_status cpu_add_projection(rtomo_fbp *plan, int index,
 {
     (void)err;
     double t0 = rtomo_now_seconds();
+    if (plan->phase.on)
+        cpu_fbp_phase_frame(plan, state_of(plan), frame, dtype);
     cpu_fbp_filter_frame(plan, state_of(plan), index, frame, dtype);
     plan->stats.filter_seconds += rtomo_now_seconds() - t0;
     plan->stats.projections_filtered++;

@@ -148,9 +148,10 @@ static void filter_pair_task(void *ctx, int pair, int worker)
     const int has_b = row_b < plan->geom.row_count;
     float *a = f->rows[worker], *b = has_b ? a + width : NULL;
 
-    cpu_fbp_normalise_row(plan, job->frame, job->dtype, row_a, a);
+    cpu_fbp_line_integral_row(plan, job->st, job->frame, job->dtype, row_a, a);
     if (has_b)
-        cpu_fbp_normalise_row(plan, job->frame, job->dtype, row_b, b);
+        cpu_fbp_line_integral_row(plan, job->st, job->frame, job->dtype,
+                                  row_b, b);
     float *out_a = cpu_fbp_projection_row(job->st, n_proj, row_a, job->index);
     float *out_b = has_b ? cpu_fbp_projection_row(job->st, n_proj, row_b,
                                                   job->index)

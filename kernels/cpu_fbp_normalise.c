@@ -46,3 +46,16 @@ void cpu_fbp_normalise_row(const rtomo_fbp *plan, const void *frame,
     for (size_t i = 0; i < width; i++)
         out[i] = line_integral(out[i], dark[i], flat[i]);
 }
+
+/* Phase retrieval replaces the plain normalisation for filtering only:
+ * rtomo_fbp_line_integrals (fbp_axis.c) keeps calling
+ * cpu_fbp_normalise_row, whose result needs no other row. */
+void cpu_fbp_line_integral_row(const rtomo_fbp *plan, const cpu_fbp_state *st,
+                               const void *frame, rtomo_dtype dtype,
+                               int kept_row, float *out)
+{
+    if (plan->phase.on)
+        cpu_fbp_phase_row(plan, st, kept_row, out);
+    else
+        cpu_fbp_normalise_row(plan, frame, dtype, kept_row, out);
+}

@@ -14,6 +14,7 @@
 #define RTOMO_ENGINE_INTERNAL_H
 
 #include "rtomo_engine.h"
+#include "fbp_phase.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +118,7 @@ struct rtomo_fbp {
     float *dark, *flat;         /* kept rows, averaged; set before
                                    begin_projections when normalise */
     int normalise;              /* 1 when at least one flat was added */
+    rtomo_fbp_phase_plan phase; /* phase retrieval, owned by fbp_phase.c */
     int projections_started;
 
     unsigned char *received;    /* n_proj flags */

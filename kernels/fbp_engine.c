@@ -340,6 +340,7 @@ rtomo_fbp *rtomo_fbp_create(const rtomo_fbp_geometry *g,
     else
         rtomo_engine_options_init(&plan->opt);
     if (copy_geometry(plan, g, err) != RTOMO_OK ||
+        rtomo_fbp_phase_init(plan, err) != RTOMO_OK ||
         weigh_projections(plan, err) != RTOMO_OK ||
         design_filter(plan, err) != RTOMO_OK ||
         select_backend(plan, err) != RTOMO_OK ||
@@ -367,6 +368,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
     free(plan->flat_next);
     free(plan->dark);
     free(plan->flat);
+    rtomo_fbp_phase_free(plan);
     free(plan->filter);
     free(plan);
 }
@@ -467,7 +469,8 @@ static rtomo_status average_flat_field(rtomo_fbp *plan, rtomo_error *err)
             plan->dark[i] = (float)(plan->dark_sum[first + i] / plan->n_dark);
         plan->flat[i] = (float)(plan->flat_sum[first + i] / plan->n_flat);
     }
-    return RTOMO_OK;
+    /* Phase retrieval filters more rows than it keeps. */
+    return rtomo_fbp_phase_average(plan, err);
 }
 
 static rtomo_status start_projections(rtomo_fbp *plan, rtomo_error *err)
