@@ -51,6 +51,9 @@ typedef struct cpu_fbp_state {
     float *stream_slices;   /* stream_n images of the stream ROI */
     int *stream_kept;       /* their kept-row offsets */
     int stream_n;
+    /* Ring removal (cpu_fbp_rings.c), with geom.rings set: */
+    double *rings_sum;      /* row_count x det_width line integral sums */
+    double *rings_applied;  /* row_count x det_width offsets subtracted */
 } cpu_fbp_state;
 
 /* Bin 0 of projection `proj` of kept row `kept_row` (guards around it). */
@@ -107,6 +110,26 @@ void cpu_fbp_filter_destroy(cpu_fbp_filter *filter);
  * `index` of the stored sinograms, using the pool. */
 void cpu_fbp_filter_frame(const rtomo_fbp *plan, cpu_fbp_state *st,
                           int index, const void *frame, rtomo_dtype dtype);
+
+/* Filter real rows a and b (b may be NULL: zeros) of det_width samples
+ * into out_a and out_b as projections are filtered, with worker `worker`'s
+ * buffer (out may be the input). */
+void cpu_fbp_filter_rows(const rtomo_fbp *plan, const cpu_fbp_state *st,
+                         int worker, const float *a, const float *b,
+                         float *out_a, float *out_b);
+
+/* ---------------------------------------------------- ring removal ---- */
+
+/* Allocate the column sums when geom.rings is set (cpu_fbp_rings.c). */
+rtomo_status cpu_fbp_rings_create(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                  rtomo_error *err);
+void cpu_fbp_rings_destroy(cpu_fbp_state *st);
+/* Add the line integrals of kept row `kept_row` of one projection to its
+ * sums (nothing without rings).  Distinct rows may be added concurrently. */
+void cpu_fbp_rings_add(const rtomo_fbp *plan, cpu_fbp_state *st,
+                       int kept_row, const float *line);
+/* The backend op (engine_internal.h). */
+rtomo_status cpu_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);
 
 /* --------------------------------------------------- back-projection ---- */
 

@@ -27,6 +27,7 @@ static void cpu_destroy(rtomo_fbp *plan)
     cpu_pool_destroy(st->pool);
     cpu_fbp_filter_destroy(st->filter);
     cpu_fbp_phase_destroy(st);
+    cpu_fbp_rings_destroy(st);
     free(st->sinograms);
     free(st->bp_rows);
     free(st->bp_base);
@@ -92,7 +93,8 @@ static rtomo_status cpu_create(rtomo_fbp *plan, rtomo_error *err)
     st->n_workers = cpu_pool_size(st->pool);
     if ((s = allocate_sinograms(plan, st, err)) != RTOMO_OK ||
         (s = allocate_backprojection(plan, st, err)) != RTOMO_OK ||
-        (s = cpu_fbp_phase_create(plan, st, err)) != RTOMO_OK)
+        (s = cpu_fbp_phase_create(plan, st, err)) != RTOMO_OK ||
+        (s = cpu_fbp_rings_create(plan, st, err)) != RTOMO_OK)
         return s;
     return cpu_fbp_filter_create(plan, st->n_workers, &st->filter, err);
 }
@@ -185,4 +187,5 @@ const rtomo_fbp_backend_ops rtomo_cpu_fbp_ops = {
     .stream_close = cpu_fbp_stream_close,
     .stream_chunk = cpu_fbp_stream_chunk,
     .reconstruct_plane = cpu_fbp_reconstruct_plane,
+    .remove_rings = cpu_fbp_remove_rings,
 };

@@ -129,6 +129,14 @@ static void filter_row_pair(const cpu_fbp_filter *f, int worker,
             out_b[i] = z[i][1];
 }
 
+void cpu_fbp_filter_rows(const rtomo_fbp *plan, const cpu_fbp_state *st,
+                         int worker, const float *a, const float *b,
+                         float *out_a, float *out_b)
+{
+    filter_row_pair(st->filter, worker, plan->filter, plan->geom.det_width,
+                    a, b, out_a, out_b);
+}
+
 typedef struct frame_job {
     const rtomo_fbp *plan;
     cpu_fbp_state *st;
@@ -152,6 +160,9 @@ static void filter_pair_task(void *ctx, int pair, int worker)
     if (has_b)
         cpu_fbp_line_integral_row(plan, job->st, job->frame, job->dtype,
                                   row_b, b);
+    cpu_fbp_rings_add(plan, job->st, row_a, a);
+    if (has_b)
+        cpu_fbp_rings_add(plan, job->st, row_b, b);
     float *out_a = cpu_fbp_projection_row(job->st, n_proj, row_a, job->index);
     float *out_b = has_b ? cpu_fbp_projection_row(job->st, n_proj, row_b,
                                                   job->index)

@@ -92,6 +92,14 @@ typedef struct rtomo_fbp_backend_ops {
      * first projection: frames fed from now on use them, frames fed
      * before keep the old ones.  NULL: the backend reads them per frame. */
     rtomo_status (*update_flat_field)(rtomo_fbp *plan, rtomo_error *err);
+    /* Ring removal (fbp_rings.c): with geom.rings set, add_projection also
+     * sums each kept row's line integrals (before filtering) per bin.
+     * This subtracts proj_scale[p] x filter(c) from every received
+     * projection p, c = rtomo_fbp_rings_offsets of the sums / n_received,
+     * or filter(c - c_applied) where plan->rings_done[p] (already
+     * corrected by the offsets c_applied of the previous call, which the
+     * backend keeps).  Called after sync; NULL: not supported. */
+    rtomo_status (*remove_rings)(rtomo_fbp *plan, rtomo_error *err);
 } rtomo_fbp_backend_ops;
 
 struct rtomo_fbp {
@@ -123,6 +131,14 @@ struct rtomo_fbp {
 
     unsigned char *received;    /* n_proj flags */
     int n_received;
+
+    /* Ring removal, owned by fbp_rings.c. */
+    unsigned char *rings_done;  /* n_proj: corrected by remove_rings */
+    int rings_fresh;            /* projections fed since the last one */
+    int rings_spoilt;           /* 1 + a slot whose data left or entered
+                                   other than by one add_projection (fed
+                                   twice, cleared, set_filtered): the
+                                   sums no longer match; 0 = none */
 
     /* Streaming back-projection, owned by fbp_engine.c (the backend
      * holds the slices). */
@@ -191,6 +207,17 @@ void rtomo_convert_to_float(const void *src, rtomo_dtype dtype, size_t n,
  * streaming work if it reads that slot (fbp_stream.c). */
 rtomo_status rtomo_fbp_stream_settle(rtomo_fbp *plan, int index,
                                      rtomo_error *err);
+
+/* Ring removal (fbp_rings.c).  Each add_projection tells it the slot
+ * (before received[] is updated); set_filtered and clear_projection of a
+ * received slot spoil the sums (index -1 for all). */
+void rtomo_fbp_rings_note_feed(rtomo_fbp *plan, int index);
+void rtomo_fbp_rings_note_spoil(rtomo_fbp *plan, int index);
+/* The stripe offsets of one row: c[x] = mean[x] - the median of mean over
+ * the bins x-width/2..x+width/2 that lie in [0, n) (an even count: the
+ * mean of the middle two).  `scratch` holds `width` doubles. */
+void rtomo_fbp_rings_offsets(const double *mean, int n, int width,
+                             double *scratch, double *c);
 
 /* Smallest power of two >= 2*det_width: the padded filter length. */
 int rtomo_fbp_padded_length(int det_width);

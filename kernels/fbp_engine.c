@@ -253,6 +253,8 @@ static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
         c->axis = 0.5 * (g->det_width - 1);
     if (c->cutoff == 0.0)
         c->cutoff = 1.0;
+    if (c->rings_width == 0)
+        c->rings_width = 31;
     if (c->window_proj == 0)
         c->window_proj = g->n_proj;
     if (c->row_count == 0)
@@ -362,6 +364,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
     free(plan->axis_shift);
     free(plan->proj_scale);
     free(plan->received);
+    free(plan->rings_done);
     free(plan->dark_sum);
     free(plan->flat_sum);
     free(plan->dark_next);
@@ -568,6 +571,7 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
         plan->angles[index] = angle;
     if (!isnan(axis_shift))
         plan->axis_shift[index] = axis_shift;
+    rtomo_fbp_rings_note_feed(plan, index);
     if (!plan->received[index]) {
         plan->received[index] = 1;
         plan->n_received++;
@@ -603,6 +607,7 @@ rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
         return st;
     st = plan->ops->set_filtered(plan, row - plan->geom.row_first, rows,
                                  sinograms, err);
+    rtomo_fbp_rings_note_spoil(plan, -1);
     if (st == RTOMO_OK && plan->n_received < plan->geom.n_proj) {
         memset(plan->received, 1, (size_t)plan->geom.n_proj);
         plan->n_received = plan->geom.n_proj;

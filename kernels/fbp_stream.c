@@ -285,6 +285,7 @@ rtomo_status rtomo_fbp_clear_projection(rtomo_fbp *plan, int index,
                                "projection index %d is outside [0, %d)", index,
                                plan->geom.n_proj);
     if (plan->received[index]) {
+        rtomo_fbp_rings_note_spoil(plan, index);
         plan->received[index] = 0;
         plan->n_received--;
     }

@@ -1,0 +1,128 @@
+/*
+ * cpu_fbp_rings.c — ring (detector stripe) removal in the CPU FBP backend:
+ * the per-bin sums of every kept row's line integrals, added as each
+ * projection is filtered, and the correction of the held filtered
+ * projections by the filtered stripe offsets (rtomo_rings, fbp_rings.c).
+ *
+ * The ramp filter is linear and rows are zero-padded before the transform,
+ * so filter(s_p - c) = filter(s_p) - filter(c): one filtered offset row per
+ * kept row corrects every projection of it, times the projection's angular
+ * weight proj_scale[p] that filtering applied.  A second call after more
+ * projections came subtracts filter(c_new - c_old) from the projections
+ * corrected before and filter(c_new) from the new ones; the pair is one
+ * complex transform (the filter's two-rows trick).  Sums are double: they
+ * run over thousands of projections.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fbp.h"
+
+rtomo_status cpu_fbp_rings_create(const rtomo_fbp *plan, cpu_fbp_state *st,
+                                  rtomo_error *err)
+{
+    if (plan->geom.rings == RTOMO_RINGS_OFF)
+        return RTOMO_OK;
+    size_t n = (size_t)plan->geom.row_count * (size_t)plan->geom.det_width;
+    st->rings_sum = calloc(n, sizeof(double));
+    st->rings_applied = calloc(n, sizeof(double));
+    if (!st->rings_sum || !st->rings_applied)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for the ring removal sums of "
+                               "%d rows", plan->geom.row_count);
+    return RTOMO_OK;
+}
+
+void cpu_fbp_rings_destroy(cpu_fbp_state *st)
+{
+    free(st->rings_sum);
+    free(st->rings_applied);
+    st->rings_sum = st->rings_applied = NULL;
+}
+
+void cpu_fbp_rings_add(const rtomo_fbp *plan, cpu_fbp_state *st,
+                       int kept_row, const float *line)
+{
+    if (!st->rings_sum)
+        return;
+    const int width = plan->geom.det_width;
+    double *sum = st->rings_sum + (size_t)kept_row * (size_t)width;
+    for (int i = 0; i < width; i++)
+        sum[i] += line[i];
+}
+
+/* Per worker: the row's mean, offsets and median window (doubles), and
+ * the offsets to filter: c and c - c_applied (floats). */
+typedef struct rings_job {
+    rtomo_fbp *plan;
+    cpu_fbp_state *st;
+    double *scratch;            /* per worker: 2 width + rings_width */
+    float *rows;                /* per worker: 2 width */
+} rings_job;
+
+/* This row's offsets c into fc, and fd = c - the offsets applied before
+ * (which c then replaces). */
+static void row_offsets(const rings_job *job, int kept_row, int worker,
+                        float *fc, float *fd)
+{
+    const rtomo_fbp *plan = job->plan;
+    const int width = plan->geom.det_width;
+    double *mean = job->scratch +
+                   (size_t)worker * (2 * (size_t)width + plan->geom.rings_width);
+    double *c = mean + width, *window = c + width;
+    const size_t at = (size_t)kept_row * (size_t)width;
+    const double *sum = job->st->rings_sum + at;
+    double *applied = job->st->rings_applied + at;
+    for (int i = 0; i < width; i++)
+        mean[i] = sum[i] / plan->n_received;
+    rtomo_fbp_rings_offsets(mean, width, plan->geom.rings_width, window, c);
+    for (int i = 0; i < width; i++) {
+        fc[i] = (float)c[i];
+        fd[i] = (float)(c[i] - applied[i]);
+        applied[i] = c[i];
+    }
+}
+
+static void rings_row_task(void *ctx, int kept_row, int worker)
+{
+    const rings_job *job = ctx;
+    const rtomo_fbp *plan = job->plan;
+    const int width = plan->geom.det_width, n_proj = plan->geom.n_proj;
+    float *fc = job->rows + (size_t)worker * 2 * (size_t)width;
+    float *fd = fc + width;
+    row_offsets(job, kept_row, worker, fc, fd);
+    cpu_fbp_filter_rows(plan, job->st, worker, fc, fd, fc, fd);
+    for (int p = 0; p < n_proj; p++) {
+        if (!plan->received[p])
+            continue;       /* never fed: stays zero */
+        const float *q = plan->rings_done[p] ? fd : fc;
+        const float scale = plan->proj_scale[p];
+        float *row = cpu_fbp_projection_row(job->st, n_proj, kept_row, p);
+        for (int i = 0; i < width; i++)
+            row[i] -= scale * q[i];
+    }
+}
+
+rtomo_status cpu_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
+{
+    cpu_fbp_state *st = plan->impl;
+    const size_t width = (size_t)plan->geom.det_width;
+    const size_t workers = (size_t)st->n_workers;
+    rings_job job = {plan, st, NULL, NULL};
+    job.scratch = malloc(sizeof(double) * workers *
+                         (2 * width + (size_t)plan->geom.rings_width));
+    job.rows = malloc(sizeof(float) * workers * 2 * width);
+    if (!job.scratch || !job.rows) {
+        free(job.scratch);
+        free(job.rows);
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for ring removal");
+    }
+    if (plan->n_received > 0)
+        cpu_pool_run(st->pool, plan->geom.row_count, rings_row_task, &job);
+    free(job.scratch);
+    free(job.rows);
+    return RTOMO_OK;
+}

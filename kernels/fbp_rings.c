@@ -1,0 +1,137 @@
+/*
+ * fbp_rings.c — the backend-neutral part of ring (detector stripe)
+ * removal: rtomo_fbp_remove_rings with its state checks, the bookkeeping of
+ * which projections the backends' column sums hold, and the running median
+ * that turns a row's column means into stripe offsets (see rtomo_rings in
+ * rtomo_engine.h for the method).
+ *
+ * The backends sum every kept row's line integrals per bin as projections
+ * are fed, before filtering.  A slot fed twice would be summed twice, and
+ * a cleared or set_filtered slot would be summed although its data left,
+ * and nothing unfiltered is kept to take it back out; so ring removal needs
+ * every projection fed once (the scan mode, not a continuous stream's ring
+ * of slots), and remove_rings refuses with RTOMO_E_STATE, naming the slot,
+ * once that is broken.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+void rtomo_fbp_rings_note_feed(rtomo_fbp *plan, int index)
+{
+    if (plan->received[index] && !plan->rings_spoilt)
+        plan->rings_spoilt = 1 + index;
+    plan->rings_fresh++;
+}
+
+void rtomo_fbp_rings_note_spoil(rtomo_fbp *plan, int index)
+{
+    if (!plan->rings_spoilt)
+        plan->rings_spoilt = 1 + (index < 0 ? 0 : index);
+}
+
+/* ----------------------------------------------------- running median ---- */
+
+/* Index of the first element of sorted s[0..k) not less than v. */
+static int lower_bound(const double *s, int k, double v)
+{
+    int lo = 0, hi = k;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void sorted_insert(double *s, int *k, double v)
+{
+    int at = lower_bound(s, *k, v);
+    memmove(s + at + 1, s + at, sizeof(double) * (size_t)(*k - at));
+    s[at] = v;
+    (*k)++;
+}
+
+/* v is in s (the same value was inserted), so lower_bound finds it. */
+static void sorted_remove(double *s, int *k, double v)
+{
+    int at = lower_bound(s, *k, v);
+    memmove(s + at, s + at + 1, sizeof(double) * (size_t)(*k - at - 1));
+    (*k)--;
+}
+
+static double sorted_median(const double *s, int k)
+{
+    return k % 2 ? s[k / 2] : 0.5 * (s[k / 2 - 1] + s[k / 2]);
+}
+
+/* The window slides one bin at a time, kept sorted: one insertion and one
+ * removal (a binary search and a short memmove) per bin instead of a sort
+ * of `width` values. */
+void rtomo_fbp_rings_offsets(const double *mean, int n, int width,
+                             double *scratch, double *c)
+{
+    const int half = width / 2;
+    int k = 0;
+    for (int j = 0; j <= half && j < n; j++)
+        sorted_insert(scratch, &k, mean[j]);
+    for (int x = 0; x < n; x++) {
+        c[x] = mean[x] - sorted_median(scratch, k);
+        if (x - half >= 0)
+            sorted_remove(scratch, &k, mean[x - half]);
+        if (x + 1 + half < n)
+            sorted_insert(scratch, &k, mean[x + 1 + half]);
+    }
+}
+
+/* ---------------------------------------------------------- the call ---- */
+
+static rtomo_status check_state(const rtomo_fbp *plan, rtomo_error *err)
+{
+    if (plan->stream_n > 0)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "ring removal corrects the held projections, "
+                               "which the open resident slices have already "
+                               "summed: close them first");
+    if (plan->rings_spoilt)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "ring removal needs every projection fed "
+                               "once: projection slot %d was fed again, "
+                               "cleared or set directly",
+                               plan->rings_spoilt - 1);
+    if (plan->rings_fresh == 0)
+        return rtomo_set_error(err, RTOMO_E_STATE,
+                               "rings already removed: no projection was "
+                               "fed since");
+    if (!plan->ops->remove_rings)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "the %s backend cannot remove rings",
+                               plan->ops->name);
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
+{
+    if (!plan)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "no plan given");
+    if (plan->geom.rings == RTOMO_RINGS_OFF)
+        return RTOMO_OK;
+    rtomo_status st = check_state(plan, err);
+    if (st != RTOMO_OK)
+        return st;
+    const int n = plan->geom.n_proj;
+    if (!plan->rings_done && !(plan->rings_done = calloc((size_t)n, 1)))
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    if ((st = plan->ops->sync(plan, err)) != RTOMO_OK ||
+        (st = plan->ops->remove_rings(plan, err)) != RTOMO_OK)
+        return st;
+    for (int p = 0; p < n; p++)
+        plan->rings_done[p] |= plan->received[p];
+    plan->rings_fresh = 0;
+    return RTOMO_OK;
+}
