@@ -46,6 +46,7 @@ ENGINE_ENUM(bp_kernel, rtomo_bp_kernel_parse, rtomo_bp_kernel_name,
             RTOMO_BP_HYBRID)
 ENGINE_ENUM(window, rtomo_window_parse, rtomo_window_name, RTOMO_WINDOW_HANN)
 ENGINE_ENUM(interp, rtomo_interp_parse, rtomo_interp_name, RTOMO_INTERP_NEAREST)
+ENGINE_ENUM(rings, rtomo_rings_parse, rtomo_rings_name, RTOMO_RINGS_COLUMN_MEAN)
 
 /* Enums the engine API names nowhere: a table of names, index = value. */
 static int parse_in_table(const char *const *table, const char *s, int *out)
@@ -340,6 +341,14 @@ static const field fields[] = {
     BOOL("reconstruction", "angle_weights", reconstruction.angle_weights),
     INT("reconstruction", "window_refresh", reconstruction.window_refresh, 0,
         1 << 20, 0),
+    DBL("reconstruction", "axis_tolerance", reconstruction.axis_tolerance, 0,
+        1000, 1),
+    ENUM("reconstruction", "rings", reconstruction.rings, enum_rings, 1),
+    INT("reconstruction", "rings_width", reconstruction.rings_width, 0, 255, 1),
+    DBL("phase", "delta_beta", reconstruction.phase.delta_beta, 0, 1e6, 1),
+    DBL("phase", "energy_kev", reconstruction.phase.energy_kev, 0, 1e4, 1),
+    DBL("phase", "distance_m", reconstruction.phase.distance_m, 0, 1e3, 1),
+    DBL("phase", "pixel_m", reconstruction.phase.pixel_m, 0, 1, 1),
     INT("preview", "every", preview.every, 0, 1 << 30, 1),
     CUSTOM("preview", "slices", parse_preview_rows, dump_preview_rows, 1),
     INT("scans", "max", scans.max, 1, RTOMOD_MAX_SCANS, 0),
@@ -426,6 +435,10 @@ void rtomod_config_init(rtomod_config *cfg)
     /* A recomputation every 50 windows costs 2% more back-projection and
      * keeps the drift near 1e-7 (tests/test_fbp_stream.c). */
     cfg->reconstruction.window_refresh = 50;
+    /* A quarter bin blurs a slice hardly visibly; the measurement's own
+     * scatter on noisy data is about 0.1 bin (tests/test_fbp_axis.c), so
+     * noise alone seldom makes a window be recomputed. */
+    cfg->reconstruction.axis_tolerance = 0.25;
     /* One scan acquiring while up to three earlier ones reconstruct: a
      * camera's scans in a row never wait for the daemon. */
     cfg->scans.max = 4;

@@ -116,7 +116,7 @@ typedef struct rtomod_scan {
     long rejected;              /* messages naming it that were rejected */
     uint32_t rejects[RTOMO_REJECT_COUNT];
     rtomod_budget_claim claim;  /* memory admitted for it (budget.c) */
-    char start_note[160];       /* added to the scan_started message */
+    char start_note[224];       /* added to the scan_started message */
     char start_reason[32];      /* its reason code ("" = none) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;
@@ -288,6 +288,12 @@ typedef struct rtomod_telemetry {
                                    image of the set in host memory, ready
                                    to publish (the engine's share) */
     double load[RTOMO_MAX_DEVICES]; /* workers' busy fraction */
+    /* The last continuous axis measurement ("axis": "auto"): drift
+     * telemetry for control loops (axis_scan "" = none yet). */
+    char axis_scan[RTOMO_ID_MAX];
+    double axis, axis_quality, axis_drift;
+    int64_t axis_window;
+    int axis_applied;
     int pending;                /* a batch finished since the last message */
     double t_status;            /* last systemd STATUS= line */
 } rtomod_telemetry;
@@ -362,6 +368,10 @@ struct rtomod {
     ev_timer early_timer;
     rtomod_counters counters;
     rtomod_telemetry telemetry;
+    /* The last axis found (any scan, "axis": "auto") and its detector's
+     * width: where a continuous stream of that width starts. */
+    double last_axis;
+    int last_axis_width;
     rtomod_scan *scans;         /* live scans, oldest first */
     rtomod_budget budget;       /* memory admitted for them */
     rtomod_history history;     /* what became of recent scans */

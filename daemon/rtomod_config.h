@@ -89,6 +89,13 @@ typedef struct rtomod_config {
         int window_refresh;     /* continuous, resident slices: windows
                                    between exact recomputations (bounds
                                    float drift); 0 = never */
+        double axis_tolerance;  /* continuous "axis": "auto": a measured
+                                   change beyond this (bins) moves the
+                                   window to the new axis */
+        rtomo_rings rings;      /* ring removal of scans (not continuous) */
+        int rings_width;        /* its running median, bins (0 = 31) */
+        rtomo_fbp_phase phase;  /* phase retrieval (delta_beta 0 = off);
+                                   a scan may give any of the four */
     } reconstruction;
     struct {
         int every;              /* projections between previews of

@@ -64,6 +64,11 @@ typedef struct rtomod_tomo_begin_job {
      * (n_axis_pairs 0 = the axis is given). */
     int axis_pairs[RTOMOD_AXIS_PAIRS][2];
     int n_axis_pairs;
+    /* Continuous "axis": "auto": re-measure the axis at every window
+     * that ends a multiple of axis_every projections after the first
+     * (0 = not tracked), and apply a change beyond axis_tolerance bins. */
+    int64_t axis_every;
+    double axis_tolerance;
 } rtomod_tomo_begin_job;
 
 /* Planes of any orientation an operator asked for (control "planes"). */
@@ -156,7 +161,11 @@ typedef struct rtomod_result {
                                    (monotonic s) */
     int64_t frame;              /* SET_DONE: window or SBDX frame, or -1 */
     double axis, axis_quality;  /* AXIS: bins, and rtomo_fbp_find_axis's
-                                   quality */
+                                   quality; frame: the continuous window
+                                   measured at (-1: a scan's one axis) */
+    int axis_applied;           /* AXIS: the plan uses it from now on (a
+                                   continuous change within the tolerance
+                                   is measured, not applied) */
     double t_ready;             /* SET_DONE of a reconstruction: when its
                                    last image was in host memory
                                    (monotonic s), 0 = not measured */

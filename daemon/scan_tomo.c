@@ -40,6 +40,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,15 @@ struct rtomod_tomo_scan {
      * found (NaN until then). */
     int axis_pairs[RTOMOD_AXIS_PAIRS][2], n_axis_pairs;
     double axis_found, axis_quality;
+    /* Continuous "axis": "auto": measured every axis_every projections;
+     * the first measurement (drift is counted from it) and how many. */
+    int64_t axis_every;
+    double axis_first;
+    long axis_measured;
+    /* Phase retrieval and ring removal as composed for the plans. */
+    rtomo_fbp_phase phase;
+    rtomo_rings rings;
+    int rings_width;
     plane_sum *plane_sums;          /* planes being summed, several workers */
     /* Continuous mode. */
     int64_t *slot_index;            /* projection in each slot, -1 = none */
@@ -179,6 +189,30 @@ static int choose_rows(const rtomod *d, const rtomo_scan_spec *spec,
     return 0;
 }
 
+/* Phase retrieval and ring removal: the scan's values where it gave
+ * them (each of phase's four numbers on its own: a beamline configures
+ * energy, distance and pixel size, a scan names its material's
+ * delta/beta), the configuration's elsewhere. */
+static void compose_processing(const rtomod_config *cfg,
+                               const rtomo_scan_spec *spec,
+                               rtomo_fbp_geometry *g)
+{
+    const rtomo_fbp_phase *dflt = &cfg->reconstruction.phase;
+    const unsigned has = spec->given;
+    if (!(has & RTOMO_SPEC_HAS_PHASE_DELTA_BETA))
+        g->phase.delta_beta = dflt->delta_beta;
+    if (!(has & RTOMO_SPEC_HAS_PHASE_ENERGY))
+        g->phase.energy_kev = dflt->energy_kev;
+    if (!(has & RTOMO_SPEC_HAS_PHASE_DISTANCE))
+        g->phase.distance_m = dflt->distance_m;
+    if (!(has & RTOMO_SPEC_HAS_PHASE_PIXEL))
+        g->phase.pixel_m = dflt->pixel_m;
+    if (!(has & RTOMO_SPEC_HAS_RINGS))
+        g->rings = cfg->reconstruction.rings;
+    if (!(has & RTOMO_SPEC_HAS_RINGS_WIDTH))
+        g->rings_width = cfg->reconstruction.rings_width;
+}
+
 /* The scan's settings where it gave them, the configuration's elsewhere. */
 static void compose_geometry(const rtomod_config *cfg,
                              const rtomo_scan_spec *spec, rtomo_fbp_geometry *g)
@@ -197,6 +231,7 @@ static void compose_geometry(const rtomod_config *cfg,
     /* A continuous window's projections are uniform by construction. */
     if (spec->continuous)
         g->angle_weights = 0;
+    compose_processing(cfg, spec, g);
     if (!(spec->given & RTOMO_SPEC_HAS_ROI)) {
         g->roi_x = cfg->reconstruction.roi[0];
         g->roi_y = cfg->reconstruction.roi[1];
@@ -319,7 +354,9 @@ static int admit_resident(rtomod *d, rtomod_scan *scan,
     for (int w = 0; w < d->pool.n; w++)
         if (t->part_count[w] > most)
             most = t->part_count[w];
-    if (!d->cfg.reconstruction.streaming)
+    /* Ring removal corrects the filtered projections once all are in:
+     * nothing may be back-projected before (rtomo_fbp_remove_rings). */
+    if (!d->cfg.reconstruction.streaming || g->rings != RTOMO_RINGS_OFF)
         most = 0;
     if (try_resident(d, scan, g, most, why, why_size) == 0)
         return 0;
@@ -340,7 +377,7 @@ static int admit_resident(rtomod *d, rtomod_scan *scan,
 }
 
 /* What scan_started and status say of the resident slices. */
-static void note_resident(rtomod_scan *scan)
+static void note_resident(rtomod_scan *scan, const rtomo_fbp_geometry *g)
 {
     const rtomod_tomo_scan *t = scan->tomo;
     int resident = 0, slices = 0;
@@ -371,7 +408,9 @@ static void note_resident(rtomod_scan *scan)
                  "resident (%s): %s", scan->tomo->spec->continuous
                  ? "each window back-projected from scratch"
                  : "slices back-projected after the scan",
-                 scan->d->cfg.reconstruction.streaming
+                 g->rings != RTOMO_RINGS_OFF
+                     ? "ring removal needs the whole sinogram"
+                 : scan->d->cfg.reconstruction.streaming
                      ? "memory budget" : "reconstruction.streaming is off");
     }
 }
@@ -414,6 +453,8 @@ static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
     b->window_refresh = d->cfg.reconstruction.window_refresh;
     memcpy(b->axis_pairs, t->axis_pairs, sizeof b->axis_pairs);
     b->n_axis_pairs = t->n_axis_pairs;
+    b->axis_every = t->axis_every;
+    b->axis_tolerance = d->cfg.reconstruction.axis_tolerance;
     b->n_resident = t->resident[w];
     if (b->n_resident == 0)
         return 0;
@@ -459,7 +500,7 @@ static int create_plans(rtomod *d, rtomod_scan *scan,
                        n_own, g->det_width, why);
         return -2;
     }
-    note_resident(scan);
+    note_resident(scan, g);
     for (int w = 0; w < parts; w++) {
         if (!(jobs[w] = begin_job(scan, g, t->kept_first[w],
                                   t->kept_last[w])) ||
@@ -557,18 +598,39 @@ static int opposed_pairs(const rtomo_fbp_geometry *g,
     return n;
 }
 
+/* Continuous "axis": "auto": projections i and i + n (n the window) must
+ * be half a turn apart.  The axis is measured every axis_every
+ * projections: a multiple of the window spacing, at least 100
+ * projections and an eighth of a window apart (each measurement costs a
+ * few milliseconds of the worker; a move, one window's back-projection). */
+static int plan_axis_tracking(rtomod *d, const rtomo_ingest_msg *msg,
+                              const rtomo_fbp_geometry *g,
+                              rtomod_tomo_scan *t)
+{
+    const rtomo_scan_spec *spec = msg->scan_spec;
+    const int64_t n = g->window_proj, every = spec->window_every;
+    const double step = g->angle_step;
+    if (!(fabs(n * step - M_PI) <= 0.5 * fabs(step))) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "field \"axis\" = \"auto\" in continuous mode needs "
+                       "windows of half a turn (%lld projections of %g "
+                       "degrees are %g degrees): give the axis",
+                       (long long)n, step * 180.0 / M_PI,
+                       n * step * 180.0 / M_PI);
+        return -1;
+    }
+    int64_t apart = n / 8 > 100 ? n / 8 : 100;
+    t->axis_every = every * ((apart + every - 1) / every);
+    return 0;
+}
+
 /* "axis": "auto": the pairs it is found from, or a reject. */
 static int plan_axis_search(rtomod *d, const rtomo_ingest_msg *msg,
                             const rtomo_fbp_geometry *g,
                             rtomod_tomo_scan *t)
 {
-    if (msg->scan_spec->continuous) {
-        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
-                       "field \"axis\" = \"auto\" is for scans; a "
-                       "continuous stream needs its axis (per-window "
-                       "tracking is not built yet)");
-        return -1;
-    }
+    if (msg->scan_spec->continuous)
+        return plan_axis_tracking(d, msg, g, t);
     t->n_axis_pairs = opposed_pairs(g, t->axis_pairs);
     if (t->n_axis_pairs == 0) {
         rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
@@ -578,6 +640,42 @@ static int plan_axis_search(rtomod *d, const rtomo_ingest_msg *msg,
         return -1;
     }
     return 0;
+}
+
+/* Add "; text" (or "text" when the note is empty) to scan_started's note. */
+static void append_note(rtomod_scan *scan, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void append_note(rtomod_scan *scan, const char *format, ...)
+{
+    size_t used = strlen(scan->start_note);
+    if (used && used + 2 < sizeof scan->start_note) {
+        memcpy(scan->start_note + used, "; ", 3);
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(scan->start_note + used, sizeof scan->start_note - used, format,
+              ap);
+    va_end(ap);
+}
+
+/* scan_started says which processing steps run, with their parameters. */
+static void note_processing(rtomod_scan *scan, const rtomo_scan_spec *spec,
+                            const rtomo_fbp_geometry *g)
+{
+    const rtomo_fbp_phase *p = &g->phase;
+    if (p->delta_beta > 0.0)
+        append_note(scan, "phase: delta/beta %g at %g keV, %g m, "
+                    "%g m pixels", p->delta_beta, p->energy_kev, p->distance_m,
+                    p->pixel_m);
+    if (g->rings != RTOMO_RINGS_OFF)
+        append_note(scan, "rings: %s, width %d",
+                    rtomo_rings_name(g->rings),
+                    g->rings_width ? g->rings_width : 31);
+    else if (spec->continuous &&
+             scan->d->cfg.reconstruction.rings != RTOMO_RINGS_OFF)
+        append_note(scan, "rings: off (a continuous stream has no "
+                    "whole sinogram)");
 }
 
 int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
@@ -612,6 +710,17 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         g.angle_step = spec->geometry.angle_step != 0
                            ? spec->geometry.angle_step : M_PI / g.window_proj;
     }
+    if (spec->continuous && g.rings != RTOMO_RINGS_OFF) {
+        if (spec->given & RTOMO_SPEC_HAS_RINGS) {
+            rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                           "field \"reconstruction.rings\" = \"%s\" needs "
+                           "the whole scan's sinogram, which a continuous "
+                           "stream never has: give \"off\"",
+                           rtomo_rings_name(g.rings));
+            return -1;
+        }
+        g.rings = RTOMO_RINGS_OFF;  /* the daemon's default, said below */
+    }
     rtomo_error err;
     if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK) {
         rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
@@ -644,7 +753,16 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         rtomod_scan_free(scan);
         return -1;
     }
+    /* A stream whose axis is tracked starts where the last axis found on
+     * a detector of its width was (the previous scan's), else at the
+     * centre, until its first measurement. */
+    if (scan->tomo->axis_every && isnan(g.axis) &&
+        d->last_axis_width == g.det_width)
+        g.axis = d->last_axis;
     msg->scan_spec = NULL;      /* the scan owns it now */
+    scan->tomo->phase = g.phase;
+    scan->tomo->rings = g.rings;
+    scan->tomo->rings_width = g.rings_width ? g.rings_width : 31;
     scan->tomo->rows = rows;
     scan->tomo->n_rows = n_rows;
     int planned = create_plans(d, scan, &g);
@@ -655,12 +773,14 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                            "out of memory for the scan's plans");
         return -1;
     }
-    if (spec->axis_auto) {
-        size_t used = strlen(scan->start_note);
-        snprintf(scan->start_note + used, sizeof scan->start_note - used,
-                 "%saxis: auto, from %d pairs of opposed projections",
-                 used ? "; " : "", scan->tomo->n_axis_pairs);
-    }
+    if (spec->axis_auto && scan->tomo->axis_every)
+        append_note(scan, "axis: auto, measured every %lld projections from "
+                    "%.3f", (long long)scan->tomo->axis_every,
+                    isnan(g.axis) ? 0.5 * (g.det_width - 1) : g.axis);
+    else if (spec->axis_auto)
+        append_note(scan, "axis: auto, from %d pairs of opposed projections",
+                    scan->tomo->n_axis_pairs);
+    note_processing(scan, spec, &g);
     rtomod_scan_activate(d, scan);
     int base, n_own;
     own_rows(d, scan->tomo, &base, &n_own);
@@ -1214,6 +1334,29 @@ void rtomod_tomo_end_note(const rtomod_scan *scan, char *out, size_t size)
         snprintf(out, size, "; axis not found (the detector's centre)");
 }
 
+/* A continuous stream's axis measured at a window: drift telemetry
+ * always, an event when the window moved to it. */
+static void axis_measured(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
+{
+    rtomod_tomo_scan *t = scan->tomo;
+    if (t->axis_measured++ == 0)
+        t->axis_first = r->axis;
+    rtomod_telemetry *tm = &d->telemetry;
+    snprintf(tm->axis_scan, sizeof tm->axis_scan, "%s", scan->id);
+    tm->axis = r->axis;
+    tm->axis_quality = r->axis_quality;
+    tm->axis_drift = r->axis - t->axis_first;
+    tm->axis_window = r->frame;
+    tm->axis_applied = r->axis_applied;
+    if (r->axis_applied)
+        rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "axis_found", scan->id,
+                             r->frame, "axis_moved", "rotation axis %.3f bins "
+                             "(quality %.3f, %+.3f since the first "
+                             "measurement) from window %lld on", r->axis,
+                             r->axis_quality, tm->axis_drift,
+                             (long long)r->frame);
+}
+
 void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
                             const rtomod_result *r)
 {
@@ -1222,6 +1365,12 @@ void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
         return;
     t->axis_found = r->axis;
     t->axis_quality = r->axis_quality;
+    d->last_axis = r->axis;
+    d->last_axis_width = t->spec->geometry.det_width;
+    if (r->frame >= 0) {
+        axis_measured(d, scan, r);
+        return;
+    }
     rtomod_publish_event(&d->pub, RTOMOD_LOG_INFO, "axis_found", scan->id, -1,
                          NULL, "rotation axis %.3f bins (quality %.3f), from "
                          "%d pairs of opposed projections", r->axis,
@@ -1323,6 +1472,13 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
     json_object_set_new(out, "axis", isfinite(axis) ? json_real(axis)
                                                     : json_null());
     json_object_set_new(out, "axis_auto", json_boolean(t->spec->axis_auto));
+    json_object_set_new(out, "phase", t->phase.delta_beta > 0.0
+        ? json_pack("{s:f, s:f, s:f, s:f}", "delta_beta", t->phase.delta_beta,
+                    "energy_kev", t->phase.energy_kev, "distance_m",
+                    t->phase.distance_m, "pixel_m", t->phase.pixel_m)
+        : json_null());
+    json_object_set_new(out, "rings", json_pack("{s:s, s:i}", "method",
+                        rtomo_rings_name(t->rings), "width", t->rings_width));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", resident, "of", slices,
         "mode", scan->start_reason[0] ? scan->start_reason : "none"));

@@ -81,12 +81,23 @@ static int pending_windows(rtomod *d)
     return n;
 }
 
+/* The last continuous axis measurement, or null before the first. */
+static json_t *axis_json(const rtomod_telemetry *t)
+{
+    if (!t->axis_scan[0])
+        return json_null();
+    return json_pack("{s:s, s:f, s:f, s:f, s:I, s:b}", "scan", t->axis_scan,
+                     "value", t->axis, "quality", t->axis_quality, "drift",
+                     t->axis_drift, "window", (json_int_t)t->axis_window,
+                     "applied", t->axis_applied);
+}
+
 json_t *rtomod_telemetry_json(rtomod *d)
 {
     const rtomod_telemetry *t = &d->telemetry;
     return json_pack(
         "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:f, s:I, s:I, s:I, s:I},"
-        " s:{s:i, s:i, s:i, s:i}, s:o}",
+        " s:{s:i, s:i, s:i, s:i}, s:o, s:o}",
         "state", rtomod_state_name(d),
         "ingest", "frames_per_s", t->frames_per_s, "mb_per_s", t->mb_per_s,
         "frames", (json_int_t)d->counters.frames,
@@ -102,7 +113,7 @@ json_t *rtomod_telemetry_json(rtomod *d)
         "frames", rtomod_pool_queued_frames(&d->pool),
         "windows", pending_windows(d),
         "publish", rtomod_pool_queued_results(&d->pool),
-        "counters", counters_json(d));
+        "counters", counters_json(d), "axis", axis_json(t));
 }
 
 /* Rates over the time since the last telemetry message. */

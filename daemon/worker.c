@@ -207,13 +207,15 @@ void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq,
 }
 
 void post_axis(rtomod_worker *w, uint64_t serial, double axis,
-               double quality)
+               double quality, int64_t window, int applied)
 {
     rtomod_result *r = result_new(w, RTOMOD_RESULT_AXIS, serial);
     if (!r)
         return;
     r->axis = axis;
     r->axis_quality = quality;
+    r->frame = window;
+    r->axis_applied = applied;
     post(w, r);
 }
 

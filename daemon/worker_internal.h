@@ -29,6 +29,7 @@ typedef struct plan_state {
     rtomo_fbp *fbp;
     rtomo_fbp_window *window;   /* continuous scans: the sliding window */
     int streaming;              /* plain scans: resident slices are open */
+    int rings_removed;          /* rtomo_fbp_remove_rings done */
     long projections;           /* projections fed so far */
     int preview_every;          /* 0 = no previews */
     int *preview_rows, n_preview;
@@ -42,6 +43,12 @@ typedef struct plan_state {
     float *axis_lines[RTOMOD_AXIS_PAIRS][2];    /* line integrals, or NULL */
     int axis_rows[RTOMOD_AXIS_ROWS], n_axis_rows;
     unsigned char *held;        /* n_proj: fed, not yet queued */
+    /* Continuous "axis": "auto": the axis re-measured every track_every
+     * projections from pairs half a turn apart (worker_axis.c). */
+    int64_t track_every;        /* 0 = not tracked */
+    double track_tolerance;     /* bins */
+    struct axis_lines_kept *track;  /* line integrals kept for pairs */
+    int n_track, track_capacity;
     rtomo_sbdx *sbdx;
     rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
     pending_frame pending[MAX_PIPELINE];
@@ -70,9 +77,10 @@ void post_set_done(rtomod_worker *w, uint64_t serial, int64_t frame,
 void post_stats(rtomod_worker *w, uint64_t serial, int64_t seq, long slices,
                 long frames, double updates, double seconds);
 void post_done(rtomod_worker *w, uint64_t serial);
-/* The rotation axis was found ("axis": "auto"). */
+/* The rotation axis was found ("axis": "auto"): a scan's (window -1,
+ * applied), or a continuous stream's measurement at a window. */
 void post_axis(rtomod_worker *w, uint64_t serial, double axis,
-               double quality);
+               double quality, int64_t window, int applied);
 void post_image(rtomod_worker *w, uint64_t serial, int64_t seq,
                 double t_input, const rtomo_image_header *h,
                 rtomod_buffer *buffer, const void *data, size_t size);
@@ -106,6 +114,11 @@ void axis_frame(rtomod_worker *w, plan_state *s, const rtomod_job *job);
  * release the held projections. */
 void axis_give_up(rtomod_worker *w, plan_state *s, uint64_t serial);
 void axis_free(plan_state *s);
+/* Continuous streams: a projection was fed (keep its line integrals when
+ * a later measurement pairs it); a window `job` is about to be read
+ * (measure the axis when due, and move the window to it). */
+void axis_track_frame(rtomod_worker *w, plan_state *s, const rtomod_job *job);
+void axis_track_window(rtomod_worker *w, plan_state *s, const rtomod_job *job);
 
 /* ------------------------------------------------------ worker_sbdx.c ---- */
 

@@ -139,9 +139,14 @@ static rtomo_status feed_projection(rtomod_worker *w, plan_state *s,
                                     const rtomod_job *job, rtomo_error *err)
 {
     const void *frame = zmq_msg_data((zmq_msg_t *)&job->payload);
-    if (s->window)
-        return rtomo_fbp_window_add(s->window, job->index, frame, job->dtype,
-                                    job->angle, job->axis_shift, err);
+    if (s->window) {
+        rtomo_status st = rtomo_fbp_window_add(s->window, job->index, frame,
+                                               job->dtype, job->angle,
+                                               job->axis_shift, err);
+        if (st == RTOMO_OK && s->track_every)
+            axis_track_frame(w, s, job);
+        return st;
+    }
     rtomo_status st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
                                                job->dtype, job->angle,
                                                job->axis_shift, err);
@@ -384,6 +389,21 @@ static int tomo_plane(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     return 0;
 }
 
+/* A scan with ring removal: its filtered projections are corrected once,
+ * after the last one and before the first slice (the scan's plan has no
+ * resident slices: scan_tomo.c admits none).  Later reconstructions of
+ * the same plan (planes asked again) find them corrected. */
+static rtomo_status remove_rings(plan_state *s, rtomo_error *err)
+{
+    if (s->window || s->rings_removed ||
+        rtomo_fbp_geometry_of(s->fbp)->rings == RTOMO_RINGS_OFF)
+        return RTOMO_OK;
+    rtomo_status st = rtomo_fbp_remove_rings(s->fbp, err);
+    if (st == RTOMO_OK)
+        s->rings_removed = 1;
+    return st;
+}
+
 void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
 {
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
@@ -392,10 +412,12 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
     if (rtomo_fbp_sync(s->fbp, &err) != RTOMO_OK ||
         rtomo_fbp_set_roi(s->fbp, rc->roi[0], rc->roi[1], rc->roi[2],
                           rc->roi[3], &err) != RTOMO_OK ||
-        rtomo_fbp_set_interp(s->fbp, rc->interp, &err) != RTOMO_OK) {
+        rtomo_fbp_set_interp(s->fbp, rc->interp, &err) != RTOMO_OK ||
+        remove_rings(s, &err) != RTOMO_OK) {
         engine_failed(w, s, job->serial, "reconstruction", &err);
         return;
     }
+    axis_track_window(w, s, job);
     int batch = batch_slices(s, rc);
     for (int first = 0; first < rc->n_rows; first += batch) {
         if (atomic_load(&w->abort_serial) == job->serial)

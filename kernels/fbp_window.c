@@ -213,3 +213,12 @@ rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
         st = recompute(w, err);
     return st;
 }
+
+rtomo_status rtomo_fbp_window_set_axis(rtomo_fbp_window *w, double axis,
+                                       rtomo_error *err)
+{
+    rtomo_status st = rtomo_fbp_set_axis(w->plan, axis, err);
+    if (st == RTOMO_OK && w->resident)
+        st = recompute(w, err);
+    return st;
+}

@@ -516,6 +516,13 @@ rtomo_status rtomo_fbp_window_read(rtomo_fbp_window *w, const int *rows,
 int rtomo_fbp_window_slot_list(const rtomo_fbp_window *w, int *slots);
 /* Exact recomputations done so far. */
 long rtomo_fbp_window_refreshes(const rtomo_fbp_window *w);
+/* Move the rotation axis of the window's plan (rtomo_fbp_set_axis) and
+ * recompute its resident slices at the new axis from the window's
+ * projections: a projection added at one axis and subtracted at another
+ * would leave a residue, so the window is made again (on the GPU while
+ * the next projections arrive). */
+rtomo_status rtomo_fbp_window_set_axis(rtomo_fbp_window *w, double axis,
+                                       rtomo_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Planes of any orientation                                                  */

@@ -365,5 +365,14 @@ int proto_parse_interp(const char *name, int *out)
     return 0;
 }
 
+int proto_parse_rings(const char *name, int *out)
+{
+    rtomo_rings r;
+    if (rtomo_rings_parse(name, &r) != RTOMO_OK)
+        return -1;
+    *out = (int)r;
+    return 0;
+}
+
 double proto_radians(double degrees) { return degrees * (M_PI / 180.0); }
 double proto_degrees(double radians) { return radians * (180.0 / M_PI); }

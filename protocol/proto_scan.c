@@ -239,6 +239,62 @@ static int decode_slices(const json_t *rec, rtomo_scan_spec *spec,
     return 0;
 }
 
+/* reconstruction.phase: any of its four numbers (the daemon's
+ * configuration supplies the others); the engine checks their ranges
+ * once they are combined. */
+static int decode_phase(const json_t *rec, rtomo_scan_spec *spec,
+                        rtomo_reject_info *why)
+{
+    const json_t *phase;
+    int r = proto_get_object(rec, "reconstruction", "phase", OPTIONAL, &phase,
+                             why);
+    if (r != FIELD_OK)
+        return r;
+    rtomo_fbp_phase *p = &spec->geometry.phase;
+    const char *path = "reconstruction.phase";
+    const struct { const char *key; double *value; unsigned flag; } field[] = {
+        {"delta_beta", &p->delta_beta, RTOMO_SPEC_HAS_PHASE_DELTA_BETA},
+        {"energy_kev", &p->energy_kev, RTOMO_SPEC_HAS_PHASE_ENERGY},
+        {"distance_m", &p->distance_m, RTOMO_SPEC_HAS_PHASE_DISTANCE},
+        {"pixel_m", &p->pixel_m, RTOMO_SPEC_HAS_PHASE_PIXEL},
+    };
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++) {
+        if (given(spec, field[i].flag,
+                  proto_get_number(phase, path, field[i].key, OPTIONAL,
+                                   field[i].value, why)) < 0)
+            return -1;
+        if ((spec->given & field[i].flag) && *field[i].value < 0.0)
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"%s.%s\" = %g is negative", path,
+                                    field[i].key, *field[i].value);
+    }
+    return 0;
+}
+
+static int decode_rings(const json_t *rec, rtomo_scan_spec *spec,
+                        rtomo_reject_info *why)
+{
+    rtomo_fbp_geometry *g = &spec->geometry;
+    int rings = (int)g->rings;
+    const char *path = "reconstruction";
+    if (given(spec, RTOMO_SPEC_HAS_RINGS,
+              proto_get_enum(rec, path, "rings", OPTIONAL, proto_parse_rings,
+                             "\"off\", \"column_mean\"", &rings, why)) < 0)
+        return -1;
+    g->rings = (rtomo_rings)rings;
+    int r = given(spec, RTOMO_SPEC_HAS_RINGS_WIDTH,
+                  proto_get_int32(rec, path, "rings_width", OPTIONAL, 3, 255,
+                                  &g->rings_width, why));
+    if (r < 0)
+        return -1;
+    if (r == FIELD_OK && g->rings_width % 2 == 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"reconstruction.rings_width\" = %d "
+                                "is even (a running median needs an odd "
+                                "width)", g->rings_width);
+    return 0;
+}
+
 static int decode_reconstruction(const json_t *root, rtomo_scan_spec *spec,
                                  rtomo_reject_info *why)
 {
@@ -248,7 +304,8 @@ static int decode_reconstruction(const json_t *root, rtomo_scan_spec *spec,
     if (r != FIELD_OK)
         return r;
     if (decode_filter(rec, spec, why) < 0 || decode_region(rec, spec, why) < 0 ||
-        decode_slices(rec, spec, why) < 0)
+        decode_slices(rec, spec, why) < 0 || decode_phase(rec, spec, why) < 0 ||
+        decode_rings(rec, spec, why) < 0)
         return -1;
     return 0;
 }
@@ -286,13 +343,15 @@ static int decode_mode(const json_t *root, rtomo_scan_spec *spec,
 /* The engine's validator as a backstop: every rule of PROTOCOL.md 3.3 was
  * checked above as a bad_field, so what it still refuses is beyond the
  * protocol's ranges (bad_geometry).  A ROI without a slice_size of this
- * message is the daemon's to judge against its configured grid. */
+ * message, and phase retrieval's numbers (some may come from the
+ * daemon's configuration), are the daemon's to judge once combined. */
 static int validate_geometry(const rtomo_scan_spec *spec,
                              rtomo_reject_info *why)
 {
     rtomo_fbp_geometry g = spec->geometry;
     if (!(spec->given & RTOMO_SPEC_HAS_SLICE_SIZE))
         g.roi_x = g.roi_y = g.roi_width = g.roi_height = 0;
+    memset(&g.phase, 0, sizeof g.phase);
     rtomo_error err;
     if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK)
         return rtomo_reject_set(why, RTOMO_REJECT_GEOMETRY,
@@ -339,6 +398,28 @@ static json_t *number_array(const double *values, int n, double scale)
     return a;
 }
 
+/* The phase object's members that the scan gave (none: no object). */
+static int encode_phase(json_t *rec, const rtomo_scan_spec *spec)
+{
+    const rtomo_fbp_phase *p = &spec->geometry.phase;
+    const struct { const char *key; double value; unsigned flag; } field[] = {
+        {"delta_beta", p->delta_beta, RTOMO_SPEC_HAS_PHASE_DELTA_BETA},
+        {"energy_kev", p->energy_kev, RTOMO_SPEC_HAS_PHASE_ENERGY},
+        {"distance_m", p->distance_m, RTOMO_SPEC_HAS_PHASE_DISTANCE},
+        {"pixel_m", p->pixel_m, RTOMO_SPEC_HAS_PHASE_PIXEL},
+    };
+    json_t *phase = NULL;
+    int e = 0;
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++) {
+        if (!(spec->given & field[i].flag))
+            continue;
+        if (!phase && !(phase = json_object()))
+            return -1;
+        e |= json_object_set_new(phase, field[i].key, json_real(field[i].value));
+    }
+    return phase ? e | json_object_set_new(rec, "phase", phase) : 0;
+}
+
 /* Add the members of the optional "reconstruction" object. */
 static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
 {
@@ -368,6 +449,13 @@ static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
     if (spec->given & RTOMO_SPEC_HAS_SLICE_SIZE)
         e |= json_object_set_new(rec, "slice_size",
                                  json_integer(g->slice_size));
+    e |= encode_phase(rec, spec);
+    if (spec->given & RTOMO_SPEC_HAS_RINGS)
+        e |= json_object_set_new(rec, "rings",
+                                 json_string(rtomo_rings_name(g->rings)));
+    if (spec->given & RTOMO_SPEC_HAS_RINGS_WIDTH)
+        e |= json_object_set_new(rec, "rings_width",
+                                 json_integer(g->rings_width));
     return e | json_object_set_new(root, "reconstruction", rec);
 }
 

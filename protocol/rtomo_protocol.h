@@ -144,7 +144,13 @@ enum {
     RTOMO_SPEC_HAS_SLICES = 1 << 3,
     RTOMO_SPEC_HAS_ROI = 1 << 4,
     RTOMO_SPEC_HAS_SLICE_SIZE = 1 << 5,
-    RTOMO_SPEC_HAS_ANGLE_WEIGHTS = 1 << 6
+    RTOMO_SPEC_HAS_ANGLE_WEIGHTS = 1 << 6,
+    RTOMO_SPEC_HAS_PHASE_DELTA_BETA = 1 << 7,   /* reconstruction.phase.* */
+    RTOMO_SPEC_HAS_PHASE_ENERGY = 1 << 8,
+    RTOMO_SPEC_HAS_PHASE_DISTANCE = 1 << 9,
+    RTOMO_SPEC_HAS_PHASE_PIXEL = 1 << 10,
+    RTOMO_SPEC_HAS_RINGS = 1 << 11,
+    RTOMO_SPEC_HAS_RINGS_WIDTH = 1 << 12
 };
 
 /* A tomography scan as announced by "scan_begin". */

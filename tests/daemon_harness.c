@@ -433,6 +433,8 @@ static void make_frames(daemon_scan *s, int n_made, uint64_t seed)
     else if (isfinite(s->true_axis))
         ph.axis = s->true_axis;
     for (int p = 0; p < n_made; p++) {
+        if (s->axis_jump_at > 0 && p == s->axis_jump_at)
+            ph.axis = s->axis_after;
         rtomo_phantom_project(&ph, g->angle_start + p * g->angle_step, line);
         rtomo_camera_expose(&cam, line, n, s->projections + n * (size_t)p);
     }
@@ -484,6 +486,21 @@ void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
     scan_spec(s, id, width, height, n_proj, 0, n_flats, &seed);
     s->spec.continuous = 1;
     s->spec.window_every = every;
+    make_frames(s, total, seed);
+}
+
+void daemon_scan_make_axis_jump(daemon_scan *s, const char *id, int width,
+                                int height, int n_proj, int every, int total,
+                                double axis, int jump_at, double axis_after,
+                                uint64_t seed)
+{
+    scan_spec(s, id, width, height, n_proj, 1, 2, &seed);
+    s->spec.continuous = 1;
+    s->spec.window_every = every;
+    s->spec.axis_auto = 1;
+    s->true_axis = axis;
+    s->axis_jump_at = jump_at;
+    s->axis_after = axis_after;
     make_frames(s, total, seed);
 }
 
@@ -645,6 +662,8 @@ static float *reference(const daemon_scan *s, const int *rows, int n_rows,
                           plan, p % g.n_proj, s->projections + n * (size_t)p,
                           RTOMO_DTYPE_U16, g.angle_start + p * g.angle_step,
                           NAN, &err) == RTOMO_OK);
+    if (g.rings != RTOMO_RINGS_OFF)
+        ck_assert(rtomo_fbp_remove_rings(plan, &err) == RTOMO_OK);
     if (roi)
         ck_assert(rtomo_fbp_set_roi(plan, roi[0], roi[1], roi[2], roi[3],
                                     &err) == RTOMO_OK);

@@ -155,6 +155,8 @@ typedef struct daemon_scan {
     int n_projections;          /* frames made (> n_proj when continuous) */
     double true_axis;           /* the phantom's axis when the scan asks for
                                    "axis": "auto" (NaN otherwise) */
+    int axis_jump_at;           /* > 0: from this projection on the */
+    double axis_after;          /* phantom turns about axis_after */
     size_t frame_samples;
 } daemon_scan;
 
@@ -174,6 +176,13 @@ void daemon_scan_make_auto_axis(daemon_scan *s, const char *id, int width,
 void daemon_scan_make_continuous(daemon_scan *s, const char *id, int width,
                                  int height, int n_proj, int every, int total,
                                  int n_flats, uint64_t seed);
+/* A continuous scan as above that asks for "axis": "auto", of a phantom
+ * turning about `axis` until projection jump_at and about axis_after from
+ * there on (a stage that moved). */
+void daemon_scan_make_axis_jump(daemon_scan *s, const char *id, int width,
+                                int height, int n_proj, int every, int total,
+                                double axis, int jump_at, double axis_after,
+                                uint64_t seed);
 /* The scan's own slice selection: these n detector rows, in this order
  * (copied; replaces any selection it had). */
 void daemon_scan_select_rows(daemon_scan *s, const int *rows, int n);
