@@ -215,6 +215,8 @@ typedef struct cuda_fbp_slot {
     cuda_fbp_filter_state filter;
     cuda_fbp_recon_state recon;
     cuda_fbp_stream_state stream;
+    struct cuda_fbp_rings *rings;   /* ring removal sums (cuda_fbp_rings.cu);
+                                       NULL until the first frame */
     /* Engine-measured seconds of this slot, added into the plan's stats by
      * the caller thread. */
     double filter_seconds, backproject_seconds;
@@ -355,6 +357,18 @@ rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
  * the work that used it to the slots' filter_seconds. */
 rtomo_status cuda_fbp_filter_wait_bank(cuda_fbp_impl *impl, int bank,
                                        rtomo_error *err);
+
+/* ------------------------------------------------------ ring removal ---- */
+
+typedef struct cuda_fbp_rings cuda_fbp_rings;
+/* With geom.rings: add the `frames` frames just packed into the slot's
+ * filter spectrum (line integrals) to its sums, on its compute stream. */
+rtomo_status cuda_fbp_rings_accumulate(cuda_fbp_slot *slot,
+                                       const rtomo_fbp *plan, int frames,
+                                       rtomo_error *err);
+void cuda_fbp_rings_free(cuda_fbp_slot *slot);
+/* The backend op (engine_internal.h). */
+rtomo_status cuda_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);
 
 /* ---------------------------------------------------------- pipeline ---- */
 

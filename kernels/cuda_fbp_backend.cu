@@ -199,6 +199,7 @@ static rtomo_status slot_free(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
         cudaStreamSynchronize(slot->upload);
     cuda_fbp_recon_free(slot);
     cuda_fbp_filter_free(slot);
+    cuda_fbp_rings_free(slot);
     cudaFree(slot->sino);
     slot->sino = NULL;
     if (slot->upload) cudaStreamDestroy(slot->upload);
@@ -641,4 +642,5 @@ extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {
     cuda_fbp_reconstruct_plane,
     cuda_fbp_stream_idle,
     cuda_update_flat_field,
+    cuda_fbp_remove_rings,
 };

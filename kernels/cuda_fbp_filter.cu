@@ -275,6 +275,9 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->start[bank], slot->compute));
     launch_pack(slot, plan, bank, b->count, b->dtype);
     RTOMO_CUDA_CHECK_LAUNCH(err, "frame pre-processing");
+    rtomo_status summed = cuda_fbp_rings_accumulate(slot, plan, b->count, err);
+    if (summed != RTOMO_OK)
+        return summed;
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->consumed[bank], slot->compute));
 
     /* The plan transforms a full bank; rows past `count` frames hold stale
