@@ -20,8 +20,12 @@
  *
  *   bench_daemon_scan --rtomod PATH --backend cuda --devices 0 --devices 0,1
  *                     [--size 2048] [--projections 2048] [--slices 2048]
- *                     [--connections 4] [--receive-slices] [--json FILE]
- *                     [--arg RTOMOD_ARGUMENT]...
+ *                     [--connections 4] [--receive-slices] [--axis-auto]
+ *                     [--json FILE] [--arg RTOMOD_ARGUMENT]...
+ *
+ * --axis-auto asks for "axis": "auto" (the cost of finding it; with the
+ * daemon's phase.* and reconstruction.rings settings given by --arg the
+ * whole beamline processing chain is measured).
  */
 #include "config.h"
 
@@ -44,7 +48,7 @@ typedef struct options {
     const char *devices[MAX_RUNS];
     int n_runs;
     long size, projections, slices, connections;
-    int receive_slices, ipc;
+    int receive_slices, ipc, axis_auto;
 } options;
 
 typedef struct result {
@@ -64,13 +68,14 @@ static void usage(FILE *out)
     fprintf(out,
 "usage: " PROGRAM " [--rtomod PATH] [--backend NAME] [--devices LIST]...\n"
 "       [--size N] [--projections N] [--slices N] [--connections K] [--ipc]\n"
-"       [--receive-slices] [--json FILE] [--arg RTOMOD_ARGUMENT]...\n"
+"       [--receive-slices] [--axis-auto] [--json FILE]\n"
+"       [--arg RTOMOD_ARGUMENT]...\n"
 "One run per --devices (default: one run with rtomod's default devices).\n");
 }
 
 enum {
     OPT_DEVICES = 256, OPT_SIZE, OPT_PROJECTIONS, OPT_SLICES,
-    OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_HELP
+    OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_AXIS_AUTO, OPT_HELP
 };
 
 /* One option; 0, 1 for --help, -1 after a usage message. */
@@ -96,6 +101,7 @@ static int apply_option(int c, const char *arg, options *o)
                                                 1, 64, &o->connections);
     case OPT_RECEIVE: o->receive_slices = 1; return 0;
     case OPT_IPC: o->ipc = 1; return 0;
+    case OPT_AXIS_AUTO: o->axis_auto = 1; return 0;
     case OPT_HELP: usage(stdout); return 1;
     }
     usage(stderr);
@@ -113,6 +119,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"connections", required_argument, NULL, OPT_CONNECTIONS},
         {"receive-slices", no_argument, NULL, OPT_RECEIVE},
         {"ipc", no_argument, NULL, OPT_IPC},
+        {"axis-auto", no_argument, NULL, OPT_AXIS_AUTO},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
     *o = (options){.size = 2048, .projections = 2048, .slices = 2048,
@@ -137,6 +144,7 @@ static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
     rtomo_scan_spec spec;
     bench_scan_spec(&spec, "bench-scan", o->size, o->size, o->projections,
                     o->slices);
+    spec.axis_auto = o->axis_auto;
     rtomo_error err;
     int rc = rtomo_client_send_scan_begin(c, &spec, &err) == RTOMO_OK ? 0 : -1;
     rtomo_scan_spec_clear(&spec);
