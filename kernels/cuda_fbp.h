@@ -202,6 +202,8 @@ typedef struct cuda_fbp_stream_state {
     cudaEvent_t downloaded[2];  /* a read's output buffers */
 } cuda_fbp_stream_state;
 
+typedef struct cuda_fbp_phase_state cuda_fbp_phase_state;
+
 typedef struct cuda_fbp_slot {
     int index;                  /* slot number: its part of the deal */
     int device;                 /* CUDA ordinal */
@@ -213,6 +215,7 @@ typedef struct cuda_fbp_slot {
     float *sino;                /* row_count x n_proj x sino_pitch bytes */
     size_t sino_pitch;          /* bytes between projections of a row */
     cuda_fbp_filter_state filter;
+    cuda_fbp_phase_state *phase;    /* phase retrieval, or NULL */
     cuda_fbp_recon_state recon;
     cuda_fbp_stream_state stream;
     struct cuda_fbp_rings *rings;   /* ring removal sums (cuda_fbp_rings.cu);
@@ -357,6 +360,32 @@ rtomo_status cuda_fbp_filter_enqueue(cuda_fbp_impl *impl, int bank,
  * the work that used it to the slots' filter_seconds. */
 rtomo_status cuda_fbp_filter_wait_bank(cuda_fbp_impl *impl, int bank,
                                        rtomo_error *err);
+
+/* --------------------------------------------------- phase retrieval ---- */
+
+/* cuda_fbp_phase.cu; everything is a no-op without plan->phase.on.  With
+ * it, a staged frame holds the phase rows (fbp_phase.h) in detector order
+ * and every slot uploads all of them. */
+/* Device bytes of cuda_fbp_phase_init for banks of `frames` frames. */
+size_t cuda_fbp_phase_bytes(const rtomo_fbp *plan, int frames);
+/* Allocate the padded array, cuFFT plans and row map of a slot (on its
+ * worker; plan->impl's deal already made). */
+rtomo_status cuda_fbp_phase_init(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                 int frames, rtomo_error *err);
+void cuda_fbp_phase_free(cuda_fbp_slot *slot);
+/* Upload plan->phase.dark / flat, ordered after the frames queued. */
+rtomo_status cuda_fbp_phase_set_flat_field(cuda_fbp_slot *slot,
+                                           const rtomo_fbp *plan,
+                                           rtomo_error *err);
+/* Copy a raw frame's phase rows (lines of `line` bytes) to `staged`. */
+void cuda_fbp_phase_stage(cuda_fbp_impl *impl, const void *frame, size_t line,
+                          void *staged);
+/* Enqueue on the compute stream: the bank's `frames` raw frames (phase
+ * rows, on the device) to the slot's rows' line integrals packed into
+ * filter.spectrum, as the plain packing does. */
+rtomo_status cuda_fbp_phase_pack(cuda_fbp_slot *slot, const rtomo_fbp *plan,
+                                 const void *raw, int frames,
+                                 rtomo_dtype dtype, rtomo_error *err);
 
 /* ------------------------------------------------------ ring removal ---- */
 

@@ -328,7 +328,8 @@ static rtomo_status cuda_create(rtomo_fbp *plan, rtomo_error *err)
         return st;
     memcpy(impl->device_name, info.name, sizeof impl->device_name);
     impl->bank_frames = cuda_fbp_bank_frames(plan);
-    const size_t bank_bytes = (size_t)impl->bank_frames * (size_t)plan->geom.row_count *
+    const size_t bank_bytes = (size_t)impl->bank_frames *
+                              (size_t)rtomo_fbp_phase_input_rows(plan) *
                               (size_t)plan->geom.det_width * sizeof(float);
     for (int j = 0; j < 2; j++)
         RTOMO_CUDA_TRY(err, cudaHostAlloc(&impl->banks[j].staging, bank_bytes,
@@ -372,6 +373,8 @@ static rtomo_status cuda_begin_projections(rtomo_fbp *plan, rtomo_error *err)
         cuda_fbp_slot *slot = &impl->slots[i];
         const size_t first = (size_t)slot->stage_row * width;
         st = cuda_fbp_filter_set_flat_field(slot, plan, dark + first, flat + first, err);
+        if (st == RTOMO_OK)
+            st = cuda_fbp_phase_set_flat_field(slot, plan, err);
     }
     free(dark);
     free(flat);
@@ -433,9 +436,13 @@ static rtomo_status cuda_add_projection(rtomo_fbp *plan, int index,
     }
     const rtomo_fbp_geometry *g = &plan->geom;
     const size_t line = (size_t)g->det_width * rtomo_dtype_size(dtype);
-    const size_t bytes = (size_t)g->row_count * line;
-    stage_rows(impl, (const char *)frame + (size_t)g->row_first * line, line,
-               (char *)bank->staging + (size_t)bank->count * bytes);
+    const size_t bytes = (size_t)rtomo_fbp_phase_input_rows(plan) * line;
+    char *staged = (char *)bank->staging + (size_t)bank->count * bytes;
+    if (plan->phase.on)
+        cuda_fbp_phase_stage(impl, frame, line, staged);
+    else
+        stage_rows(impl, (const char *)frame + (size_t)g->row_first * line, line,
+                   staged);
     bank->dtype = dtype;
     bank->index[bank->count++] = index;
     plan->stats.projections_filtered++;

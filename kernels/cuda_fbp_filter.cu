@@ -123,9 +123,18 @@ static size_t spectrum_bytes(const rtomo_fbp *plan, int rows, int frames)
            (size_t)plan->filter_length * sizeof(cufftComplex);
 }
 
+/* Rows of a frame a slot uploads: its own, or all phase rows. */
+static int input_rows(const rtomo_fbp *plan, int rows)
+{
+    return plan->phase.on ? plan->phase.row_count : rows;
+}
+
 extern "C" int cuda_fbp_bank_frames(const rtomo_fbp *plan)
 {
-    const size_t pixels = (size_t)plan->geom.row_count * (size_t)plan->geom.det_width;
+    /* With phase retrieval the padded transform is the largest array. */
+    const size_t pixels = plan->phase.on
+        ? (size_t)plan->phase.ny * (size_t)plan->phase.nx
+        : (size_t)plan->geom.row_count * (size_t)plan->geom.det_width;
     size_t frames = CUDA_FBP_BANK_PIXELS / pixels;
     if (frames < 1)
         frames = 1;
@@ -140,8 +149,9 @@ extern "C" size_t cuda_fbp_filter_bytes(const rtomo_fbp *plan, int rows,
     /* The spectrum twice: cuFFT may need a work area of its size; raw
      * banks twice, dark and flat. */
     return 2 * spectrum_bytes(plan, rows, frames) +
-           2 * (size_t)frames * raw_bytes(plan, rows) + 2 * raw_bytes(plan, rows) +
-           (size_t)plan->filter_length * sizeof(float);
+           2 * (size_t)frames * raw_bytes(plan, input_rows(plan, rows)) +
+           2 * raw_bytes(plan, rows) + (size_t)plan->filter_length * sizeof(float) +
+           cuda_fbp_phase_bytes(plan, frames);
 }
 
 static rtomo_status create_events(cuda_fbp_filter_state *f, rtomo_error *err)
@@ -170,7 +180,7 @@ extern "C" rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot,
     RTOMO_CUDA_TRY(err, cudaMalloc((void **)&f->coeffs, sizeof(float) * (size_t)f->length));
     for (int j = 0; j < 2; j++)
         RTOMO_CUDA_TRY(err, cudaMalloc(&f->raw[j], (size_t)frames *
-                                                    raw_bytes(plan, slot->row_count)));
+                                                    raw_bytes(plan, input_rows(plan, slot->row_count))));
     RTOMO_CUDA_TRY(err, cudaMemcpyAsync(f->coeffs, plan->filter,
                                         sizeof(float) * (size_t)f->length,
                                         cudaMemcpyHostToDevice, slot->compute));
@@ -179,12 +189,13 @@ extern "C" rtomo_status cuda_fbp_filter_init(cuda_fbp_slot *slot,
                                        CUFFT_C2C, f->pairs * frames));
     f->have_fft = 1;
     RTOMO_CUFFT_TRY(err, cufftSetStream(f->fft, slot->compute));
-    return RTOMO_OK;
+    return cuda_fbp_phase_init(slot, plan, frames, err);
 }
 
 extern "C" void cuda_fbp_filter_free(cuda_fbp_slot *slot)
 {
     cuda_fbp_filter_state *f = &slot->filter;
+    cuda_fbp_phase_free(slot);
     if (f->have_fft)
         cufftDestroy(f->fft);
     cudaFree(f->spectrum);
@@ -261,9 +272,12 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     const cuda_fbp_bank *b = &impl->banks[bank];
     cuda_fbp_filter_state *f = &slot->filter;
     const size_t line = (size_t)plan->geom.det_width * rtomo_dtype_size(b->dtype);
-    const size_t frame = (size_t)plan->geom.row_count * line;
-    const size_t part = (size_t)slot->row_count * line;
-    const char *src = (const char *)b->staging + (size_t)slot->stage_row * line;
+    /* With phase retrieval every slot takes all phase rows. */
+    const int phase = plan->phase.on;
+    const size_t frame = (size_t)input_rows(plan, plan->geom.row_count) * line;
+    const size_t part = phase ? frame : (size_t)slot->row_count * line;
+    const char *src = (const char *)b->staging +
+                      (phase ? 0 : (size_t)slot->stage_row * line);
 
     RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
     RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->upload, f->consumed[bank], 0));
@@ -273,8 +287,15 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->uploaded[bank], slot->upload));
     RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->compute, f->uploaded[bank], 0));
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->start[bank], slot->compute));
-    launch_pack(slot, plan, bank, b->count, b->dtype);
-    RTOMO_CUDA_CHECK_LAUNCH(err, "frame pre-processing");
+    if (phase) {
+        rtomo_status st = cuda_fbp_phase_pack(slot, plan, f->raw[bank], b->count,
+                                              b->dtype, err);
+        if (st != RTOMO_OK)
+            return st;
+    } else {
+        launch_pack(slot, plan, bank, b->count, b->dtype);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "frame pre-processing");
+    }
     rtomo_status summed = cuda_fbp_rings_accumulate(slot, plan, b->count, err);
     if (summed != RTOMO_OK)
         return summed;
