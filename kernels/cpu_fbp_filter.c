@@ -24,6 +24,7 @@
 
 #include "cpu_fbp.h"
 #include "fbp_filter_design.h"
+#include "fbp_half.h"
 
 struct cpu_fbp_filter {
     int length;                 /* padded transform length */
@@ -163,6 +164,11 @@ static void filter_pair_task(void *ctx, int pair, int worker)
     cpu_fbp_rings_add(plan, job->st, row_a, a);
     if (has_b)
         cpu_fbp_rings_add(plan, job->st, row_b, b);
+    /* Half acquisition: each line's measurements weighted to count once
+     * (the column sums above want the unweighted line integrals). */
+    rtomo_fbp_half_weigh(plan, a);
+    if (has_b)
+        rtomo_fbp_half_weigh(plan, b);
     float *out_a = cpu_fbp_projection_row(job->st, n_proj, row_a, job->index);
     float *out_b = has_b ? cpu_fbp_projection_row(job->st, n_proj, row_b,
                                                   job->index)

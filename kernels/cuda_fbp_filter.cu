@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cuda_fbp.h"
+#include "cuda_fbp_half.h"
 
 #define FILTER_THREADS 256
 /* Ratios (raw - dark) / (flat - dark) below this (or with flat <= dark)
@@ -299,6 +300,11 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     rtomo_status summed = cuda_fbp_rings_accumulate(slot, plan, b->count, err);
     if (summed != RTOMO_OK)
         return summed;
+    /* Half acquisition: after the (unweighted) ring sums, before the
+     * transform; cuda_fbp_half.cu says why not inside the packing. */
+    rtomo_status weighed = cuda_fbp_half_weigh(slot, plan, b->count, err);
+    if (weighed != RTOMO_OK)
+        return weighed;
     RTOMO_CUDA_TRY(err, cudaEventRecord(f->consumed[bank], slot->compute));
 
     /* The plan transforms a full bank; rows past `count` frames hold stale

@@ -151,6 +151,13 @@ struct rtomo_fbp {
     int queue_n, queue_capacity;
     unsigned char *queued;      /* n_proj flags: slot has queued work */
 
+    /* Half acquisition, owned by fbp_half.c: */
+    float *bin_weight;          /* det_width weights applied to the line
+                                   integrals before the filter; NULL
+                                   without half acquisition */
+    void *half_frame;           /* a frame widened to det_width */
+    size_t half_frame_bytes;
+
     int filter_length;          /* padded row length, power of two */
     float *filter;              /* filter_length coefficients times the
                                    back-projection weight pi/n_proj */

@@ -48,6 +48,7 @@
 #include "rtomo_engine.h"
 #include "cpu_fbp.h"
 #include "fbp_filter_design.h"
+#include "fbp_half.h"
 
 #define AXIS_MAX_WIDTH (1 << 24)    /* keeps 2 * padded length in an int */
 
@@ -477,17 +478,27 @@ rtomo_status rtomo_fbp_line_integrals(const rtomo_fbp *plan, const void *frame,
                                    "detector row %d is not among the kept "
                                    "rows [%d, %d)", rows[i], g->row_first,
                                    g->row_first + g->row_count);
+        if (g->half_acquisition)
+            continue;
         /* The CPU backend's normalisation is the definition (PROTOCOL.md
          * 3.10), whichever backend the plan runs on: it reads only the
          * plan's flat field. */
         cpu_fbp_normalise_row(plan, frame, dtype, kept,
                               out + (size_t)i * (size_t)g->det_width);
     }
+    if (g->half_acquisition)    /* physical frames in, physical rows out */
+        return rtomo_fbp_half_line_integrals(plan, frame, dtype, rows, n_rows,
+                                             out, err);
     return RTOMO_OK;
 }
 
 rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis, rtomo_error *err)
 {
+    if (plan->geom.half_acquisition)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "the axis of a half-acquisition scan is fixed "
+                               "when the plan is made (its bin weights, "
+                               "applied before the filter, depend on it)");
     if (!rtomo_fbp_axis_valid(axis, plan->geom.det_width))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "axis %g is not within one detector width of "

@@ -14,6 +14,7 @@
 
 #include "engine_internal.h"
 #include "fbp_filter_design.h"
+#include "fbp_half.h"
 
 #define MAX_EDGE 65536          /* detector width/height, slice size */
 #define MAX_PROJECTIONS (1 << 20)
@@ -176,7 +177,7 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
     if ((st = check_sizes(g, err)) || (st = check_angles(g, err)) ||
         (st = check_axis(g, err)) || (st = check_filter(g, err)) ||
         (st = check_rows(g, err)) || (st = check_phase(&g->phase, err)) ||
-        (st = check_rings(g, err)))
+        (st = check_rings(g, err)) || (st = rtomo_fbp_half_validate(g, err)))
         return st;
     if (g->angle_weights && g->window_proj != 0 && g->window_proj != g->n_proj)
         return rtomo_set_error(err, RTOMO_E_INVALID,
@@ -191,7 +192,7 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "slice_size %d is outside [1, %d]",
                                g->slice_size, MAX_EDGE);
-    int size = g->slice_size ? g->slice_size : g->det_width;
+    int size = g->slice_size ? g->slice_size : rtomo_fbp_virtual_width(g);
     return check_roi(size, g->roi_x, g->roi_y, g->roi_width, g->roi_height, err);
 }
 
@@ -259,8 +260,12 @@ static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
         c->window_proj = g->n_proj;
     if (c->row_count == 0)
         c->row_count = g->det_height - g->row_first;
+    /* Onto the virtual detector before what depends on det_width. */
+    rtomo_status st = rtomo_fbp_half_setup(plan, err);
+    if (st != RTOMO_OK)
+        return st;
     if (c->slice_size == 0)
-        c->slice_size = g->det_width;
+        c->slice_size = c->det_width;
     if (c->roi_width == 0 && c->roi_height == 0) {
         c->roi_x = c->roi_y = 0;
         c->roi_width = c->roi_height = c->slice_size;
@@ -372,6 +377,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
     free(plan->dark);
     free(plan->flat);
     rtomo_fbp_phase_free(plan);
+    rtomo_fbp_half_free(plan);
     free(plan->filter);
     free(plan);
 }
@@ -437,6 +443,9 @@ static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
 rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
+    rtomo_status st = check_frame(frame, dtype, err);
+    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
+        return st;
     return plan->projections_started
                ? accumulate(plan, &plan->dark_next, &plan->n_dark_next, frame,
                             dtype, "dark", err)
@@ -447,6 +456,9 @@ rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
 rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
+    rtomo_status st = check_frame(frame, dtype, err);
+    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
+        return st;
     return plan->projections_started
                ? accumulate(plan, &plan->flat_next, &plan->n_flat_next, frame,
                             dtype, "flat", err)
@@ -552,6 +564,9 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
                                "axis shift %g of projection %d is not a finite "
                                "shift of at most %d bins", axis_shift, index,
                                g->det_width);
+    /* From here on the frame is det_width wide (half acquisition). */
+    if ((st = rtomo_fbp_half_widen(plan, &frame, dtype, err)) != RTOMO_OK)
+        return st;
     if (dtype == RTOMO_DTYPE_F32 &&
         !float_frame_is_finite(frame, frame_samples(plan)))
         return rtomo_set_error(err, RTOMO_E_INVALID,

@@ -132,6 +132,6 @@ rtomo_status rtomo_fbp_filter_response(const rtomo_fbp_geometry *g,
     if (st != RTOMO_OK)
         return st;
     double cutoff = g->cutoff > 0 ? g->cutoff : 1.0;
-    return rtomo_fbp_filter_design(g->det_width, g->window, cutoff, 1.0, out,
+    return rtomo_fbp_filter_design(rtomo_fbp_virtual_width(g), g->window, cutoff, 1.0, out,
                                    capacity, n_out, err);
 }

@@ -29,7 +29,7 @@
 /* The ROI a geometry's slices have, its defaults filled in. */
 static void geometry_roi(const rtomo_fbp_geometry *g, int roi[4])
 {
-    const int size = g->slice_size ? g->slice_size : g->det_width;
+    const int size = g->slice_size ? g->slice_size : rtomo_fbp_virtual_width(g);
     roi[0] = g->roi_x;
     roi[1] = g->roi_y;
     roi[2] = g->roi_width ? g->roi_width : size;

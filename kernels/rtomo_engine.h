@@ -276,7 +276,61 @@ typedef struct rtomo_fbp_geometry {
     rtomo_rings rings;          /* ring removal; RTOMO_RINGS_OFF = off */
     int rings_width;            /* running median width in bins, odd,
                                    3..255; 0 = 31 */
+    int half_acquisition;       /* 1: a 360-degree scan whose axis lies
+                                   off the detector's centre, the field of
+                                   view extended (below) */
+    int frame_width;            /* set by the engine (leave 0): the */
+    int frame_offset;           /* physical frame and where it lies on the
+                                   virtual detector (below) */
 } rtomo_fbp_geometry;
+
+/*
+ * Half acquisition (half_acquisition = 1).  A 360-degree scan with the
+ * rotation axis near one edge of the detector sees every line of the
+ * object once, from one side or the other, over a field of view up to
+ * twice the detector's width.  The caller gives the physical detector
+ * (det_width = W, the frames' width) and the axis a in its bins; the
+ * engine reconstructs on a virtual detector symmetric about the axis:
+ *   - width W' = the smallest holding the physical detector and its
+ *     mirror image about the axis: for an axis right of the centre W' =
+ *     ceil(2a) + 1 and physical bin i is virtual bin i; for an axis left
+ *     of it the virtual bins are prepended, offset o = ceil(W - 1 - 2a),
+ *     W' = W + o, physical bin i is virtual bin i + o.
+ *   - rtomo_fbp_geometry_of reports the plan on the virtual detector:
+ *     det_width = W', axis = a + o (virtual bins), frame_width = W and
+ *     frame_offset = o; slice_size defaults to W' (the extended field).
+ *     Every plan reports frame_width (= det_width, offset 0, without half
+ *     acquisition).  A geometry so reported may be given again to
+ *     rtomo_fbp_create: with frame_width set, det_width and axis are
+ *     taken as virtual and checked against the layout above.
+ *   - Frames (darks, flats, projections; rtomo_fbp_line_integrals) stay
+ *     physical: W samples per row.  The engine widens them to W' with
+ *     each row's edge samples repeated (so the flat-field ratio, and
+ *     phase retrieval's view of the edge, is the edge's).
+ *   - Each line integral is weighted before the ramp filter by its
+ *     virtual bin s: w(s) = 2 where only this half of the scan sees the
+ *     line, 0 outside the physical detector, and across the overlap
+ *     |s - axis| <= d (d: the axis' distance to the nearer physical edge)
+ *     w(s) = 1 - sin(pi (s - axis) / (2 d)) for an axis right of the
+ *     centre (1 + sin(...) left of it), so that w(s) + w(2 axis - s) = 2:
+ *     with the weight pi/n_proj per projection of a 360-degree scan every
+ *     line counts as in a full-field scan.  Filtered data
+ *     (rtomo_fbp_set_filtered/get_filtered) are W' bins wide.
+ * Refused (RTOMO_E_INVALID): angles spanning less than 360 degrees, an
+ * axis within 2 bins of the detector's centre (a plain 360-degree scan)
+ * or less than 1 bin inside the detector, ring removal (not combined yet),
+ * and rtomo_fbp_set_axis on such a plan (the weights, applied before the
+ * filter, depend on the axis).  Per-projection axis shifts move where a
+ * projection is back-projected, not its weights.
+ */
+
+/* The width of the detector a plan of g reconstructs on, without
+ * creating one: W' above with half acquisition (-1 when g's half
+ * acquisition is invalid: rtomo_fbp_geometry_validate says why), else
+ * det_width.  The default slice_size, and what rtomo_fbp_stream_bytes
+ * and rtomo_fbp_filter_response go by. */
+int rtomo_fbp_virtual_width(const rtomo_fbp_geometry *g);
+
 
 /* Defaults: zero sizes (must be set), angle_step pi/n_proj (when left 0 and
  * no list is given), axis NaN (centre), Ram-Lak, linear, all rows, full grid. */
@@ -578,7 +632,8 @@ void rtomo_fbp_get_stats(const rtomo_fbp *plan, rtomo_fbp_stats *out);
 
 /* The real, even filter that spectra of padded rows are multiplied with
  * for geometry g.  The padded length n (stored in *n_out when not NULL) is
- * the smallest power of two >= 2*det_width.  Writes min(n, capacity)
+ * the smallest power of two >= 2*det_width (the virtual width with half
+ * acquisition).  Writes min(n, capacity)
  * coefficients for DFT bins k = 0..n-1 (frequency k/n cycles per bin, the
  * negative frequencies from k = n/2 on).  The pi/n_proj back-projection
  * weight is not included. */
@@ -771,14 +826,17 @@ int rtomo_fbp_axis_margin(int det_width);
  * raw frame, as the plan normalises it (its averaged dark and flat, the
  * clamps of PROTOCOL.md 3.10): what rtomo_fbp_find_axis compares.  Valid
  * once the plan has taken its first projection (the flat field is fixed
- * then); RTOMO_E_STATE before. */
+ * then); RTOMO_E_STATE before.  Rows are frame_width wide (the physical
+ * frame, also with half acquisition; an axis found on them is physical:
+ * the plan's is frame_offset more). */
 rtomo_status rtomo_fbp_line_integrals(const rtomo_fbp *plan, const void *frame,
                                       rtomo_dtype dtype, const int *rows,
                                       int n_rows, float *out, rtomo_error *err);
 
 /* Move the rotation axis of a plan (bins; the filtered data do not depend
  * on it): later back-projections, resident chunks included, use it.
- * Queued streaming work is done first, at the old axis. */
+ * Queued streaming work is done first, at the old axis.  RTOMO_E_INVALID
+ * for a half-acquisition plan (its filtered data do depend on it). */
 rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis,
                                 rtomo_error *err);
 
