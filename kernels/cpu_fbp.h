@@ -52,7 +52,8 @@ typedef struct cpu_fbp_state {
     int *stream_kept;       /* their kept-row offsets */
     int stream_n;
     /* Ring removal (cpu_fbp_rings.c), with geom.rings set: */
-    double *rings_sum;      /* row_count x det_width line integral sums */
+    double *rings_sum;      /* RTOMO_RINGS_SECTORS planes of row_count x
+                               det_width line integral sums */
     double *rings_applied;  /* row_count x det_width offsets subtracted */
 } cpu_fbp_state;
 
@@ -124,10 +125,11 @@ void cpu_fbp_filter_rows(const rtomo_fbp *plan, const cpu_fbp_state *st,
 rtomo_status cpu_fbp_rings_create(const rtomo_fbp *plan, cpu_fbp_state *st,
                                   rtomo_error *err);
 void cpu_fbp_rings_destroy(cpu_fbp_state *st);
-/* Add the line integrals of kept row `kept_row` of one projection to its
- * sums (nothing without rings).  Distinct rows may be added concurrently. */
+/* Add the line integrals of kept row `kept_row` of projection `index`
+ * to its sector's sums (nothing without rings).  Distinct rows may be
+ * added concurrently. */
 void cpu_fbp_rings_add(const rtomo_fbp *plan, cpu_fbp_state *st,
-                       int kept_row, const float *line);
+                       int kept_row, int index, const float *line);
 /* The backend op (engine_internal.h). */
 rtomo_status cpu_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);
 

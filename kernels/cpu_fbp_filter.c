@@ -161,9 +161,9 @@ static void filter_pair_task(void *ctx, int pair, int worker)
     if (has_b)
         cpu_fbp_line_integral_row(plan, job->st, job->frame, job->dtype,
                                   row_b, b);
-    cpu_fbp_rings_add(plan, job->st, row_a, a);
+    cpu_fbp_rings_add(plan, job->st, row_a, job->index, a);
     if (has_b)
-        cpu_fbp_rings_add(plan, job->st, row_b, b);
+        cpu_fbp_rings_add(plan, job->st, row_b, job->index, b);
     /* Half acquisition: each line's measurements weighted to count once
      * (the column sums above want the unweighted line integrals). */
     rtomo_fbp_half_weigh(plan, a);

@@ -26,7 +26,7 @@ rtomo_status cpu_fbp_rings_create(const rtomo_fbp *plan, cpu_fbp_state *st,
     if (plan->geom.rings == RTOMO_RINGS_OFF)
         return RTOMO_OK;
     size_t n = (size_t)plan->geom.row_count * (size_t)plan->geom.det_width;
-    st->rings_sum = calloc(n, sizeof(double));
+    st->rings_sum = calloc(RTOMO_RINGS_SECTORS * n, sizeof(double));
     st->rings_applied = calloc(n, sizeof(double));
     if (!st->rings_sum || !st->rings_applied)
         return rtomo_set_error(err, RTOMO_E_NOMEM,
@@ -43,12 +43,15 @@ void cpu_fbp_rings_destroy(cpu_fbp_state *st)
 }
 
 void cpu_fbp_rings_add(const rtomo_fbp *plan, cpu_fbp_state *st,
-                       int kept_row, const float *line)
+                       int kept_row, int index, const float *line)
 {
     if (!st->rings_sum)
         return;
     const int width = plan->geom.det_width;
-    double *sum = st->rings_sum + (size_t)kept_row * (size_t)width;
+    const size_t plane = (size_t)plan->geom.row_count * (size_t)width;
+    double *sum = st->rings_sum +
+                  (size_t)rtomo_fbp_rings_sector(plan, index) * plane +
+                  (size_t)kept_row * (size_t)width;
     for (int i = 0; i < width; i++)
         sum[i] += line[i];
 }
@@ -58,9 +61,16 @@ void cpu_fbp_rings_add(const rtomo_fbp *plan, cpu_fbp_state *st,
 typedef struct rings_job {
     rtomo_fbp *plan;
     cpu_fbp_state *st;
-    double *scratch;            /* per worker: 2 width + rings_width */
+    double *scratch;            /* per worker: width + RTOMO_RINGS_SCRATCH */
     float *rows;                /* per worker: 2 width */
 } rings_job;
+
+/* Doubles per worker: the offsets and the estimator's scratch. */
+static size_t scratch_size(const rtomo_fbp *plan)
+{
+    const int width = plan->geom.det_width;
+    return (size_t)width + RTOMO_RINGS_SCRATCH(width, plan->geom.rings_width);
+}
 
 /* This row's offsets c into fc, and fd = c - the offsets applied before
  * (which c then replaces). */
@@ -69,15 +79,17 @@ static void row_offsets(const rings_job *job, int kept_row, int worker,
 {
     const rtomo_fbp *plan = job->plan;
     const int width = plan->geom.det_width;
-    double *mean = job->scratch +
-                   (size_t)worker * (2 * (size_t)width + plan->geom.rings_width);
-    double *c = mean + width, *window = c + width;
+    double *c = job->scratch +
+                (size_t)worker * scratch_size(plan);
+    double *scratch = c + width;
     const size_t at = (size_t)kept_row * (size_t)width;
-    const double *sum = job->st->rings_sum + at;
+    const size_t plane = (size_t)plan->geom.row_count * (size_t)width;
+    const double *sums[RTOMO_RINGS_SECTORS];
+    for (int j = 0; j < RTOMO_RINGS_SECTORS; j++)
+        sums[j] = job->st->rings_sum + (size_t)j * plane + at;
     double *applied = job->st->rings_applied + at;
-    for (int i = 0; i < width; i++)
-        mean[i] = sum[i] / plan->n_received;
-    rtomo_fbp_rings_offsets(mean, width, plan->geom.rings_width, window, c);
+    rtomo_fbp_rings_offsets(sums, plan->rings_counts, width,
+                            plan->geom.rings_width, scratch, c);
     for (int i = 0; i < width; i++) {
         fc[i] = (float)c[i];
         fd[i] = (float)(c[i] - applied[i]);
@@ -111,8 +123,7 @@ rtomo_status cpu_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
     const size_t width = (size_t)plan->geom.det_width;
     const size_t workers = (size_t)st->n_workers;
     rings_job job = {plan, st, NULL, NULL};
-    job.scratch = malloc(sizeof(double) * workers *
-                         (2 * width + (size_t)plan->geom.rings_width));
+    job.scratch = malloc(sizeof(double) * workers * scratch_size(plan));
     job.rows = malloc(sizeof(float) * workers * 2 * width);
     if (!job.scratch || !job.rows) {
         free(job.scratch);

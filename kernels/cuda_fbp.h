@@ -393,8 +393,8 @@ typedef struct cuda_fbp_rings cuda_fbp_rings;
 /* With geom.rings: add the `frames` frames just packed into the slot's
  * filter spectrum (line integrals) to its sums, on its compute stream. */
 rtomo_status cuda_fbp_rings_accumulate(cuda_fbp_slot *slot,
-                                       const rtomo_fbp *plan, int frames,
-                                       rtomo_error *err);
+                                       const rtomo_fbp *plan, const int *index,
+                                       int frames, rtomo_error *err);
 void cuda_fbp_rings_free(cuda_fbp_slot *slot);
 /* The backend op (engine_internal.h). */
 rtomo_status cuda_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);

@@ -297,7 +297,8 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
         launch_pack(slot, plan, bank, b->count, b->dtype);
         RTOMO_CUDA_CHECK_LAUNCH(err, "frame pre-processing");
     }
-    rtomo_status summed = cuda_fbp_rings_accumulate(slot, plan, b->count, err);
+    rtomo_status summed = cuda_fbp_rings_accumulate(slot, plan, b->index,
+                                                    b->count, err);
     if (summed != RTOMO_OK)
         return summed;
     /* Half acquisition: after the (unweighted) ring sums, before the

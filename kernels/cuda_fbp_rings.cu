@@ -4,15 +4,16 @@
  *
  * While frames are filtered, a kernel after the packing step adds each
  * frame's line integrals (the packed rows, before the transform) into a
- * per-slot sum of row_count x det_width doubles.  It runs on the slot's
+ * per-slot sum of row_count x det_width doubles, one per angular sector
+ * (RTOMO_RINGS_SECTORS: the frame's by its angle).  It runs on the slot's
  * compute stream like the rest of the bank's work, so banks are added in
  * the order they were fed and no atomics are needed; double keeps the sum
  * of thousands of projections exact enough that the CPU's and the GPU's
  * offsets agree.
  *
  * remove_rings downloads the sums, computes the offsets on the host with
- * the same running median as the CPU backend (rtomo_fbp_rings_offsets: a
- * row of at most 64 Ki doubles, a one-off step after the scan), and on the
+ * the same estimator as the CPU backend (rtomo_fbp_rings_offsets: rows of
+ * at most 64 Ki doubles per sector, a one-off step after the scan), and on the
  * device filters c (and c - the offsets applied before) with the plan's
  * filter, as one complex row each, then subtracts proj_scale[p] times the
  * filtered offsets from the float sinogram row of every received
@@ -29,32 +30,38 @@
 #define RINGS_THREADS 256
 
 struct cuda_fbp_rings {
-    double *sum;                /* device: row_count x det_width */
+    double *sum;                /* device: RTOMO_RINGS_SECTORS planes of
+                                   row_count x det_width */
     double *applied;            /* host: offsets subtracted so far */
 };
 
 /* ------------------------------------------------------------ kernels ---- */
 
+/* The sector of each frame of a bank, by value. */
+typedef struct bank_sectors {
+    int sector[CUDA_FBP_MAX_BANK_FRAMES];
+} bank_sectors;
+
 /* Add `frames` packed frames (spectrum[z][k][i] = rows 2k, 2k+1 at bin
- * i) into sum[row][i], frame after frame. */
+ * i) into sum[sector of z][row][i], frame after frame (one thread per
+ * bin and row pair: no two threads touch one sum). */
 __global__ void rings_accumulate_kernel(const cufftComplex *spectrum,
                                         int frames, int pairs, int rows,
-                                        int width, int length, double *sum)
+                                        int width, int length,
+                                        bank_sectors sectors, double *sum)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = blockIdx.y;
     if (i >= width)
         return;
-    double even = sum[(size_t)(2 * k) * width + i];
-    double odd = 2 * k + 1 < rows ? sum[(size_t)(2 * k + 1) * width + i] : 0.0;
+    const size_t plane = (size_t)rows * width;
     for (int z = 0; z < frames; z++) {
         const cufftComplex c = spectrum[((size_t)z * pairs + k) * length + i];
-        even += c.x;
-        odd += c.y;
+        double *s = sum + (size_t)sectors.sector[z] * plane;
+        s[(size_t)(2 * k) * width + i] += c.x;
+        if (2 * k + 1 < rows)
+            s[(size_t)(2 * k + 1) * width + i] += c.y;
     }
-    sum[(size_t)(2 * k) * width + i] = even;
-    if (2 * k + 1 < rows)
-        sum[(size_t)(2 * k + 1) * width + i] = odd;
 }
 
 /* Row r: (c, d) = (offsets[r], offsets[rows + r]) at bins < width, zero
@@ -127,15 +134,16 @@ static rtomo_status ensure_rings(cuda_fbp_slot *slot, const rtomo_fbp *plan,
                                "out of memory for ring removal offsets");
     }
     slot->rings = r;
-    RTOMO_CUDA_TRY(err, cudaMalloc((void **)&r->sum, n * sizeof(double)));
-    RTOMO_CUDA_TRY(err, cudaMemsetAsync(r->sum, 0, n * sizeof(double),
-                                        slot->compute));
+    const size_t bytes = RTOMO_RINGS_SECTORS * n * sizeof(double);
+    RTOMO_CUDA_TRY(err, cudaMalloc((void **)&r->sum, bytes));
+    RTOMO_CUDA_TRY(err, cudaMemsetAsync(r->sum, 0, bytes, slot->compute));
     return RTOMO_OK;
 }
 
 extern "C" rtomo_status cuda_fbp_rings_accumulate(cuda_fbp_slot *slot,
                                                   const rtomo_fbp *plan,
-                                                  int frames, rtomo_error *err)
+                                                  const int *index, int frames,
+                                                  rtomo_error *err)
 {
     if (plan->geom.rings == RTOMO_RINGS_OFF || slot->row_count < 1)
         return RTOMO_OK;
@@ -145,9 +153,12 @@ extern "C" rtomo_status cuda_fbp_rings_accumulate(cuda_fbp_slot *slot,
     const cuda_fbp_filter_state *f = &slot->filter;
     const int width = plan->geom.det_width;
     const dim3 grid((width + RINGS_THREADS - 1) / RINGS_THREADS, f->pairs);
+    bank_sectors sectors;
+    for (int z = 0; z < frames; z++)
+        sectors.sector[z] = rtomo_fbp_rings_sector(plan, index[z]);
     rings_accumulate_kernel<<<grid, RINGS_THREADS, 0, slot->compute>>>(
         f->spectrum, frames, f->pairs, slot->row_count, width, f->length,
-        slot->rings->sum);
+        sectors, slot->rings->sum);
     RTOMO_CUDA_CHECK_LAUNCH(err, "ring removal sums");
     return RTOMO_OK;
 }
@@ -189,16 +200,19 @@ static rtomo_status host_offsets(cuda_fbp_slot *slot, const rtomo_fbp *plan,
 {
     const int width = plan->geom.det_width, rows = slot->row_count;
     const size_t n = (size_t)rows * (size_t)width;
-    double *sum = (double *)malloc(n * sizeof(double));
+    const size_t all = RTOMO_RINGS_SECTORS * n;
+    double *sum = (double *)malloc(all * sizeof(double));
     double *work = (double *)malloc(sizeof(double) *
-                                    (2 * (size_t)width + plan->geom.rings_width));
+                                    ((size_t)width +
+                                     RTOMO_RINGS_SCRATCH(width,
+                                                         plan->geom.rings_width)));
     if (!sum || !work) {
         free(sum);
         free(work);
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for ring "
                                "removal");
     }
-    cudaError_t rc = cudaMemcpyAsync(sum, slot->rings->sum, n * sizeof(double),
+    cudaError_t rc = cudaMemcpyAsync(sum, slot->rings->sum, all * sizeof(double),
                                      cudaMemcpyDeviceToHost, slot->compute);
     if (rc == cudaSuccess)
         rc = cudaStreamSynchronize(slot->compute);
@@ -208,12 +222,14 @@ static rtomo_status host_offsets(cuda_fbp_slot *slot, const rtomo_fbp *plan,
         return rtomo_cuda_error(err, rc, "ring removal sums download",
                                 __FILE__, __LINE__);
     }
-    double *mean = work, *c = work + width, *window = c + width;
+    double *c = work, *scratch = work + width;
     for (int r = 0; r < rows; r++) {
         double *applied = slot->rings->applied + (size_t)r * width;
-        for (int i = 0; i < width; i++)
-            mean[i] = sum[(size_t)r * width + i] / plan->n_received;
-        rtomo_fbp_rings_offsets(mean, width, plan->geom.rings_width, window, c);
+        const double *sums[RTOMO_RINGS_SECTORS];
+        for (int j = 0; j < RTOMO_RINGS_SECTORS; j++)
+            sums[j] = sum + (size_t)j * n + (size_t)r * width;
+        rtomo_fbp_rings_offsets(sums, plan->rings_counts, width,
+                                plan->geom.rings_width, scratch, c);
         for (int i = 0; i < width; i++) {
             host[(size_t)r * width + i] = (float)c[i];
             host[n + (size_t)r * width + i] = (float)(c[i] - applied[i]);

@@ -102,6 +102,9 @@ typedef struct rtomo_fbp_backend_ops {
     rtomo_status (*remove_rings)(rtomo_fbp *plan, rtomo_error *err);
 } rtomo_fbp_backend_ops;
 
+/* Angular sectors of ring removal's column sums (fbp_rings.c). */
+#define RTOMO_RINGS_SECTORS 8
+
 struct rtomo_fbp {
     rtomo_fbp_geometry geom;    /* normalised copy: angles, axis_shift point
                                    to the arrays below; axis is finite;
@@ -135,6 +138,7 @@ struct rtomo_fbp {
     /* Ring removal, owned by fbp_rings.c. */
     unsigned char *rings_done;  /* n_proj: corrected by remove_rings */
     int rings_fresh;            /* projections fed since the last one */
+    long rings_counts[RTOMO_RINGS_SECTORS]; /* projections fed per sector */
     int rings_spoilt;           /* 1 + a slot whose data left or entered
                                    other than by one add_projection (fed
                                    twice, cleared, set_filtered): the
@@ -220,11 +224,27 @@ rtomo_status rtomo_fbp_stream_settle(rtomo_fbp *plan, int index,
  * received slot spoil the sums (index -1 for all). */
 void rtomo_fbp_rings_note_feed(rtomo_fbp *plan, int index);
 void rtomo_fbp_rings_note_spoil(rtomo_fbp *plan, int index);
-/* The stripe offsets of one row: c[x] = mean[x] - the median of mean over
- * the bins x-width/2..x+width/2 that lie in [0, n) (an even count: the
- * mean of the middle two).  `scratch` holds `width` doubles. */
-void rtomo_fbp_rings_offsets(const double *mean, int n, int width,
-                             double *scratch, double *c);
+/* Ring removal keeps, per kept row, the sums of the line integrals over
+ * the projections fed in each of RTOMO_RINGS_SECTORS angular sectors
+ * (angle modulo 180 degrees): RTOMO_RINGS_SECTORS planes of row_count x
+ * det_width.  A stripe is the same in every sector; the sample's
+ * structure moves across the detector as it turns, so a median over the
+ * sectors sees the stripes and not the few sectors where an edge of the
+ * sample passes a column (RTOMO_RINGS_SECTORS, above). */
+/* The sector of projection `index` (by plan->angles). */
+int rtomo_fbp_rings_sector(const rtomo_fbp *plan, int index);
+/* The stripe offsets c of one row of n bins from its sector sums and the
+ * projections counted in each sector (see rtomo_rings and PROTOCOL.md
+ * 3.10).  `scratch` holds RTOMO_RINGS_SCRATCH(n, width) doubles. */
+#define RTOMO_RINGS_SIGMAS 4.0
+#define RTOMO_RINGS_FLOOR 2e-3
+#define RTOMO_RINGS_PASSES 3
+#define RTOMO_RINGS_SCRATCH(n, width) \
+    ((size_t)(RTOMO_RINGS_SECTORS + 5) * (size_t)(n) + (size_t)(width) + \
+     RTOMO_RINGS_SECTORS)
+void rtomo_fbp_rings_offsets(const double *const sums[RTOMO_RINGS_SECTORS],
+                             const long counts[RTOMO_RINGS_SECTORS], int n,
+                             int width, double *scratch, double *c);
 
 /* Smallest power of two >= 2*det_width: the padded filter length. */
 int rtomo_fbp_padded_length(int det_width);

@@ -579,13 +579,15 @@ rtomo_status rtomo_fbp_add_projection(rtomo_fbp *plan, int index,
         return st;
     if ((st = rtomo_fbp_stream_settle(plan, index, err)) != RTOMO_OK)
         return st;
-    st = plan->ops->add_projection(plan, index, frame, dtype, err);
-    if (st != RTOMO_OK)
-        return st;
+    /* After the settle (queued chunks read the slot's old angle), before
+     * the backend (ring removal sorts the frame by its angle). */
     if (!isnan(angle))
         plan->angles[index] = angle;
     if (!isnan(axis_shift))
         plan->axis_shift[index] = axis_shift;
+    st = plan->ops->add_projection(plan, index, frame, dtype, err);
+    if (st != RTOMO_OK)
+        return st;
     rtomo_fbp_rings_note_feed(plan, index);
     if (!plan->received[index]) {
         plan->received[index] = 1;

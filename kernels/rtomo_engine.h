@@ -204,16 +204,21 @@ typedef struct rtomo_fbp_phase {
 
 /*
  * Ring (detector stripe) removal on sinograms.  RTOMO_RINGS_COLUMN_MEAN:
- * a detector column's offset is constant over the scan (a gain error),
- * so per detector row the line integrals' mean over the projections,
- * m(x), less its running median of `width` bins along the row, is each
- * column's offset c(x) = m(x) - median(m)(x), and it is subtracted from
- * every projection (Rivers 1998; Raven 1998).  Linear in the sinogram's
- * column mean: the mean is accumulated as projections arrive and the
- * held filtered projections are corrected by the filtered offset once
- * the last one is in (rtomo_fbp_remove_rings), so nothing is filtered
+ * a detector column whose gain is off gives the same offset c(x) in the
+ * line integrals of every projection (Rivers 1998; Raven 1998), so c is
+ * estimated from column means and subtracted from every projection.  Per
+ * detector row the means are kept in 8 angular sectors, and a column is
+ * a stripe where the sectors agree (their median) that its local residual
+ * m(x) - (m(x-1) + m(x+1)) / 2 stands out from its running median of
+ * `width` bins: the sample's structure moves across the detector as it
+ * turns, a stripe does not.  A run of stripe columns is bridged by the
+ * straight line between its neighbours; c elsewhere is 0, so stripe-free
+ * data are left alone (PROTOCOL.md 3.10 has every step).  The means are
+ * accumulated as projections arrive and the held filtered projections
+ * are corrected by the filtered offsets once the last one is in
+ * (rtomo_fbp_remove_rings; the filter is linear), so nothing is filtered
  * twice.  It therefore needs the whole scan before back-projection: not
- * with resident slices.
+ * with resident slices, and every projection slot fed once.
  */
 typedef enum rtomo_rings {
     RTOMO_RINGS_OFF = 0,
