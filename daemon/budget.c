@@ -40,12 +40,20 @@ static size_t next_pow2(size_t n)
     return p;
 }
 
+/* The detector the engine reconstructs on: twice as wide, nearly, for a
+ * half-acquisition scan (rtomo_fbp_virtual_width; -1 only for a geometry
+ * the engine refuses, which is never budgeted). */
+static size_t virtual_width(const rtomo_fbp_geometry *g)
+{
+    int w = rtomo_fbp_virtual_width(g);
+    return (size_t)(w > 0 ? w : g->det_width);
+}
+
 size_t rtomod_budget_slice_bytes(const rtomo_fbp_geometry *g)
 {
-    size_t sw = (size_t)(g->roi_width > 0 ? g->roi_width
-                         : g->slice_size > 0 ? g->slice_size : g->det_width);
-    size_t sh = (size_t)(g->roi_height > 0 ? g->roi_height
-                         : g->slice_size > 0 ? g->slice_size : g->det_width);
+    size_t grid = g->slice_size > 0 ? (size_t)g->slice_size : virtual_width(g);
+    size_t sw = g->roi_width > 0 ? (size_t)g->roi_width : grid;
+    size_t sh = g->roi_height > 0 ? (size_t)g->roi_height : grid;
     return mul(mul(sw, sh), sizeof(float));
 }
 
@@ -65,7 +73,7 @@ void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
                              int resident, int batch, int buffers, int on_gpu,
                              size_t *host, size_t *device)
 {
-    size_t width = (size_t)g->det_width, r = (size_t)rows;
+    size_t width = virtual_width(g), r = (size_t)rows;
     /* A GPU line is padded to 512 bytes, a CPU line has 3 guard bins. */
     size_t line = on_gpu ? (width * sizeof(float) + 511) / 512 * 512
                          : (width + 3) * sizeof(float);

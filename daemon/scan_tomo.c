@@ -693,6 +693,13 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                        "projection's \"angle\")");
         return -1;
     }
+    if (spec->continuous && spec->geometry.half_acquisition) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
+                       "field \"half_acquisition\" is for scans of 360 "
+                       "degrees; a continuous stream's windows are half a "
+                       "turn");
+        return -1;
+    }
     if (spec->continuous && spec->geometry.axis_shift) {
         rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, -1,
                        "field \"axis_shift\" (a list) cannot describe a "

@@ -111,6 +111,17 @@ static int decode_axis(const json_t *root, rtomo_scan_spec *spec,
                                     "outside [%d, %d] (at most the detector "
                                     "width)", p, spec->axis_shift[p], -w, w);
     g->axis_shift = spec->axis_shift;
+    /* A 360-degree scan with the axis near an edge: the engine checks the
+     * angles and the axis (bad_geometry names what is wrong). */
+    if (proto_get_bool(root, NULL, "half_acquisition", OPTIONAL,
+                       &g->half_acquisition, why) < 0)
+        return -1;
+    if (g->half_acquisition && spec->axis_auto)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"half_acquisition\" needs the axis "
+                                "as a number of bins, not \"auto\" (its "
+                                "opposed projections overlap only near the "
+                                "edge)");
     return 0;
 }
 
@@ -492,6 +503,8 @@ char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec)
     if (g->axis_shift)
         e |= json_object_set_new(root, "axis_shift",
                                  number_array(g->axis_shift, g->n_proj, 1.0));
+    if (g->half_acquisition)
+        e |= json_object_set_new(root, "half_acquisition", json_true());
     e |= encode_reconstruction(root, spec);
     if (spec->continuous)
         e |= json_object_set_new(root, "mode", json_string("continuous"));

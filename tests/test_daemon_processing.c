@@ -7,7 +7,10 @@
  * without them.  Ring removal makes the scan's slices wait for its end
  * (after_scan) and takes a detector's striped columns out.  What cannot
  * work is refused naming the field: ring removal of a continuous stream,
- * an even median width, phase retrieval without an energy.
+ * an even median width, phase retrieval without an energy.  A half
+ * acquisition scan (360 degrees, axis near an edge) gives slices of the
+ * extended field, equal to the engine's; with an "auto" axis or in
+ * continuous mode it is refused.
  *
  * The engine's own tests (test_fbp_phase, test_fbp_rings) check the
  * methods against independent derivations; this one checks the wiring.
@@ -86,7 +89,7 @@ START_TEST(phase_and_rings_applied)
     daemon_scan_make(&s, "processed", WIDTH, HEIGHT, N_PROJ, 1, 2, 0x9a9a);
     add_stripes(&s, stripes, 4, 0.96);
     daemon_scan_select_rows(&s, rows, 2);
-    s.spec.geometry.phase.delta_beta = 300;
+    s.spec.geometry.phase.delta_beta = 20;
     s.spec.geometry.rings = RTOMO_RINGS_COLUMN_MEAN;
     s.spec.geometry.rings_width = 15;
     s.spec.given |= RTOMO_SPEC_HAS_PHASE_DELTA_BETA | RTOMO_SPEC_HAS_RINGS |
@@ -97,14 +100,14 @@ START_TEST(phase_and_rings_applied)
     printf("scan_started: %s\n", ev->message);
     ck_assert_str_eq(ev->reason, "after_scan");
     ck_assert_msg(strstr(ev->message, "ring removal needs the whole sinogram") &&
-                  strstr(ev->message, "phase: delta/beta 300 at 20 keV") &&
+                  strstr(ev->message, "phase: delta/beta 20 at 20 keV") &&
                   strstr(ev->message, "rings: column_mean, width 15"),
                   "scan_started says: %s", ev->message);
     json_t *status;
     json_t *entry = scan_status(t.c, "processed", &status);
     json_t *phase = json_object_get(entry, "phase");
     ck_assert(json_is_object(phase));
-    ck_assert(json_number_value(json_object_get(phase, "delta_beta")) == 300);
+    ck_assert(json_number_value(json_object_get(phase, "delta_beta")) == 20);
     ck_assert(json_number_value(json_object_get(phase, "pixel_m")) == 2e-6);
     json_t *rings = json_object_get(entry, "rings");
     ck_assert_str_eq(json_string_value(json_object_get(rings, "method")),
@@ -129,7 +132,7 @@ START_TEST(phase_and_rings_applied)
     s.spec.geometry.phase.delta_beta = 0;
     float *plain = daemon_reference_slices(&s, rows, 2, NULL, NULL);
     double without_phase = slices_error(&t.in, "processed", plain, 2);
-    s.spec.geometry.phase.delta_beta = 300;
+    s.spec.geometry.phase.delta_beta = 20;
     s.spec.geometry.rings = RTOMO_RINGS_OFF;
     float *striped = daemon_reference_slices(&s, rows, 2, NULL, NULL);
     double without_rings = slices_error(&t.in, "processed", striped, 2);
@@ -195,6 +198,62 @@ START_TEST(rings_default_and_continuous)
 }
 END_TEST
 
+/* A 360-degree scan with the axis near the detector's edge: slices of
+ * the extended field of view, equal to the engine's. */
+START_TEST(half_acquisition_extends_the_field)
+{
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    const int width = 48, rows[2] = {0, 1};
+    daemon_scan s;
+    daemon_scan_make(&s, "wide", width, 2, 120, 1, 2, 0x4a1f);
+    s.spec.geometry.angle_step = 2 * M_PI / 120;
+    s.spec.geometry.axis = 40.0;
+    s.spec.geometry.half_acquisition = 1;
+    daemon_send_scan(t.c, &s);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "wide", 2);
+    float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
+    /* The virtual detector: ceil(2 * 40) + 1 bins, the grid as wide. */
+    const int field = 81;
+    for (int i = 0; i < 2; i++) {
+        const daemon_image *im = daemon_find_image(&t.in, RTOMO_TOPIC_SLICE,
+                                                   "wide", -1, i);
+        ck_assert_ptr_nonnull(im);
+        ck_assert_int_eq(im->h.width, field);
+        ck_assert_int_eq(im->h.height, field);
+        double e = test_rel_l2(im->data, ref + (size_t)field * field * i,
+                               (size_t)field * field);
+        ck_assert_msg(e <= 1e-5, "slice %d: relative L2 %.3g to the engine",
+                      i, e);
+    }
+    free(ref);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "wide", 0);
+    daemon_scan_free(&s);
+    /* Refused: a 180-degree scan (the engine says why), "auto" axis, a
+     * continuous stream. */
+    daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
+        "\"scan\": \"half-turn\", \"detector\": {\"width\": 32, "
+        "\"height\": 2}, \"projections\": 60, \"axis\": 28, "
+        "\"half_acquisition\": true}");
+    const rtomo_event *ev = daemon_wait_event(&t.in, "rejected",
+                                              "bad_geometry", "half-turn", 0);
+    ck_assert_msg(strstr(ev->message, "360 degrees"), "%s", ev->message);
+    daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
+        "\"scan\": \"half-auto\", \"detector\": {\"width\": 32, "
+        "\"height\": 2}, \"projections\": 10, \"angle_step\": 36, "
+        "\"axis\": \"auto\", \"half_acquisition\": true}");
+    ev = daemon_wait_event(&t.in, "rejected", "bad_field", "half-auto", 0);
+    ck_assert_msg(strstr(ev->message, "half_acquisition"), "%s", ev->message);
+    daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
+        "\"scan\": \"half-cont\", \"detector\": {\"width\": 32, "
+        "\"height\": 2}, \"projections\": 10, \"angle_step\": 36, \"axis\": 28, "
+        "\"half_acquisition\": true, \"mode\": \"continuous\"}");
+    ev = daemon_wait_event(&t.in, "rejected", "bad_field", "half-cont", 0);
+    ck_assert_msg(strstr(ev->message, "half_acquisition"), "%s", ev->message);
+    daemon_session_close(&t);
+}
+END_TEST
+
 START_TEST(bad_settings_refused)
 {
     daemon_session t;
@@ -230,7 +289,7 @@ int main(void)
 {
     const TTest *tests[] = {
         phase_and_rings_applied, rings_default_and_continuous,
-        bad_settings_refused,
+        half_acquisition_extends_the_field, bad_settings_refused,
     };
     return daemon_run_tests("daemon_processing", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
