@@ -34,6 +34,7 @@ typedef enum rtomod_job_kind {
     RTOMOD_JOB_TOMO_BEGIN,      /* create an FBP plan */
     RTOMOD_JOB_TOMO_DARK,
     RTOMOD_JOB_TOMO_FLAT,
+    RTOMOD_JOB_TOMO_FLAT_AFTER, /* a flat after the projections */
     RTOMOD_JOB_TOMO_PROJECTION,
     RTOMOD_JOB_TOMO_RECONSTRUCT,/* back-project rows, publish, maybe close */
     RTOMOD_JOB_SBDX_BEGIN,      /* create an SBDX plan */
@@ -69,6 +70,8 @@ typedef struct rtomod_tomo_begin_job {
      * (0 = not tracked), and apply a change beyond axis_tolerance bins. */
     int64_t axis_every;
     double axis_tolerance;
+    int flats_after;            /* flats after the projections announced:
+                                   interpolate before reconstructing */
 } rtomod_tomo_begin_job;
 
 /* Planes of any orientation an operator asked for (control "planes"). */

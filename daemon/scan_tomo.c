@@ -83,6 +83,8 @@ typedef struct set_info {
 struct rtomod_tomo_scan {
     rtomo_scan_spec *spec;          /* owned */
     rtomod_seen projections, darks, flats;
+    rtomod_seen flats_after;        /* indices n_flats.. of flats after the
+                                       projections (scan_begin flats_after) */
     int projections_started;
     int projection_since_fields;    /* continuous: a projection came after
                                        the last dark or flat */
@@ -135,6 +137,7 @@ void rtomod_tomo_free(rtomod_tomo_scan *t)
     rtomod_seen_free(&t->projections);
     rtomod_seen_free(&t->darks);
     rtomod_seen_free(&t->flats);
+    rtomod_seen_free(&t->flats_after);
     free(t->rows);
     free(t->slot_index);
     free(t->slot_angle);
@@ -354,9 +357,11 @@ static int admit_resident(rtomod *d, rtomod_scan *scan,
     for (int w = 0; w < d->pool.n; w++)
         if (t->part_count[w] > most)
             most = t->part_count[w];
-    /* Ring removal corrects the filtered projections once all are in:
-     * nothing may be back-projected before (rtomo_fbp_remove_rings). */
-    if (!d->cfg.reconstruction.streaming || g->rings != RTOMO_RINGS_OFF)
+    /* Ring removal and flats after the projections correct the filtered
+     * projections once all are in: nothing may be back-projected before
+     * (rtomo_fbp_remove_rings, rtomo_fbp_interpolate_flats). */
+    if (!d->cfg.reconstruction.streaming || g->rings != RTOMO_RINGS_OFF ||
+        t->spec->n_flats_after > 0)
         most = 0;
     if (try_resident(d, scan, g, most, why, why_size) == 0)
         return 0;
@@ -410,6 +415,8 @@ static void note_resident(rtomod_scan *scan, const rtomo_fbp_geometry *g)
                  : "slices back-projected after the scan",
                  g->rings != RTOMO_RINGS_OFF
                      ? "ring removal needs the whole sinogram"
+                 : scan->tomo->spec->n_flats_after > 0
+                     ? "flats after the projections are interpolated first"
                  : scan->d->cfg.reconstruction.streaming
                      ? "memory budget" : "reconstruction.streaming is off");
     }
@@ -454,6 +461,7 @@ static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
     memcpy(b->axis_pairs, t->axis_pairs, sizeof b->axis_pairs);
     b->n_axis_pairs = t->n_axis_pairs;
     b->axis_every = t->axis_every;
+    b->flats_after = t->spec->n_flats_after;
     b->axis_tolerance = d->cfg.reconstruction.axis_tolerance;
     b->n_resident = t->resident[w];
     if (b->n_resident == 0)
@@ -544,6 +552,7 @@ static rtomod_tomo_scan *tomo_new(rtomo_scan_spec *spec)
     if (rtomod_seen_init(&t->projections, spec->geometry.n_proj) != 0 ||
         rtomod_seen_init(&t->darks, FIELD_INDEX_WINDOW) != 0 ||
         rtomod_seen_init(&t->flats, FIELD_INDEX_WINDOW) != 0 ||
+        rtomod_seen_init(&t->flats_after, FIELD_INDEX_WINDOW) != 0 ||
         (spec->continuous && continuous_init(t) != 0)) {
         t->spec = NULL;
         rtomod_tomo_free(t);
@@ -727,6 +736,13 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
             return -1;
         }
         g.rings = RTOMO_RINGS_OFF;  /* the daemon's default, said below */
+    }
+    if (spec->n_flats_after > 0 && g.phase.delta_beta > 0.0) {
+        rtomod_rejectf(d, RTOMO_REJECT_GEOMETRY, msg->scan, -1,
+                       "flats after the projections are not interpolated "
+                       "with phase retrieval (its filter acts on "
+                       "intensities, where the flat is no offset)");
+        return -1;
     }
     rtomo_error err;
     if (rtomo_fbp_geometry_validate(&g, &err) != RTOMO_OK) {
@@ -935,6 +951,14 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         t->projections_started = 1;
         t->projection_since_fields = 1;
         kind = RTOMOD_JOB_TOMO_PROJECTION;
+    } else if (msg->type == RTOMO_MSG_FLAT &&
+               msg->frame.index >= t->spec->n_flats &&
+               t->spec->n_flats_after > 0) {
+        /* A flat after the projections (by its index, whenever it comes:
+         * the engine keeps it apart from the field in use). */
+        if (mark_index(d, &t->flats_after, msg) != 0)
+            return -1;
+        kind = RTOMOD_JOB_TOMO_FLAT_AFTER;
     } else {
         if (check_field_frame(d, t, msg) != 0)
             return -1;
@@ -1460,6 +1484,8 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
     if (continuous)
         json_object_set_new(out, "field_sets", json_integer(t->field_sets));
     json_object_set_new(out, "flats", json_integer(t->flats.count));
+    json_object_set_new(out, "flats_after",
+                        json_integer(t->flats_after.count));
     json_object_set_new(out, "missing", json_integer(missing));
     if (continuous) {
         json_object_set_new(out, "windows", json_integer(t->windows));

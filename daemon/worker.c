@@ -75,6 +75,7 @@ static int job_is_frame(const rtomod_job *job)
 {
     return job->kind == RTOMOD_JOB_TOMO_DARK ||
            job->kind == RTOMOD_JOB_TOMO_FLAT ||
+           job->kind == RTOMOD_JOB_TOMO_FLAT_AFTER ||
            job->kind == RTOMOD_JOB_TOMO_PROJECTION ||
            job->kind == RTOMOD_JOB_SBDX_FRAME;
 }

@@ -30,6 +30,8 @@ typedef struct plan_state {
     rtomo_fbp_window *window;   /* continuous scans: the sliding window */
     int streaming;              /* plain scans: resident slices are open */
     int rings_removed;          /* rtomo_fbp_remove_rings done */
+    int flats_after;            /* interpolate flats before reconstructing */
+    int flats_after_fed;        /* flats after the projections fed */
     long projections;           /* projections fed so far */
     int preview_every;          /* 0 = no previews */
     int *preview_rows, n_preview;

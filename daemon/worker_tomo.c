@@ -70,6 +70,7 @@ void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
         engine_failed(w, s, job->serial, "automatic axis", &err);
         return;
     }
+    s->flats_after = b->flats_after;
     s->preview_every = b->preview_every;
     s->preview_rows = b->preview_rows;      /* the plan owns them now */
     s->n_preview = b->n_preview;
@@ -171,6 +172,10 @@ void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
     } else if (job->kind == RTOMOD_JOB_TOMO_FLAT) {
         st = rtomo_fbp_add_flat(s->fbp, frame, job->dtype, &err);
         what = "flat frame";
+    } else if (job->kind == RTOMOD_JOB_TOMO_FLAT_AFTER) {
+        st = rtomo_fbp_add_flat_after(s->fbp, frame, job->dtype, &err);
+        s->flats_after_fed += st == RTOMO_OK;
+        what = "flat frame after the projections";
     } else {
         double t0 = now_seconds();
         st = feed_projection(w, s, job, &err);
@@ -393,6 +398,26 @@ static int tomo_plane(rtomod_worker *w, plan_state *s, const rtomod_job *job,
  * after the last one and before the first slice (the scan's plan has no
  * resident slices: scan_tomo.c admits none).  Later reconstructions of
  * the same plan (planes asked again) find them corrected. */
+/* Flats after the projections announced: the projections were
+ * normalised with the flats before; now each is corrected to the flat
+ * interpolated by its index.  None came: the loop hears it, and the
+ * slices keep the flats before. */
+static rtomo_status interpolate_flats(rtomod_worker *w, plan_state *s,
+                                      uint64_t serial, rtomo_error *err)
+{
+    if (!s->flats_after || s->window)
+        return RTOMO_OK;
+    s->flats_after = 0;
+    if (s->flats_after_fed > 0)
+        return rtomo_fbp_interpolate_flats(s->fbp, err);
+    char message[2 * RTOMO_REASON_MAX];
+    snprintf(message, sizeof message, "scan %s announced flats after its "
+             "projections and none came; the projections keep the flats "
+             "before them", s->scan);
+    post_error(w, serial, 0, "flats_after_missing", message);
+    return RTOMO_OK;
+}
+
 static rtomo_status remove_rings(plan_state *s, rtomo_error *err)
 {
     if (s->window || s->rings_removed ||
@@ -413,6 +438,7 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         rtomo_fbp_set_roi(s->fbp, rc->roi[0], rc->roi[1], rc->roi[2],
                           rc->roi[3], &err) != RTOMO_OK ||
         rtomo_fbp_set_interp(s->fbp, rc->interp, &err) != RTOMO_OK ||
+        interpolate_flats(w, s, job->serial, &err) != RTOMO_OK ||
         remove_rings(s, &err) != RTOMO_OK) {
         engine_failed(w, s, job->serial, "reconstruction", &err);
         return;

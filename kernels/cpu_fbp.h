@@ -121,6 +121,10 @@ void cpu_fbp_filter_rows(const rtomo_fbp *plan, const cpu_fbp_state *st,
 
 /* ---------------------------------------------------- ring removal ---- */
 
+/* The add_offsets op (engine_internal.h; cpu_fbp_rings.c). */
+rtomo_status cpu_fbp_add_offsets(rtomo_fbp *plan, const float *offsets,
+                                 const float *weights, rtomo_error *err);
+
 /* Allocate the column sums when geom.rings is set (cpu_fbp_rings.c). */
 rtomo_status cpu_fbp_rings_create(const rtomo_fbp *plan, cpu_fbp_state *st,
                                   rtomo_error *err);

@@ -188,4 +188,5 @@ const rtomo_fbp_backend_ops rtomo_cpu_fbp_ops = {
     .stream_chunk = cpu_fbp_stream_chunk,
     .reconstruct_plane = cpu_fbp_reconstruct_plane,
     .remove_rings = cpu_fbp_remove_rings,
+    .add_offsets = cpu_fbp_add_offsets,
 };

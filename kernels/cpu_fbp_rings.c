@@ -137,3 +137,49 @@ rtomo_status cpu_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
     free(job.rows);
     return RTOMO_OK;
 }
+
+/* ------------------------------------------- offsets from the front end ---- */
+
+/* The held projections corrected by a per-pixel offset with a weight per
+ * projection (flats interpolated, fbp_flats.c): the same filtering of one
+ * offset row and the same update of every projection row as above. */
+typedef struct offsets_job {
+    const rtomo_fbp *plan;
+    cpu_fbp_state *st;
+    const float *offsets, *weights;
+    float *rows;                /* per worker: 2 width */
+} offsets_job;
+
+static void offsets_row_task(void *ctx, int kept_row, int worker)
+{
+    const offsets_job *job = ctx;
+    const rtomo_fbp *plan = job->plan;
+    const int width = plan->geom.det_width, n_proj = plan->geom.n_proj;
+    float *q = job->rows + (size_t)worker * 2 * (size_t)width;
+    cpu_fbp_filter_rows(plan, job->st, worker,
+                        job->offsets + (size_t)kept_row * width, NULL, q,
+                        NULL);
+    for (int p = 0; p < n_proj; p++) {
+        const float w = job->weights[p];
+        if (w == 0.f)
+            continue;
+        float *row = cpu_fbp_projection_row(job->st, n_proj, kept_row, p);
+        for (int i = 0; i < width; i++)
+            row[i] += w * q[i];
+    }
+}
+
+rtomo_status cpu_fbp_add_offsets(rtomo_fbp *plan, const float *offsets,
+                                 const float *weights, rtomo_error *err)
+{
+    cpu_fbp_state *st = plan->impl;
+    offsets_job job = {plan, st, offsets, weights, NULL};
+    job.rows = malloc(sizeof(float) * (size_t)st->n_workers * 2 *
+                      (size_t)plan->geom.det_width);
+    if (!job.rows)
+        return rtomo_set_error(err, RTOMO_E_NOMEM,
+                               "out of memory for the offset correction");
+    cpu_pool_run(st->pool, plan->geom.row_count, offsets_row_task, &job);
+    free(job.rows);
+    return RTOMO_OK;
+}

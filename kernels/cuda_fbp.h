@@ -396,8 +396,10 @@ rtomo_status cuda_fbp_rings_accumulate(cuda_fbp_slot *slot,
                                        const rtomo_fbp *plan, const int *index,
                                        int frames, rtomo_error *err);
 void cuda_fbp_rings_free(cuda_fbp_slot *slot);
-/* The backend op (engine_internal.h). */
+/* The backend ops (engine_internal.h). */
 rtomo_status cuda_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err);
+rtomo_status cuda_fbp_add_offsets(rtomo_fbp *plan, const float *offsets,
+                                  const float *weights, rtomo_error *err);
 
 /* ---------------------------------------------------------- pipeline ---- */
 

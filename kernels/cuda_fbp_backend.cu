@@ -650,4 +650,5 @@ extern "C" const rtomo_fbp_backend_ops rtomo_cuda_fbp_ops = {
     cuda_fbp_stream_idle,
     cuda_update_flat_field,
     cuda_fbp_remove_rings,
+    cuda_fbp_add_offsets,
 };

@@ -324,3 +324,57 @@ extern "C" rtomo_status cuda_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
     free(weight);
     return st;
 }
+
+/* ------------------------------------------- offsets from the front end ---- */
+
+/* The held projections corrected by a per-pixel offset with a weight per
+ * projection (flats interpolated, fbp_flats.c), with the kernels above:
+ * each slot's rows of the offsets in its local order, filtered, and
+ * weights[p] times them added to projection p (the subtraction kernel
+ * takes minus the weight). */
+static rtomo_status offsets_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
+                                 const rtomo_fbp *plan, const float *offsets,
+                                 const float2 *weight, rtomo_error *err)
+{
+    if (slot->row_count < 1)
+        return RTOMO_OK;
+    RTOMO_CUDA_TRY(err, cudaSetDevice(slot->device));
+    const int width = plan->geom.det_width;
+    const size_t n = (size_t)slot->row_count * (size_t)width;
+    float *host = (float *)calloc(2 * n, sizeof(float));
+    if (!host)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for the "
+                               "offset correction");
+    for (int r = 0; r < slot->row_count; r++) {
+        const int kept = fbp_partition_row(&impl->deal, slot->index, r);
+        memcpy(host + (size_t)r * width, offsets + (size_t)kept * width,
+               sizeof(float) * (size_t)width);
+    }
+    rings_work w;
+    memset(&w, 0, sizeof w);
+    rtomo_status st = correct_slot(slot, plan, host, weight, &w, err);
+    free_work(&w);
+    free(host);
+    return st;
+}
+
+extern "C" rtomo_status cuda_fbp_add_offsets(rtomo_fbp *plan,
+                                             const float *offsets,
+                                             const float *weights,
+                                             rtomo_error *err)
+{
+    cuda_fbp_impl *impl = (cuda_fbp_impl *)plan->impl;
+    rtomo_status st = cuda_fbp_stream_before_write(impl, NULL, 0, err);
+    if (st != RTOMO_OK)
+        return st;
+    const int n_proj = plan->geom.n_proj;
+    float2 *weight = (float2 *)malloc(sizeof(float2) * (size_t)n_proj);
+    if (!weight)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    for (int p = 0; p < n_proj; p++)
+        weight[p] = make_float2(-weights[p], 0.f);
+    for (int i = 0; i < impl->n_slots && st == RTOMO_OK; i++)
+        st = offsets_slot(&impl->slots[i], impl, plan, offsets, weight, err);
+    free(weight);
+    return st;
+}

@@ -100,6 +100,11 @@ typedef struct rtomo_fbp_backend_ops {
      * corrected by the offsets c_applied of the previous call, which the
      * backend keeps).  Called after sync; NULL: not supported. */
     rtomo_status (*remove_rings)(rtomo_fbp *plan, rtomo_error *err);
+    /* Add weights[p] times the filtered offsets[kept row] (row_count x
+     * det_width, kept-row order) to every projection p with weights[p]
+     * != 0, ordered after all earlier work (fbp_flats.c). */
+    rtomo_status (*add_offsets)(rtomo_fbp *plan, const float *offsets,
+                                const float *weights, rtomo_error *err);
 } rtomo_fbp_backend_ops;
 
 /* Angular sectors of ring removal's column sums (fbp_rings.c). */
@@ -129,6 +134,11 @@ struct rtomo_fbp {
     float *dark, *flat;         /* kept rows, averaged; set before
                                    begin_projections when normalise */
     int normalise;              /* 1 when at least one flat was added */
+    int flat_refreshes;         /* times the field changed between
+                                   projections (refresh_flat_field) */
+    int flats_interpolated;     /* rtomo_fbp_interpolate_flats done */
+    double *flat_after_sum;     /* full frames: rtomo_fbp_add_flat_after */
+    int n_flat_after;
     rtomo_fbp_phase_plan phase; /* phase retrieval, owned by fbp_phase.c */
     int projections_started;
 

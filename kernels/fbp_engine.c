@@ -374,6 +374,7 @@ void rtomo_fbp_destroy(rtomo_fbp *plan)
     free(plan->flat_sum);
     free(plan->dark_next);
     free(plan->flat_next);
+    free(plan->flat_after_sum);
     free(plan->dark);
     free(plan->flat);
     rtomo_fbp_phase_free(plan);
@@ -466,6 +467,20 @@ rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
                             dtype, "flat", err);
 }
 
+rtomo_status rtomo_fbp_add_flat_after(rtomo_fbp *plan, const void *frame,
+                                      rtomo_dtype dtype, rtomo_error *err)
+{
+    rtomo_status st = check_frame(frame, dtype, err);
+    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
+        return st;
+    if (plan->flats_interpolated)
+        return rtomo_set_error(err, RTOMO_E_STATE, "the flats are "
+                               "interpolated already: a flat after them "
+                               "comes too late");
+    return accumulate(plan, &plan->flat_after_sum, &plan->n_flat_after, frame,
+                      dtype, "flat", err);
+}
+
 /* Average darks and flats over the kept rows (dark 0 when none came). */
 static rtomo_status average_flat_field(rtomo_fbp *plan, rtomo_error *err)
 {
@@ -523,6 +538,7 @@ static rtomo_status refresh_flat_field(rtomo_fbp *plan, rtomo_error *err)
               &plan->n_dark_next);
     take_next(&plan->flat_sum, &plan->n_flat, &plan->flat_next,
               &plan->n_flat_next);
+    plan->flat_refreshes++;
     plan->normalise = plan->n_flat > 0;
     if (!plan->normalise)
         return RTOMO_OK;    /* darks alone do nothing without flats */

@@ -413,6 +413,35 @@ rtomo_status rtomo_fbp_set_filtered(rtomo_fbp *plan, int row, int rows,
 rtomo_status rtomo_fbp_get_filtered(rtomo_fbp *plan, int row, float *sinogram,
                                     rtomo_error *err);
 
+/* A flat taken after the scan's projections (rtomo_fbp_interpolate_flats):
+ * averaged with the others so added, apart from the field in use.  Any
+ * time before the interpolation. */
+rtomo_status rtomo_fbp_add_flat_after(rtomo_fbp *plan, const void *frame,
+                                      rtomo_dtype dtype, rtomo_error *err);
+
+/*
+ * Flats before and after the projections (a plain scan whose flat field
+ * drifts).  Flats given to rtomo_fbp_add_flat_after form the field
+ * "after"; this corrects every projection
+ * p fed so far as if it had been normalised with the flat interpolated
+ * linearly by its index between the field before (at index 0) and after
+ * (at n_proj - 1), flat_p = (1 - t_p) flat_before + t_p flat_after,
+ * t_p = p / (n_proj - 1), the dark the one before (darks after are not
+ * used).  To first order in the change, which is exact to (t(1-t)/2)
+ * ln(after/before)^2 (3e-5 for a 3% drift): the line integrals become
+ *     p + t_p (ln(flat_after - dark) - ln(flat_before - dark))
+ * (0 where either difference is <= 0, which the normalisation clamps),
+ * and since the ramp filter is linear the held filtered projections are
+ * corrected by the filtered difference, nothing filtered again.  Once,
+ * after the last projection, before reconstructing; with rings, before
+ * rtomo_fbp_remove_rings.  RTOMO_E_STATE without flats before and after
+ * (or when the flat field already changed between projections), with
+ * resident slices open, or when called again; RTOMO_E_INVALID with phase
+ * retrieval (its filter acts on intensities, where the flat is not an
+ * offset).
+ */
+rtomo_status rtomo_fbp_interpolate_flats(rtomo_fbp *plan, rtomo_error *err);
+
 /* With geometry rings set: correct every filtered projection fed so far
  * by the stripe offsets estimated from them (see rtomo_rings), once,
  * after the last projection and before reconstructing.  RTOMO_E_STATE

@@ -355,7 +355,7 @@ int rtomo_proto_check_tomo_frame(const rtomo_frame_header *frame,
     else if (frame->type == RTOMO_MSG_DARK && scan->n_darks > 0)
         limit = scan->n_darks;
     else if (frame->type == RTOMO_MSG_FLAT && scan->n_flats > 0)
-        limit = scan->n_flats;
+        limit = (int64_t)scan->n_flats + scan->n_flats_after;
     const char *what = rtomo_msg_type_name(frame->type);
     if (frame->index < 0)
         return rtomo_reject_set(why, RTOMO_REJECT_INDEX,

@@ -134,8 +134,16 @@ static int decode_frames(const json_t *root, rtomo_scan_spec *spec,
         proto_get_int32(root, NULL, "darks", OPTIONAL, 0,
                         PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_darks, why) < 0 ||
         proto_get_int32(root, NULL, "flats", OPTIONAL, 0,
-                        PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_flats, why) < 0)
+                        PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_flats, why) < 0 ||
+        proto_get_int32(root, NULL, "flats_after", OPTIONAL, 0,
+                        PROTO_MAX_FRAMES_ANNOUNCED, &spec->n_flats_after,
+                        why) < 0)
         return -1;
+    if (spec->n_flats_after > 0 && spec->n_flats == 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"flats_after\" = %d needs flats "
+                                "before the projections too (\"flats\")",
+                                spec->n_flats_after);
     spec->dtype = (rtomo_dtype)dtype;
     return 0;
 }
@@ -345,6 +353,11 @@ static int decode_mode(const json_t *root, rtomo_scan_spec *spec,
                                     "\"mode\": \"continuous\"");
         return 0;
     }
+    if (spec->n_flats_after > 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"flats_after\" is for scans: a "
+                                "continuous stream's new flats apply from "
+                                "the next projection on");
     spec->window_every = spec->geometry.n_proj;
     return proto_get_int32(root, NULL, "every", OPTIONAL, 1,
                            PROTO_MAX_PROJECTIONS, &spec->window_every, why) < 0
@@ -505,6 +518,9 @@ char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec)
                                  number_array(g->axis_shift, g->n_proj, 1.0));
     if (g->half_acquisition)
         e |= json_object_set_new(root, "half_acquisition", json_true());
+    if (spec->n_flats_after > 0)
+        e |= json_object_set_new(root, "flats_after",
+                                 json_integer(spec->n_flats_after));
     e |= encode_reconstruction(root, spec);
     if (spec->continuous)
         e |= json_object_set_new(root, "mode", json_string("continuous"));

@@ -163,6 +163,9 @@ typedef struct rtomo_scan_spec {
     double *axis_shift;             /* owned, n_proj, or NULL */
     rtomo_dtype dtype;              /* sample type of every frame */
     int n_darks, n_flats;           /* announced counts (0 = none) */
+    int n_flats_after;              /* flats after the projections, indices
+                                       n_flats .. n_flats + n_flats_after - 1
+                                       (interpolated by projection index) */
     unsigned given;                 /* RTOMO_SPEC_HAS_* */
     rtomo_slice_selection slices;
     int axis_auto;                  /* "axis": "auto": the daemon finds the

@@ -522,6 +522,7 @@ void daemon_scan_free(daemon_scan *s)
     free(s->darks);
     free(s->flats);
     free(s->projections);
+    free(s->flats_after);
     memset(s, 0, sizeof *s);
 }
 
@@ -575,6 +576,32 @@ void daemon_send_fields(rtomo_client *c, const daemon_scan *s)
         send_frame(c, s, RTOMO_MSG_FLAT, i, s->flats + s->frame_samples * i);
 }
 
+void daemon_scan_add_flats_after(daemon_scan *s, int n, double drift,
+                                 uint64_t seed)
+{
+    ck_assert_int_ge(s->spec.n_flats, 1);
+    const size_t samples = s->frame_samples;
+    s->flats_after = malloc(sizeof(uint16_t) * samples * (size_t)n);
+    ck_assert_ptr_nonnull(s->flats_after);
+    const uint16_t dark = s->spec.n_darks ? s->darks[0] : 0;
+    for (size_t i = 0; i < samples; i++) {
+        const double open = (double)s->flats[i] - dark;
+        const double v = dark + open * (1.0 + drift * (2.0 *
+                                        rtomo_random_uniform(&seed) - 1.0));
+        for (int k = 0; k < n; k++)
+            s->flats_after[samples * (size_t)k + i] =
+                (uint16_t)fmin(65535.0, fmax(0.0, round(v)));
+    }
+    s->spec.n_flats_after = n;
+}
+
+void daemon_send_flats_after(rtomo_client *c, const daemon_scan *s)
+{
+    for (int i = 0; i < s->spec.n_flats_after; i++)
+        send_frame(c, s, RTOMO_MSG_FLAT, s->spec.n_flats + i,
+                   s->flats_after + s->frame_samples * (size_t)i);
+}
+
 void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p)
 {
     send_frame(c, s, RTOMO_MSG_PROJECTION, p,
@@ -612,6 +639,7 @@ void daemon_send_scan(rtomo_client *c, const daemon_scan *s)
     daemon_send_fields(c, s);
     for (int p = 0; p < s->spec.geometry.n_proj; p++)
         daemon_send_projection(c, s, p);
+    daemon_send_flats_after(c, s);
     daemon_send_end(c, s);
 }
 
@@ -662,6 +690,11 @@ static float *reference(const daemon_scan *s, const int *rows, int n_rows,
                           plan, p % g.n_proj, s->projections + n * (size_t)p,
                           RTOMO_DTYPE_U16, g.angle_start + p * g.angle_step,
                           NAN, &err) == RTOMO_OK);
+    for (int i = 0; i < s->spec.n_flats_after; i++)
+        ck_assert(rtomo_fbp_add_flat_after(plan, s->flats_after + n * (size_t)i,
+                                           RTOMO_DTYPE_U16, &err) == RTOMO_OK);
+    if (s->spec.n_flats_after > 0)
+        ck_assert(rtomo_fbp_interpolate_flats(plan, &err) == RTOMO_OK);
     if (g.rings != RTOMO_RINGS_OFF)
         ck_assert(rtomo_fbp_remove_rings(plan, &err) == RTOMO_OK);
     if (roi)

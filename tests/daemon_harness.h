@@ -152,6 +152,7 @@ int daemon_run_tests(const char *name, const TTest *const *tests,
 typedef struct daemon_scan {
     rtomo_scan_spec spec;       /* what scan_begin announces */
     uint16_t *darks, *flats, *projections;  /* frames, one after another */
+    uint16_t *flats_after;      /* spec.n_flats_after frames, or NULL */
     int n_projections;          /* frames made (> n_proj when continuous) */
     double true_axis;           /* the phantom's axis when the scan asks for
                                    "axis": "auto" (NaN otherwise) */
@@ -183,6 +184,12 @@ void daemon_scan_make_axis_jump(daemon_scan *s, const char *id, int width,
                                 int height, int n_proj, int every, int total,
                                 double axis, int jump_at, double axis_after,
                                 uint64_t seed);
+/* Flats after the projections (scan_begin flats_after): n copies of the
+ * first flat whose open counts drift by up to +-drift per pixel. */
+void daemon_scan_add_flats_after(daemon_scan *s, int n, double drift,
+                                 uint64_t seed);
+/* Send them (indices n_flats ..). */
+void daemon_send_flats_after(rtomo_client *c, const daemon_scan *s);
 /* The scan's own slice selection: these n detector rows, in this order
  * (copied; replaces any selection it had). */
 void daemon_scan_select_rows(daemon_scan *s, const int *rows, int n);
@@ -198,7 +205,7 @@ void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p);
 void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
                                 int connection);
 void daemon_send_end(rtomo_client *c, const daemon_scan *s);
-/* begin, fields, every projection in order, end. */
+/* begin, fields, every projection in order, the flats after, end. */
 void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
 
 /* The CPU engine's slices of `rows` from the scan's frames (only the

@@ -254,6 +254,57 @@ START_TEST(half_acquisition_extends_the_field)
 }
 END_TEST
 
+/* Flats after the projections: interpolated by projection index before
+ * the slices are made (after the scan); the slices equal the engine's
+ * and differ from those of the flats before alone. */
+START_TEST(flats_after_interpolated)
+{
+    daemon_session t;
+    daemon_session_open(&t, NULL, 1);
+    const int rows[2] = {0, 1};
+    daemon_scan s;
+    daemon_scan_make(&s, "drift", WIDTH, 2, 60, 1, 2, 0xf1a1);
+    daemon_scan_add_flats_after(&s, 2, 0.04, 0xf1a2);
+    daemon_send_begin(t.c, &s);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "scan_started", NULL,
+                                              "drift", 0);
+    ck_assert_str_eq(ev->reason, "after_scan");
+    ck_assert_msg(strstr(ev->message, "flats after the projections"), "%s",
+                  ev->message);
+    daemon_send_fields(t.c, &s);
+    for (int p = 0; p < 60; p++)
+        daemon_send_projection(t.c, &s, p);
+    daemon_send_flats_after(t.c, &s);
+    daemon_send_end(t.c, &s);
+    float *ref = daemon_reference_slices(&s, rows, 2, NULL, NULL);
+    double e = slices_error(&t.in, "drift", ref, 2);
+    s.spec.n_flats_after = 0;
+    float *before = daemon_reference_slices(&s, rows, 2, NULL, NULL);
+    double e_before = slices_error(&t.in, "drift", before, 2);
+    printf("flats after: relative L2 %.3g to the engine, %.3g to the flats "
+           "before alone\n", e, e_before);
+    ck_assert_msg(e <= 1e-5, "relative L2 %.3g to the engine", e);
+    ck_assert_msg(e_before > 100 * e, "the flats after changed nothing");
+    daemon_wait_event(&t.in, "scan_complete", NULL, "drift", 0);
+    free(ref);
+    free(before);
+    daemon_scan_free(&s);
+    /* Announced, none sent: the loop says so, the scan completes. */
+    daemon_scan_make(&s, "no-after", WIDTH, 2, 30, 0, 1, 0xf1a3);
+    s.spec.n_flats_after = 1;
+    daemon_send_begin(t.c, &s);
+    daemon_send_fields(t.c, &s);
+    for (int p = 0; p < 30; p++)
+        daemon_send_projection(t.c, &s, p);
+    daemon_send_end(t.c, &s);
+    ev = daemon_wait_event(&t.in, "error", "flats_after_missing", "no-after", 0);
+    ck_assert_ptr_nonnull(strstr(ev->message, "none came"));
+    daemon_wait_event(&t.in, "scan_complete", NULL, "no-after", 0);
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 START_TEST(bad_settings_refused)
 {
     daemon_session t;
@@ -281,6 +332,19 @@ START_TEST(bad_settings_refused)
         "\"reconstruction\": {\"rings\": \"wavelet\"}}");
     ev = daemon_wait_event(&t.in, "rejected", "bad_field", "unknown", 0);
     ck_assert_msg(strstr(ev->message, "column_mean"), "%s", ev->message);
+    daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
+        "\"scan\": \"after-phase\", \"detector\": {\"width\": 32, "
+        "\"height\": 2}, \"projections\": 10, \"flats\": 1, "
+        "\"flats_after\": 1, \"reconstruction\": {\"phase\": "
+        "{\"delta_beta\": 100, \"energy_kev\": 20, \"distance_m\": 0.1, "
+        "\"pixel_m\": 1e-6}}}");
+    ev = daemon_wait_event(&t.in, "rejected", "bad_geometry", "after-phase", 0);
+    ck_assert_msg(strstr(ev->message, "phase retrieval"), "%s", ev->message);
+    daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
+        "\"scan\": \"after-none\", \"detector\": {\"width\": 32, "
+        "\"height\": 2}, \"projections\": 10, \"flats_after\": 1}");
+    ev = daemon_wait_event(&t.in, "rejected", "bad_field", "after-none", 0);
+    ck_assert_msg(strstr(ev->message, "flats_after"), "%s", ev->message);
     daemon_session_close(&t);
 }
 END_TEST
@@ -289,7 +353,8 @@ int main(void)
 {
     const TTest *tests[] = {
         phase_and_rings_applied, rings_default_and_continuous,
-        half_acquisition_extends_the_field, bad_settings_refused,
+        half_acquisition_extends_the_field, flats_after_interpolated,
+        bad_settings_refused,
     };
     return daemon_run_tests("daemon_processing", tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
