@@ -344,6 +344,22 @@ static int try_resident(rtomod *d, rtomod_scan *scan,
     return rtomod_scan_try_admit(d, scan, why, why_size);
 }
 
+/* "axis": "auto" whose pairs complete only in the last quarter of the
+ * scan (a 180-degree scan: the first and the last projection): every
+ * projection would wait for the axis and go into the resident slices at
+ * the end, slower than the after-the-scan path, which overlaps the
+ * slices' way to the host with their back-projection. */
+static int axis_pairs_late(const rtomod_tomo_scan *t,
+                           const rtomo_fbp_geometry *g)
+{
+    int last = -1;
+    for (int i = 0; i < t->n_axis_pairs; i++)
+        for (int k = 0; k < 2; k++)
+            last = t->axis_pairs[i][k] > last ? t->axis_pairs[i][k] : last;
+    return t->n_axis_pairs > 0 && !t->spec->continuous &&
+           last >= g->n_proj - g->n_proj / 4;
+}
+
 /* Admit the scan's plans with as many resident slices as the budgets
  * allow (all of them when they fit, else the largest equal share per
  * worker, found by bisection: the claim grows with k).  Returns 0, or -1
@@ -361,7 +377,7 @@ static int admit_resident(rtomod *d, rtomod_scan *scan,
      * projections once all are in: nothing may be back-projected before
      * (rtomo_fbp_remove_rings, rtomo_fbp_interpolate_flats). */
     if (!d->cfg.reconstruction.streaming || g->rings != RTOMO_RINGS_OFF ||
-        t->spec->n_flats_after > 0)
+        t->spec->n_flats_after > 0 || axis_pairs_late(t, g))
         most = 0;
     if (try_resident(d, scan, g, most, why, why_size) == 0)
         return 0;
@@ -417,6 +433,8 @@ static void note_resident(rtomod_scan *scan, const rtomo_fbp_geometry *g)
                      ? "ring removal needs the whole sinogram"
                  : scan->tomo->spec->n_flats_after > 0
                      ? "flats after the projections are interpolated first"
+                 : axis_pairs_late(scan->tomo, g)
+                     ? "axis: auto waits for the last projections"
                  : scan->d->cfg.reconstruction.streaming
                      ? "memory budget" : "reconstruction.streaming is off");
     }

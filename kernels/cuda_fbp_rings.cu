@@ -21,6 +21,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,50 +196,98 @@ static void free_work(rings_work *w)
 
 /* c and d = c - applied for the slot's rows into host[2][rows][width]
  * (floats), from the downloaded sums; applied becomes c. */
+/* The offsets of rows first, first + step, ... of a slot (one thread's
+ * share): c into host[0], c - applied into host[1], applied = c. */
+typedef struct offsets_share {
+    const rtomo_fbp *plan;
+    cuda_fbp_slot *slot;
+    const double *sum;          /* downloaded: sectors x rows x width */
+    float *host;
+    int first, step;
+    int failed;
+} offsets_share;
+
+static void *share_offsets(void *arg)
+{
+    offsets_share *sh = (offsets_share *)arg;
+    const rtomo_fbp *plan = sh->plan;
+    const int width = plan->geom.det_width, rows = sh->slot->row_count;
+    const size_t n = (size_t)rows * (size_t)width;
+    double *c = (double *)malloc(sizeof(double) *
+                                 ((size_t)width +
+                                  RTOMO_RINGS_SCRATCH(width,
+                                                      plan->geom.rings_width)));
+    if (!c) {
+        sh->failed = 1;
+        return NULL;
+    }
+    double *scratch = c + width;
+    for (int r = sh->first; r < rows; r += sh->step) {
+        double *applied = sh->slot->rings->applied + (size_t)r * width;
+        const double *sums[RTOMO_RINGS_SECTORS];
+        for (int j = 0; j < RTOMO_RINGS_SECTORS; j++)
+            sums[j] = sh->sum + (size_t)j * n + (size_t)r * width;
+        rtomo_fbp_rings_offsets(sums, plan->rings_counts, width,
+                                plan->geom.rings_width, scratch, c);
+        for (int i = 0; i < width; i++) {
+            sh->host[(size_t)r * width + i] = (float)c[i];
+            sh->host[n + (size_t)r * width + i] = (float)(c[i] - applied[i]);
+            applied[i] = c[i];
+        }
+    }
+    free(c);
+    return NULL;
+}
+
+/* The rows' offsets on the host's cores: a 2048^2 detector's estimate
+ * takes seconds on one. */
+static rtomo_status offsets_on_cores(const rtomo_fbp *plan, cuda_fbp_slot *slot,
+                                     const double *sum, float *host,
+                                     rtomo_error *err)
+{
+    enum { MAX_THREADS = 32 };
+    const int threads = rtomo_cpu_thread_count(&plan->opt) < MAX_THREADS
+                            ? rtomo_cpu_thread_count(&plan->opt) : MAX_THREADS;
+    offsets_share share[MAX_THREADS];
+    pthread_t id[MAX_THREADS];
+    int started = 0;
+    for (int k = 0; k < threads; k++) {
+        share[k] = (offsets_share){plan, slot, sum, host, k, threads, 0};
+        if (k > 0 && pthread_create(&id[k], NULL, share_offsets, &share[k]) == 0)
+            started |= 1 << k;
+        else if (k > 0)
+            share_offsets(&share[k]);   /* no thread: this one does it */
+    }
+    share_offsets(&share[0]);
+    int failed = share[0].failed;
+    for (int k = 1; k < threads; k++) {
+        if (started & (1 << k))
+            pthread_join(id[k], NULL);
+        failed |= share[k].failed;
+    }
+    return failed ? rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for "
+                                    "ring removal") : RTOMO_OK;
+}
+
 static rtomo_status host_offsets(cuda_fbp_slot *slot, const rtomo_fbp *plan,
                                  float *host, rtomo_error *err)
 {
-    const int width = plan->geom.det_width, rows = slot->row_count;
-    const size_t n = (size_t)rows * (size_t)width;
+    const size_t n = (size_t)slot->row_count * (size_t)plan->geom.det_width;
     const size_t all = RTOMO_RINGS_SECTORS * n;
     double *sum = (double *)malloc(all * sizeof(double));
-    double *work = (double *)malloc(sizeof(double) *
-                                    ((size_t)width +
-                                     RTOMO_RINGS_SCRATCH(width,
-                                                         plan->geom.rings_width)));
-    if (!sum || !work) {
-        free(sum);
-        free(work);
+    if (!sum)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory for ring "
                                "removal");
-    }
     cudaError_t rc = cudaMemcpyAsync(sum, slot->rings->sum, all * sizeof(double),
                                      cudaMemcpyDeviceToHost, slot->compute);
     if (rc == cudaSuccess)
         rc = cudaStreamSynchronize(slot->compute);
-    if (rc != cudaSuccess) {
-        free(sum);
-        free(work);
-        return rtomo_cuda_error(err, rc, "ring removal sums download",
-                                __FILE__, __LINE__);
-    }
-    double *c = work, *scratch = work + width;
-    for (int r = 0; r < rows; r++) {
-        double *applied = slot->rings->applied + (size_t)r * width;
-        const double *sums[RTOMO_RINGS_SECTORS];
-        for (int j = 0; j < RTOMO_RINGS_SECTORS; j++)
-            sums[j] = sum + (size_t)j * n + (size_t)r * width;
-        rtomo_fbp_rings_offsets(sums, plan->rings_counts, width,
-                                plan->geom.rings_width, scratch, c);
-        for (int i = 0; i < width; i++) {
-            host[(size_t)r * width + i] = (float)c[i];
-            host[n + (size_t)r * width + i] = (float)(c[i] - applied[i]);
-            applied[i] = c[i];
-        }
-    }
+    rtomo_status st = rc == cudaSuccess
+                          ? offsets_on_cores(plan, slot, sum, host, err)
+                          : rtomo_cuda_error(err, rc, "ring removal sums "
+                                             "download", __FILE__, __LINE__);
     free(sum);
-    free(work);
-    return RTOMO_OK;
+    return st;
 }
 
 /* Filter the slot's offsets and subtract them from its sinograms. */
