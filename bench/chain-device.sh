@@ -5,8 +5,8 @@
 # 4 connections) through rtomod:
 #   - plain FBP (the baseline, measured in the same run, A B A B);
 #   - the whole chain: phase retrieval (20 keV, 0.5 m, 1.3 um pixels,
-#     delta/beta 500: a reach of about 50 pixels, so each 2048x2048 frame
-#     is padded to 2560x2560 for the 2-D transform), ring removal and
+#     delta/beta 500: a reach of about 27 pixels, so each 2048x2048 frame
+#     is padded to about 2500x2500 for the 2-D transform), ring removal and
 #     "axis": "auto";
 #   - each step alone.
 # Ring removal back-projects after the scan (its correction needs the
