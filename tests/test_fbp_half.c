@@ -240,6 +240,11 @@ static void run_case(int first, double axis_wide, int width, int offset,
     float *image = half_float(plan, proj);
     const double e_float = region_error(image, ref, axis_wide, 1);
     const double e_fov = fov_error(image, ref);
+    /* The same 360 degrees on the wide detector: the same sampling, so
+     * the whole field of view compares. */
+    float *ref360 = reference_of(axis_wide, N_PROJ);
+    const double e_360 = fov_error(image, ref360);
+    free(ref360);
     const double t_half = truth_error(image, axis_wide);
     const double t_full = truth_error(ref, axis_wide);
     rtomo_fbp_destroy(plan);
@@ -258,7 +263,17 @@ static void run_case(int first, double axis_wide, int width, int offset,
            axis, 2 * fmin(axis, PHYS - 1 - axis), e_float, e_counts,
            MAX_ERROR, e_fov);
     printf("  against the phantom inside the skull: %.4f (half), %.4f "
-           "(full field, 180 degrees)\n", t_half, t_full);
+           "(full field, 180 degrees); against the full-field 360-degree "
+           "scan over the whole field of view: %.2e\n", t_half, t_full,
+           e_360);
+    /* Over the whole field, skull edges included, a fractional axis
+     * interpolates the mirrored half at other points than a full-field
+     * scan does: 6.6% on this 192-pixel phantom's 2-pixel skull, as much
+     * as full-field 360 against 180 degrees differ (6.9%, the baseline
+     * below); printed, bounded where the sampling is the same. */
+    if (exact)
+        ck_assert_msg(e_360 <= 1e-4, "whole field against 360 degrees: %g",
+                      e_360);
     ck_assert_msg(e_float <= MAX_ERROR, "float32: %g", e_float);
     ck_assert_msg(e_counts <= MAX_ERROR, "uint16: %g", e_counts);
     /* As close to the truth as a full-field scan (the differences above
