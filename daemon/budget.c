@@ -15,7 +15,7 @@
 #define MIB ((size_t)1 << 20)
 
 /* The CUDA pipeline stages up to this many pixels of raw frames per bank
- * (kernels/cuda_fbp.h), two banks, and filters a bank at a time. */
+ * (kernels/fbp/cuda_fbp.h), two banks, and filters a bank at a time. */
 #define BANK_PIXELS ((size_t)1 << 22)
 #define BANK_FRAMES_MAX 64
 
@@ -144,7 +144,7 @@ static double mb(size_t bytes)
 }
 
 /* The CUDA context, cuFFT's plans and the kernels' own tables take some
- * device memory that no estimate lists (kernels/cuda_fbp_backend.cu keeps
+ * device memory that no estimate lists (kernels/fbp/cuda_fbp_backend.cu keeps
  * 768 MiB free for them). */
 #define DEVICE_RESERVE ((size_t)768 << 20)
 

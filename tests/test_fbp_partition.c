@@ -1,6 +1,6 @@
 /*
  * test_fbp_partition.c — the deal of kept rows to the devices of a
- * multi-device FBP plan (kernels/fbp_partition.c), on the CPU: every row
+ * multi-device FBP plan (kernels/fbp/fbp_partition.c), on the CPU: every row
  * has exactly one owner and a dense local index, groups of 4 rows stay
  * together, runs are the longest single copies, a slab of consecutive rows
  * is shared by all parts within two groups (the contiguous split this
