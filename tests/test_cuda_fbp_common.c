@@ -82,3 +82,14 @@ void test_mode(int i, rtomo_bp_kernel *kernel, int *slices,
     *slices = slice_choices[(i / 4) % 3];
     *kernel = (rtomo_bp_kernel)(RTOMO_BP_STANDARD + i / 12);
 }
+
+rtomo_fbp *test_create_split(const rtomo_fbp_geometry *g,
+                             const rtomo_engine_options *opt, int split)
+{
+    char value[8];
+    snprintf(value, sizeof value, "%d", split);
+    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
+    rtomo_fbp *plan = test_create(g, opt);
+    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    return plan;
+}

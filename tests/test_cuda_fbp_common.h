@@ -29,6 +29,11 @@ int test_run_gpu_suite(Suite *s);
  * neighbour sampling then tolerates last-bit differences in the bin
  * position, which any two implementations have. */
 void test_smooth_lines(float *a, size_t lines, int width, int box);
+/* A GPU plan of g with opt, each device split into `split` slots by the
+ * backend's test hook RTOMO_CUDA_FBP_SPLIT (several slots on one GPU, as
+ * several GPUs would hold them). */
+rtomo_fbp *test_create_split(const rtomo_fbp_geometry *g,
+                             const rtomo_engine_options *opt, int split);
 /* Options for a GPU plan of the given kernel, slices and precision. */
 void test_gpu_options(rtomo_engine_options *opt, rtomo_bp_kernel kernel,
                       int slices, rtomo_precision precision);

@@ -189,11 +189,7 @@ static rtomo_fbp *create_split(const rtomo_fbp_geometry *g, int devices, int spl
     opt.n_devices = devices;
     for (int d = 0; d < devices; d++)
         opt.device_ids[d] = d;
-    char value[8];
-    snprintf(value, sizeof value, "%d", split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-    rtomo_fbp *plan = test_create(g, &opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *plan = test_create_split(g, &opt, split);
     return plan;
 }
 

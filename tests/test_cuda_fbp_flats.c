@@ -109,11 +109,7 @@ START_TEST(interpolated_like_the_cpu)
     rtomo_fbp_geometry g = test_fbp_geometry(W, H, N_PROJ);
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, precision);
-    char value[8];
-    snprintf(value, sizeof value, "%d", split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-    rtomo_fbp *gpu = test_create(&g, &opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *gpu = test_create_split(&g, &opt, split);
     rtomo_cuda_fbp_debug_slot slot[16];
     ck_assert_int_eq(rtomo_cuda_fbp_debug_slots(gpu, slot, 16), split);
     rtomo_fbp *cpu = test_create_cpu(&g, 0);

@@ -164,11 +164,7 @@ START_TEST(gpu_matches_cpu)
     rtomo_fbp *cpu = test_create_cpu(&g, 0);
     rtomo_engine_options opt;
     test_gpu_options(&opt, c->kernel, 1, c->precision);
-    char split[8];
-    snprintf(split, sizeof split, "%d", c->split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", split, 1);
-    rtomo_fbp *gpu = test_create(&g, &opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *gpu = test_create_split(&g, &opt, c->split);
     const rtomo_fbp_geometry *vg = rtomo_fbp_geometry_of(gpu);
     ck_assert_int_eq(vg->det_width, rtomo_fbp_geometry_of(cpu)->det_width);
     ck_assert_int_eq(vg->frame_offset, rtomo_fbp_geometry_of(cpu)->frame_offset);

@@ -180,11 +180,7 @@ static rtomo_fbp *create_gpu(const rtomo_fbp_geometry *g,
 {
     rtomo_engine_options opt;
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, precision);
-    char value[8];
-    snprintf(value, sizeof value, "%d", split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-    rtomo_fbp *plan = test_create(g, &opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *plan = test_create_split(g, &opt, split);
     rtomo_cuda_fbp_debug_slot slots[16];
     const int n = rtomo_cuda_fbp_debug_slots(plan, slots, 16);
     ck_assert_int_ge(n, 1);

@@ -95,11 +95,7 @@ static rtomo_fbp *gpu_plan(const rtomo_fbp_geometry *g, int split)
     test_gpu_options(&opt, RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT);
     opt.n_devices = 1;
     opt.device_ids[0] = 0;
-    char value[8];
-    snprintf(value, sizeof value, "%d", split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-    rtomo_fbp *plan = test_create(g, &opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *plan = test_create_split(g, &opt, split);
     rtomo_cuda_fbp_debug_slot slots[8];
     ck_assert_int_eq(rtomo_cuda_fbp_debug_slots(plan, slots, 8), split);
     return plan;

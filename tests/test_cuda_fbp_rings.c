@@ -156,11 +156,7 @@ static float *slices(rtomo_fbp *plan, const rtomo_fbp_geometry *g, size_t *n)
 static rtomo_fbp *create_gpu(const rtomo_fbp_geometry *g,
                              const rtomo_engine_options *opt, int split)
 {
-    char value[8];
-    snprintf(value, sizeof value, "%d", split);
-    setenv("RTOMO_CUDA_FBP_SPLIT", value, 1);
-    rtomo_fbp *plan = test_create(g, opt);
-    unsetenv("RTOMO_CUDA_FBP_SPLIT");
+    rtomo_fbp *plan = test_create_split(g, opt, split);
     rtomo_cuda_fbp_debug_slot slot[16];
     ck_assert_int_eq(rtomo_cuda_fbp_debug_slots(plan, slot, 16), split);
     return plan;

@@ -387,6 +387,12 @@ rtomo_status cuda_fbp_phase_pack(cuda_fbp_slot *slot, const rtomo_fbp *plan,
                                  const void *raw, int frames,
                                  rtomo_dtype dtype, rtomo_error *err);
 
+/* Multiply `rows` rows of `length` spectrum values by the filter
+ * coefficients, on `stream` (cuda_fbp_filter.cu; ring removal's offsets
+ * use it too).  The caller checks the launch. */
+void cuda_fbp_apply_filter(cufftComplex *spectrum, const float *coeffs,
+                           int length, int rows, cudaStream_t stream);
+
 /* ------------------------------------------------------ ring removal ---- */
 
 typedef struct cuda_fbp_rings cuda_fbp_rings;

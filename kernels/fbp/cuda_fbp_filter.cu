@@ -81,6 +81,15 @@ __global__ void apply_filter_kernel(cufftComplex *spectrum, const float *coeffs,
     c->y *= f;
 }
 
+extern "C" void cuda_fbp_apply_filter(cufftComplex *spectrum,
+                                      const float *coeffs, int length,
+                                      int rows, cudaStream_t stream)
+{
+    const dim3 grid((length + FILTER_THREADS - 1) / FILTER_THREADS, rows);
+    apply_filter_kernel<<<grid, FILTER_THREADS, 0, stream>>>(spectrum, coeffs,
+                                                             length);
+}
+
 /* Projection indices of the frames of a bank. */
 typedef struct bank_indices {
     int index[CUDA_FBP_MAX_BANK_FRAMES];
@@ -311,10 +320,8 @@ static rtomo_status enqueue_slot(cuda_fbp_slot *slot, const cuda_fbp_impl *impl,
     /* The plan transforms a full bank; rows past `count` frames hold stale
      * data whose results are never unpacked. */
     RTOMO_CUFFT_TRY(err, cufftExecC2C(f->fft, f->spectrum, f->spectrum, CUFFT_FORWARD));
-    const dim3 grid((f->length + FILTER_THREADS - 1) / FILTER_THREADS,
-                    f->pairs * b->count);
-    apply_filter_kernel<<<grid, FILTER_THREADS, 0, slot->compute>>>(
-        f->spectrum, f->coeffs, f->length);
+    cuda_fbp_apply_filter(f->spectrum, f->coeffs, f->length,
+                          f->pairs * b->count, slot->compute);
     RTOMO_CUDA_CHECK_LAUNCH(err, "filter multiplication");
     RTOMO_CUFFT_TRY(err, cufftExecC2C(f->fft, f->spectrum, f->spectrum, CUFFT_INVERSE));
     bank_indices indices;

@@ -82,18 +82,6 @@ __global__ void rings_pack_kernel(const float *offsets, int rows, int width,
     spectrum[(size_t)r * length + i] = v;
 }
 
-__global__ void rings_filter_kernel(cufftComplex *spectrum, const float *coeffs,
-                                    int length)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= length)
-        return;
-    cufftComplex *c = &spectrum[(size_t)blockIdx.y * length + i];
-    const float f = coeffs[i];
-    c->x *= f;
-    c->y *= f;
-}
-
 /* Projection p of row r, bin i: minus weight[p].x times the filtered c,
  * or weight[p].y times the filtered c - c_applied (one of them is 0;
  * both for projections never received, which are not touched). */
@@ -315,8 +303,8 @@ static rtomo_status correct_slot(cuda_fbp_slot *slot, const rtomo_fbp *plan,
         w->offsets, rows, width, length, w->spectrum);
     RTOMO_CUDA_CHECK_LAUNCH(err, "ring offsets packing");
     RTOMO_CUFFT_TRY(err, cufftExecC2C(w->fft, w->spectrum, w->spectrum, CUFFT_FORWARD));
-    rings_filter_kernel<<<grid, RINGS_THREADS, 0, slot->compute>>>(
-        w->spectrum, slot->filter.coeffs, length);
+    cuda_fbp_apply_filter(w->spectrum, slot->filter.coeffs, length, rows,
+                          slot->compute);
     RTOMO_CUDA_CHECK_LAUNCH(err, "ring offsets filtering");
     RTOMO_CUFFT_TRY(err, cufftExecC2C(w->fft, w->spectrum, w->spectrum, CUFFT_INVERSE));
     const dim3 grid_out((width + RINGS_THREADS - 1) / RINGS_THREADS,
@@ -351,18 +339,30 @@ static rtomo_status remove_slot(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     return st;
 }
 
+/* Before the held projections are corrected: queued streaming work that
+ * reads them is done first; *weight: room for a weight per projection. */
+static rtomo_status correction_weights(rtomo_fbp *plan, float2 **weight,
+                                       rtomo_error *err)
+{
+    rtomo_status st = cuda_fbp_stream_before_write(
+        (cuda_fbp_impl *)plan->impl, NULL, 0, err);
+    if (st != RTOMO_OK)
+        return st;
+    *weight = (float2 *)malloc(sizeof(float2) * (size_t)plan->geom.n_proj);
+    return *weight ? RTOMO_OK
+                   : rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+}
+
 extern "C" rtomo_status cuda_fbp_remove_rings(rtomo_fbp *plan, rtomo_error *err)
 {
     cuda_fbp_impl *impl = (cuda_fbp_impl *)plan->impl;
     if (plan->n_received < 1)
         return RTOMO_OK;
-    rtomo_status st = cuda_fbp_stream_before_write(impl, NULL, 0, err);
+    const int n_proj = plan->geom.n_proj;
+    float2 *weight;
+    rtomo_status st = correction_weights(plan, &weight, err);
     if (st != RTOMO_OK)
         return st;
-    const int n_proj = plan->geom.n_proj;
-    float2 *weight = (float2 *)malloc(sizeof(float2) * (size_t)n_proj);
-    if (!weight)
-        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     for (int p = 0; p < n_proj; p++) {
         const float s = plan->received[p] ? plan->proj_scale[p] : 0.f;
         weight[p] = plan->rings_done[p] ? make_float2(0.f, s)
@@ -413,13 +413,11 @@ extern "C" rtomo_status cuda_fbp_add_offsets(rtomo_fbp *plan,
                                              rtomo_error *err)
 {
     cuda_fbp_impl *impl = (cuda_fbp_impl *)plan->impl;
-    rtomo_status st = cuda_fbp_stream_before_write(impl, NULL, 0, err);
+    const int n_proj = plan->geom.n_proj;
+    float2 *weight;
+    rtomo_status st = correction_weights(plan, &weight, err);
     if (st != RTOMO_OK)
         return st;
-    const int n_proj = plan->geom.n_proj;
-    float2 *weight = (float2 *)malloc(sizeof(float2) * (size_t)n_proj);
-    if (!weight)
-        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     for (int p = 0; p < n_proj; p++)
         weight[p] = make_float2(-weights[p], 0.f);
     for (int i = 0; i < impl->n_slots && st == RTOMO_OK; i++)

@@ -413,13 +413,14 @@ static rtomo_status check_frame(const void *frame, rtomo_dtype dtype,
     return RTOMO_OK;
 }
 
-/* Add a frame into a running sum (allocated on first use). */
+/* Add a frame (physical: widened first with half acquisition) into a
+ * running sum (allocated on first use). */
 static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
                                const void *frame, rtomo_dtype dtype,
                                const char *what, rtomo_error *err)
 {
     rtomo_status st = check_frame(frame, dtype, err);
-    if (st != RTOMO_OK)
+    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
         return st;
     size_t n = frame_samples(plan);
     /* Check the whole frame first: a refused frame must not leave part of
@@ -444,9 +445,6 @@ static rtomo_status accumulate(rtomo_fbp *plan, double **sum, int *count,
 rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
-    rtomo_status st = check_frame(frame, dtype, err);
-    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
-        return st;
     return plan->projections_started
                ? accumulate(plan, &plan->dark_next, &plan->n_dark_next, frame,
                             dtype, "dark", err)
@@ -457,9 +455,6 @@ rtomo_status rtomo_fbp_add_dark(rtomo_fbp *plan, const void *frame,
 rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
                                 rtomo_dtype dtype, rtomo_error *err)
 {
-    rtomo_status st = check_frame(frame, dtype, err);
-    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
-        return st;
     return plan->projections_started
                ? accumulate(plan, &plan->flat_next, &plan->n_flat_next, frame,
                             dtype, "flat", err)
@@ -470,9 +465,6 @@ rtomo_status rtomo_fbp_add_flat(rtomo_fbp *plan, const void *frame,
 rtomo_status rtomo_fbp_add_flat_after(rtomo_fbp *plan, const void *frame,
                                       rtomo_dtype dtype, rtomo_error *err)
 {
-    rtomo_status st = check_frame(frame, dtype, err);
-    if (st != RTOMO_OK || (st = rtomo_fbp_half_widen(plan, &frame, dtype, err)))
-        return st;
     if (plan->flats_interpolated)
         return rtomo_set_error(err, RTOMO_E_STATE, "the flats are "
                                "interpolated already: a flat after them "
