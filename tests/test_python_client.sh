@@ -31,5 +31,5 @@ cd "$build"
 RTOMOD=${RTOMOD:-$build/rtomod}
 export RTOMOD
 # the installed package, not the sources: run from the build tree
-exec "$venv/bin/python" -m pytest -p no:cacheprovider -v -rs \
+exec "$venv/bin/python" -m pytest -p no:cacheprovider -v -s -rs \
   "$src/tests/python"

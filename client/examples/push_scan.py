@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""push_scan.py -- a complete rtomo client in Python, written from
-protocol/PROTOCOL.md alone.
+"""push_scan.py -- push a scan to rtomod with the rtomo Python package
+(client/python) and look at what comes back.
 
 It simulates a small parallel-beam scan of an analytic phantom (discs, whose
 projections are known exactly), pushes it to rtomod with darks and flats,
@@ -10,7 +10,8 @@ slices it subscribed to: an ASCII preview, its statistics against the
 phantom's true attenuation, a .npy file, and a PNG when matplotlib is
 installed.
 
-Needs pyzmq and numpy (Debian: python3-zmq python3-numpy).
+Needs the rtomo package (pip install client/python), or runs from the
+source tree as it is; pyzmq and numpy (Debian: python3-zmq python3-numpy).
 
     python3 push_scan.py                          # daemon on localhost
     python3 push_scan.py --daemon otherhost --size 256 --angles 360
@@ -18,39 +19,18 @@ Needs pyzmq and numpy (Debian: python3-zmq python3-numpy).
         --server-key rtomod.key --client-key camera1.key_secret   # CURVE
 """
 import argparse
-import json
+import os
 import sys
 import time
 
 import numpy as np
-import zmq
 
-PROTOCOL = 1
-
-# CURVE keys (PROTOCOL.md 1, "Authentication"): (server public, client
-# public, client secret), or None for plain ZeroMQ.
-CURVE = None
-
-
-def secure(sock):
-    """Make sock a CURVE client of the daemon when keys were given; call
-    before connecting.  A refused key is never reported on the socket: the
-    handshake just does not complete."""
-    if CURVE:
-        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = CURVE
-    return sock
-
-
-def load_curve(server_key, client_key):
-    """The keys of rtomo-keygen's files (CZMQ/pyzmq certificates)."""
-    import zmq.auth
-    if not (server_key and client_key):
-        sys.exit("push_scan.py: CURVE needs both --server-key and --client-key")
-    server_public, _ = zmq.auth.load_certificate(server_key)
-    public, secret = zmq.auth.load_certificate(client_key)
-    if not secret:
-        sys.exit("push_scan.py: %s holds no secret key" % client_key)
-    return server_public, public, secret
+try:
+    import rtomo
+except ImportError:      # not installed: the package beside this example
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "python"))
+    import rtomo
 
 # Discs of the phantom: centre (x, y) and radius as fractions of the detector
 # width, attenuation per pixel (PROTOCOL.md 3.3: slices are in attenuation
@@ -73,6 +53,8 @@ def parse_args():
     p.add_argument("--rows", type=int, default=4, help="detector rows")
     p.add_argument("--angles", type=int, default=180,
                    help="projections over 180 degrees")
+    p.add_argument("--connections", type=int, default=1,
+                   help="ingest connections to spread the frames over")
     p.add_argument("--scan", default="pyscan-%d" % int(time.time()),
                    help="scan id")
     p.add_argument("--timeout", type=float, default=60.0,
@@ -83,15 +65,11 @@ def parse_args():
                    help="CURVE: the daemon's public key file (NAME.key)")
     p.add_argument("--client-key",
                    help="CURVE: this client's key pair (NAME.key_secret)")
-    args = p.parse_args()
-    args.ingest = args.ingest or "tcp://%s:5555" % args.daemon
-    args.publish = args.publish or "tcp://%s:5556" % args.daemon
-    args.control = args.control or "tcp://%s:5557" % args.daemon
-    return args
+    return p.parse_args()
 
 
 def projection(width, rows, angle_deg):
-    """Line integrals of the phantom at one angle: rows x width float64.
+    """Line integrals of the phantom at one angle (degrees): rows x width.
 
     PROTOCOL.md 3.3: pixel (x, y) of the grid, centred on the axis, projects
     to bin axis + (x - c) cos(a) - (y - c) sin(a).  A disc of radius r at
@@ -99,8 +77,7 @@ def projection(width, rows, angle_deg):
     s0 = x0 cos(a) - y0 sin(a).  Every row sees the same slice.
     """
     a = np.deg2rad(angle_deg)
-    axis = (width - 1) / 2.0
-    s = np.arange(width) - axis
+    s = np.arange(width) - (width - 1) / 2.0
     p = np.zeros(width)
     for fx, fy, fr, mu in DISCS:
         x0, y0, r = fx * width, fy * width, fr * width
@@ -120,144 +97,27 @@ def true_slice(size):
     return img
 
 
-def send(sock, header, payload=None):
-    """One ingest message: the JSON header, then the payload if any."""
-    text = json.dumps(header).encode("utf-8")
-    if payload is None:
-        sock.send(text)
-    else:
-        sock.send_multipart([text, payload])
-
-
-def push_scan(args, sock):
+def push_scan(args, client):
+    """Darks, flats and projections as uint16 counts (the package sends
+    any numpy array of uint8, uint16 or float32 as the protocol wants)."""
     dark_level, flat_level = 100.0, 20000.0
-    shape = [args.rows, args.size]
-    send(sock, {"protocol": PROTOCOL, "type": "scan_begin", "scan": args.scan,
-                "detector": {"width": args.size, "height": args.rows},
-                "projections": args.angles, "angle_start": 0.0,
-                "angle_step": 180.0 / args.angles, "dtype": "uint16",
-                "darks": 2, "flats": 2,
-                "reconstruction": {"filter": "shepp-logan", "slices": "all"}})
-    frame = {"protocol": PROTOCOL, "scan": args.scan, "dtype": "uint16",
-             "shape": shape}
-    # uint16, little-endian, row-major (PROTOCOL.md 2)
-    counts = lambda v: np.asarray(np.round(v), dtype="<u2").tobytes()
-    for i in range(2):
-        send(sock, dict(frame, type="dark", index=i),
-             counts(np.full(shape, dark_level)))
-    for i in range(2):
-        send(sock, dict(frame, type="flat", index=i),
-             counts(np.full(shape, flat_level)))
-    for i in range(args.angles):
-        angle = i * 180.0 / args.angles
-        raw = dark_level + (flat_level - dark_level) * np.exp(
-            -projection(args.size, args.rows, angle))
-        send(sock, dict(frame, type="projection", index=i, angle=angle),
-             counts(raw))
-    send(sock, {"protocol": PROTOCOL, "type": "scan_end", "scan": args.scan})
-
-
-def control_request(ctx, endpoint, request, timeout_s=3.0):
-    """One control request and its reply (PROTOCOL.md 7).  A fresh REQ
-    socket each time: one that missed its reply could not send again."""
-    req = ctx.socket(zmq.REQ)
-    req.setsockopt(zmq.LINGER, 0)
-    secure(req).connect(endpoint)
-    try:
-        req.send(json.dumps(request).encode("utf-8"))
-        if not req.poll(int(timeout_s * 1000)):
-            raise RuntimeError("rtomod at %s did not answer within %g s"
-                               % (endpoint, timeout_s))
-        return json.loads(req.recv())
-    finally:
-        req.close()
-
-
-def ask_scan(args, ctx):
-    """The daemon's answer about our scan (PROTOCOL.md 7): its "scan"."""
-    reply = control_request(ctx, args.control,
-                            {"cmd": "scan", "scan": args.scan})
-    if not reply["ok"]:
-        raise RuntimeError("rtomod refused the request: %s: %s"
-                           % (reply["error"], reply["message"]))
-    return reply["scan"]
-
-
-def wait_for_outcome(args, ctx):
-    """What became of our scan (PROTOCOL.md 3.9): ask "scan" until the
-    answer is final.  The ingest socket never answers, so this is the only
-    reliable way to know."""
-    deadline = time.time() + args.timeout
-    scan = ask_scan(args, ctx)
-    # "unknown" right after the end may mean that our messages are still on
-    # their way; with rejects counted, the daemon did see them.
-    while not (scan["final"] and (scan["state"] != "unknown"
-                                  or scan["rejected"] > 0)):
-        if time.time() > deadline:
-            return scan
-        time.sleep(0.1)
-        scan = ask_scan(args, ctx)
-    # A failed scan's later messages are still rejected as they arrive:
-    # report its counts once they hold still.
-    while scan["state"] != "complete" and time.time() < deadline:
-        time.sleep(0.5)
-        again = ask_scan(args, ctx)
-        if (again["frames"], again["rejected"]) == (scan["frames"],
-                                                    scan["rejected"]):
-            break
-        scan = again
-    return scan
-
-
-def judge(scan):
-    """(succeeded, one line for people), by PROTOCOL.md 3.9's rule: complete,
-    and nothing rejected, dropped, missing or incomplete."""
-    ok = (scan["state"] == "complete" and scan["rejected"] == 0
-          and scan["dropped"] == 0 and scan["missing"] == 0
-          and not scan["incomplete"])
-    line = "scan %s %s" % (scan["id"], scan["state"])
-    for why in (scan["code"], scan["reason"]):
-        if why:
-            line += ": " + why
-    line += "%s%d frames accepted" % ("; " if scan["code"] or scan["reason"]
-                                      else ": ", scan["frames"])
-    if scan["rejected"]:
-        line += ", %d rejected (%s)" % (scan["rejected"], ", ".join(
-            "%s: %d" % item for item in scan["rejects"].items()))
-    for count in ("dropped", "missing"):
-        if scan[count]:
-            line += ", %d %s" % (scan[count], count)
-    return ok, line + ", %d images published" % scan["images"]
-
-
-def receive_slices(args, sub):
-    """Slices of our scan by detector row, until the set is complete, a
-    scan_complete event, or the timeout."""
-    slices, expected = {}, None
-    deadline = time.time() + args.timeout
-    while time.time() < deadline:
-        if not sub.poll(200):
-            continue
-        topic, header, payload = sub.recv_multipart()
-        h = json.loads(header)
-        if h.get("scan") != args.scan:
-            continue
-        if topic == b"event":
-            print("event: %s %s %s" % (h["event"], h.get("reason", ""),
-                                       h.get("message", "")))
-            if h["event"] in ("scan_complete", "scan_aborted"):
-                break
-            continue
-        img = np.frombuffer(payload, dtype=h["dtype"]).reshape(
-            h["height"], h["width"])
-        slices[h["slice"]] = (h, img)
-        expected = h["count"]
-        print("slice %d (%d of %d): %dx%d, min %.4g max %.4g, latency %s ms"
-              % (h["slice"], h["index"] + 1, h["count"], h["width"],
-                 h["height"], h["min"], h["max"], h["latency_ms"]))
-        if len(slices) == expected:
-            break
-    return slices
+    shape = (args.rows, args.size)
+    counts = lambda v: np.round(v).astype(np.uint16)
+    step = 180.0 / args.angles                       # degrees
+    with client.scan(args.scan, detector=(args.size, args.rows),
+                     projections=args.angles, angle_start=0.0,
+                     angle_step=step, dtype="uint16", darks=2, flats=2,
+                     reconstruction={"filter": "shepp-logan",
+                                     "slices": "all"}) as scan:
+        for i in range(2):
+            scan.dark(i, counts(np.full(shape, dark_level)))
+        for i in range(2):
+            scan.flat(i, counts(np.full(shape, flat_level)))
+        for i in range(args.angles):
+            raw = dark_level + (flat_level - dark_level) * np.exp(
+                -projection(args.size, args.rows, i * step))
+            scan.projection(i, counts(raw), angle=i * step)
+    # leaving the with-block sent scan_end
 
 
 def ascii_preview(img, columns=64):
@@ -271,9 +131,10 @@ def ascii_preview(img, columns=64):
                      for row in scaled)
 
 
-def show(args, header, img):
+def show(args, image):
+    img = image.data
     print(ascii_preview(img))
-    if list(header["roi"]) == [0, 0, args.size, args.size]:
+    if list(image.roi) == [0, 0, args.size, args.size]:
         # the whole grid (slice_size = detector width): compare with truth
         truth = true_slice(args.size)
         plain = truth == DISCS[0][3]        # the big disc, nothing on top
@@ -296,46 +157,53 @@ def show(args, header, img):
 
 def main():
     args = parse_args()
-    global CURVE
+    curve = None
     if args.server_key or args.client_key:
-        CURVE = load_curve(args.server_key, args.client_key)
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    secure(sub).connect(args.publish)
-    for topic in (b"slice", b"event"):
-        sub.setsockopt(zmq.SUBSCRIBE, topic)
-    # PUB drops what it sends before our subscription arrives
-    # (PROTOCOL.md 5): give it a moment before the scan starts.
+        if not (args.server_key and args.client_key):
+            sys.exit("push_scan.py: CURVE needs both --server-key and "
+                     "--client-key")
+        curve = rtomo.Curve.from_files(args.server_key, args.client_key)
+    # Subscribes to slices and events first, and waits until the
+    # subscription is in place: PUB drops what it sends before (PROTOCOL.md 5).
+    client = rtomo.Client(args.daemon, ingest=args.ingest,
+                          publish=args.publish, control=args.control,
+                          connections=args.connections, curve=curve,
+                          topics=("slice", "event"), ready=0)
     time.sleep(0.5)
-    push = ctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 10000)
-    secure(push).connect(args.ingest)
-    t0 = time.time()
-    push_scan(args, push)
-    print("pushed %d projections of %dx%d in %.2f s"
-          % (args.angles, args.size, args.rows, time.time() - t0))
-    # While we ask, the slices wait in the SUB socket's queue (a few here;
-    # a client of large scans would read them meanwhile).
     try:
-        ok, line = judge(wait_for_outcome(args, ctx))
-    except RuntimeError as e:
-        ok, line = False, "cannot learn what became of scan %s: %s" % (
-            args.scan, e)
-    print(line, file=sys.stdout if ok else sys.stderr)
-    slices = receive_slices(args, sub) if ok else {}
-    push.close()
-    sub.close(linger=0)
-    ctx.term()
-    if not ok:
-        return 1
-    if not slices:
-        print("no slice of scan %s arrived within %g s" % (args.scan,
-                                                           args.timeout))
-        return 1
-    row = sorted(slices)[len(slices) // 2]
-    print("showing slice %d" % row)
-    show(args, *slices[row])
-    return 0
+        t0 = time.time()
+        push_scan(args, client)
+        print("pushed %d projections of %dx%d in %.2f s"
+              % (args.angles, args.size, args.rows, time.time() - t0))
+        # What became of the scan (PROTOCOL.md 3.9): the control request
+        # "scan", asked until final and judged; ScanFailed carries the
+        # daemon's reason.  Meanwhile the slices wait in the SUB queue.
+        try:
+            outcome = client.wait_scan(args.scan, args.timeout)
+        except rtomo.RtomoError as e:
+            print("scan %s failed: %s" % (args.scan, e), file=sys.stderr)
+            return 1
+        print(rtomo.judge(outcome)[1])
+        try:
+            slices = client.images(args.scan, timeout=args.timeout)
+        except rtomo.Timeout:
+            print("no slice of scan %s arrived within %g s"
+                  % (args.scan, args.timeout))
+            return 1
+        for i in sorted(slices):
+            h = slices[i]
+            print("slice %d (%d of %d): %dx%d, min %.4g max %.4g, latency "
+                  "%s ms" % (h.slice, h.index + 1, h.count, h.width,
+                             h.height, h["min"], h["max"], h["latency_ms"]))
+        if client.subscriber.lost:
+            print("lost %d published messages (seq gaps)"
+                  % client.subscriber.lost)
+        image = slices[sorted(slices)[len(slices) // 2]]
+        print("showing slice %d" % image.slice)
+        show(args, image)
+        return 0
+    finally:
+        client.close()
 
 
 if __name__ == "__main__":
