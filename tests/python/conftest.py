@@ -54,7 +54,9 @@ class Daemon:
                     "--control", self.control, "--backend", "cpu",
                     "--cpu-threads", "2", "--set", "telemetry.interval_ms=50",
                     ] + self.args
-            self.log = open("rtomod-pytest-%d.log" % os.getpid(), "a+")
+            if self.log:
+                self.log.close()
+            self.log = open("rtomod-pytest-%d.log" % os.getpid(), "a")
             self.proc = subprocess.Popen(argv, stdout=self.log,
                                          stderr=subprocess.STDOUT)
             ctl = rtomo.Control(self.control, timeout=0.5, curve=self.curve)
@@ -84,15 +86,23 @@ class Daemon:
                             control=self.control, **kw)
 
     def stop(self, timeout=20.0):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return -9
-        return self.proc.returncode if self.proc else None
+        """SIGTERM, and the exit status (-9 after a SIGKILL past
+        ``timeout`` s).  The daemon's output is in rtomod-pytest-PID.log
+        in the working directory."""
+        try:
+            if self.proc and self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    return self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                    return -9
+            return self.proc.returncode if self.proc else None
+        finally:
+            if self.log:
+                self.log.close()
+                self.log = None
 
 
 @pytest.fixture(scope="module")
