@@ -109,6 +109,19 @@ static const char *name_incomplete(int v)
 }
 static const enum_def enum_incomplete = {parse_incomplete, name_incomplete};
 
+/* output.hdf5.when_full: what an image finds when the output queue is
+ * full. */
+static const char *const when_full_names[] = {"drop", "block", NULL};
+static int parse_when_full(const char *s, int *out)
+{
+    return parse_in_table(when_full_names, s, out);
+}
+static const char *name_when_full(int v)
+{
+    return v >= 0 && v < 2 ? when_full_names[v] : NULL;
+}
+static const enum_def enum_when_full = {parse_when_full, name_when_full};
+
 /* --------------------------------------------------- custom values ---- */
 
 typedef int (*custom_parse_fn)(const json_t *v, rtomod_config *cfg,
@@ -230,6 +243,31 @@ static json_t *dump_roi(const rtomod_config *cfg)
     if (r[2] == 0 && r[3] == 0)
         return json_null();
     return json_pack("[i, i, i, i]", r[0], r[1], r[2], r[3]);
+}
+
+/* "output.hdf5.directory": null (no files) | a directory */
+static int parse_hdf5_directory(const json_t *v, rtomod_config *cfg,
+                                char *why, size_t n)
+{
+    if (json_is_null(v)) {
+        cfg->output.hdf5_directory[0] = '\0';
+        return 0;
+    }
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) >= RTOMOD_PATH_MAX - 64) {
+        snprintf(why, n, "expected null or a directory (a path of less than "
+                 "%d characters)", RTOMOD_PATH_MAX - 64);
+        return -1;
+    }
+    snprintf(cfg->output.hdf5_directory, RTOMOD_PATH_MAX, "%s",
+             json_string_value(v));
+    return 0;
+}
+
+static json_t *dump_hdf5_directory(const rtomod_config *cfg)
+{
+    return cfg->output.hdf5_directory[0]
+               ? json_string(cfg->output.hdf5_directory) : json_null();
 }
 
 /* "devices": "all" | [ordinals] */
@@ -372,6 +410,13 @@ static const field fields[] = {
     CUSTOM("security", "allow_addresses", rtomod_security_parse_allow,
            rtomod_security_dump_allow, 0),
     BOOL("security", "allow_insecure_remote", security.allow_insecure_remote),
+    /* Keys of a subsection ("output": {"hdf5": {...}}) are named with a
+     * dot: --set output.hdf5.directory=... */
+    CUSTOM("output", "hdf5.directory", parse_hdf5_directory,
+           dump_hdf5_directory, 0),
+    DBL("output", "hdf5.queue_mb", output.hdf5_queue_mb, 1, 1 << 22, 0),
+    ENUM("output", "hdf5.when_full", output.hdf5_block, enum_when_full, 0),
+    BOOL("output", "hdf5.sbdx_planes", output.hdf5_sbdx_planes),
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
@@ -459,6 +504,15 @@ void rtomod_config_init(rtomod_config *cfg)
      * streaming is refused after this. */
     cfg->shutdown.drain_max_ms = 2000;
     cfg->shutdown.timeout_ms = 60000;
+    /* Off until a directory is given.  The queue holds references to the
+     * images' buffers (no copies): 4 GiB is 256 slices of 2048^2, several
+     * seconds of a GPU's output, what a disk's hiccup needs.  Full, it
+     * drops and counts: the live reconstruction and the camera never wait
+     * for a disk (output.hdf5.when_full "block" keeps every image at the
+     * price of slowing the workers, and then the sender). */
+    cfg->output.hdf5_queue_mb = 4096;
+    cfg->output.hdf5_block = 0;
+    cfg->output.hdf5_sbdx_planes = 0;
 }
 
 void rtomod_config_clear(rtomod_config *cfg)
@@ -642,6 +696,17 @@ static int check_consistency(const rtomod_config *cfg, char *error, size_t n)
     return 0;
 }
 
+/* Whether section.sub.* keys exist. */
+static int has_subsection(const char *section, const char *sub)
+{
+    size_t len = strlen(sub);
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (strcmp(fields[i].section, section) == 0 &&
+            strncmp(fields[i].key, sub, len) == 0 && fields[i].key[len] == '.')
+            return 1;
+    return 0;
+}
+
 static int apply_section(rtomod_config *cfg, const char *section,
                          const json_t *obj, int runtime_only, char *error,
                          size_t n)
@@ -652,6 +717,23 @@ static int apply_section(rtomod_config *cfg, const char *section,
     json_t *value;
     json_object_foreach((json_t *)obj, key, value) {
         const field *f = find_field(section, key);
+        /* A subsection ("hdf5": {"directory": ...}): its keys are
+         * "hdf5.directory" in the table. */
+        if (!f && json_is_object(value) && has_subsection(section, key)) {
+            json_t *flat = json_object();
+            const char *sub;
+            json_t *v;
+            char path[128];
+            json_object_foreach(value, sub, v) {
+                snprintf(path, sizeof path, "%s.%s", key, sub);
+                json_object_set(flat, path, v);
+            }
+            int rc = apply_section(cfg, section, flat, runtime_only, error, n);
+            json_decref(flat);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         /* A removed key gets its own explanation, not "unknown". */
         if (!f && strcmp(section, "publish") == 0 &&
             strcmp(key, "nodrop") == 0)
@@ -759,6 +841,18 @@ json_t *rtomod_config_to_json(const rtomod_config *cfg)
         if (!section) {
             section = json_object();
             json_object_set_new(root, f->section, section);
+        }
+        const char *dot = strchr(f->key, '.');
+        if (dot) {              /* a subsection's key */
+            char sub[64];
+            snprintf(sub, sizeof sub, "%.*s", (int)(dot - f->key), f->key);
+            json_t *inner = json_object_get(section, sub);
+            if (!inner) {
+                inner = json_object();
+                json_object_set_new(section, sub, inner);
+            }
+            json_object_set_new(inner, dot + 1, dump_value(f, cfg));
+            continue;
         }
         json_object_set_new(section, f->key, dump_value(f, cfg));
     }

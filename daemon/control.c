@@ -106,6 +106,7 @@ static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
     json_object_set_new(reply, "scan", rtomod_scan_status(d));
     json_object_set_new(reply, "scans", rtomod_scans_status(d));
     json_object_set_new(reply, "memory", memory_json(d));
+    json_object_set_new(reply, "output", rtomod_output_json(d->output));
     json_object_set(reply, "counters", json_object_get(telemetry, "counters"));
     json_object_del(telemetry, "counters");
     json_object_set_new(reply, "telemetry", telemetry);

@@ -54,6 +54,13 @@ void rtomod_publish_result(rtomod *d, rtomod_scan *scan, rtomod_result *r)
         log_error("publish: out of memory encoding an image header");
         return;
     }
+    /* The HDF5 file shares the buffer (a reference, no copy): a plain
+     * scan's slices, an SBDX stream's images. */
+    if (scan->output_file &&
+        (scan->kind == RTOMOD_SCAN_SBDX
+             ? strcmp(h->topic, RTOMO_TOPIC_PREVIEW) != 0
+             : strcmp(h->topic, RTOMO_TOPIC_SLICE) == 0 && h->frame < 0))
+        rtomod_output_image(d->output, scan->serial, r);
     rtomod_publish(&d->pub, h->topic, header, r->buffer, r->data, r->size);
     r->buffer = NULL;           /* the publisher took the reference */
     free(header);
@@ -154,6 +161,7 @@ static void dispatch_list(rtomod *d, rtomod_result *r)
 static void dispatch_results(rtomod *d)
 {
     dispatch_list(d, rtomod_pool_take_results(&d->pool));
+    rtomod_output_poll(d->output, &d->pub);
     rtomod_telemetry_maybe_publish(d);
 }
 
@@ -329,6 +337,14 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
     size_t gpu_memory[RTOMO_MAX_DEVICES];
     for (int i = 0; i < d->n_gpus; i++)
         gpu_memory[i] = d->gpus[i].memory_total;
+    d->output = rtomod_output_start(&d->cfg, d->loop, &d->wake, error,
+                                    error_size);
+    if (!d->output && error[0])
+        return -1;
+    if (d->output) {
+        d->pool.gate = rtomod_output_gate;
+        d->pool.gate_ctx = d->output;
+    }
     if (rtomod_budget_init(&d->budget, &d->cfg, gpu_memory, d->n_gpus,
                            d->pool.n, error, error_size) != 0)
         return -1;
@@ -398,6 +414,9 @@ static void start_signals(rtomod *d)
     ev_signal_start(d->loop, &d->sigint);
     /* A subscriber or sender that vanishes must not kill the daemon. */
     signal(SIGPIPE, SIG_IGN);
+    /* A file size limit (RLIMIT_FSIZE) fails an output file's write with
+     * EFBIG, reported as output_error, instead of killing the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
@@ -464,6 +483,9 @@ void rtomod_close(rtomod *d)
     }
     rtomod_ingest_close(d);
     rtomod_control_close(d);
+    /* The loop takes no more results: a worker must not wait for room
+     * in the output queue. */
+    rtomod_output_no_wait(d->output);
     if (d->pool.workers) {
         /* Anything still queued here was cut short by a second signal or
          * the shutdown timeout. */
@@ -473,9 +495,15 @@ void rtomod_close(rtomod *d)
     }
     while (d->scans) {
         rtomod_scan *next = d->scans->next;
+        if (d->scans->output_file)
+            rtomod_output_close(d->output, d->scans->serial, 0, "shutdown",
+                                "rtomod stopped before the scan ended");
         rtomod_scan_free(d->scans);
         d->scans = next;
     }
+    /* Every file written and closed; its last events published. */
+    rtomod_output_stop(d->output, &d->pub);
+    d->output = NULL;
     if (d->loop)
         ev_async_stop(d->loop, &d->wake);
     rtomod_publisher_close(&d->pub, d->cfg.publish.linger_ms);

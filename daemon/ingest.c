@@ -321,6 +321,19 @@ static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
     }
 }
 
+/* A frame whose header decoded but whose payload did not pass (wrong size,
+ * NaN or infinity): the reject names the frame's index (PROTOCOL.md 6.3). */
+static int payload_rejected(const rtomo_ingest_msg *msg,
+                            const rtomo_reject_info *why)
+{
+    const int frame = msg->type == RTOMO_MSG_PROJECTION ||
+                      msg->type == RTOMO_MSG_DARK ||
+                      msg->type == RTOMO_MSG_FLAT ||
+                      msg->type == RTOMO_MSG_SBDX_FRAME;
+    return frame && (why->reason == RTOMO_REJECT_NONFINITE ||
+                     why->reason == RTOMO_REJECT_SIZE);
+}
+
 static void handle(rtomod *d, ingest_parts *m)
 {
     if (check_sizes(d, m) != 0)
@@ -336,11 +349,16 @@ static void handle(rtomod *d, ingest_parts *m)
         /* A begin that does not decode is a refused begin all the same. */
         d->handling_begin = msg.type == RTOMO_MSG_SCAN_BEGIN ||
                             msg.type == RTOMO_MSG_SBDX_BEGIN;
-        rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL, -1);
+        rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL,
+                      payload_rejected(&msg, &why) ? msg.frame.index : -1);
         d->handling_begin = 0;
         return;
     }
+    d->begin_header = zmq_msg_data(&m->header);
+    d->begin_header_size = zmq_msg_size(&m->header);
     deliver(d, &msg, &m->payload, 1);
+    d->begin_header = NULL;
+    d->begin_header_size = 0;
     rtomo_ingest_msg_clear(&msg);
 }
 

@@ -29,6 +29,7 @@
 #include "rtomod_config.h"
 #include "rtomod_history.h"
 #include "rtomod_loop.h"
+#include "rtomod_output.h"
 #include "rtomod_publish.h"
 #include "rtomo_protocol.h"
 #include "rtomod_worker.h"
@@ -120,6 +121,7 @@ typedef struct rtomod_scan {
     char start_reason[32];      /* its reason code ("" = none) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;
+    int output_file;            /* has an HDF5 file (rtomod_output.h) */
 } rtomod_scan;
 
 /* A new scan record (not yet registered), with the next serial. */
@@ -354,6 +356,10 @@ struct rtomod {
     rtomod_zwatch ingest_watch, control_watch;
     rtomod_publisher pub;
     rtomod_pool pool;
+    struct rtomod_output *output;   /* HDF5 files, or NULL (off) */
+    /* The begin message being handled, as received (for the files). */
+    const char *begin_header;
+    size_t begin_header_size;
     rtomo_backend backend;      /* resolved: CPU or CUDA */
     rtomod_gpu gpus[RTOMO_MAX_DEVICES];
     int n_gpus;                 /* = workers with CUDA, 0 with the CPU */

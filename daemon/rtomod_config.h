@@ -26,6 +26,7 @@
 #include "rtomod_security.h"
 
 #define RTOMOD_ENDPOINT_MAX 256
+#define RTOMOD_PATH_MAX 1024
 /* Scans in flight at most (scans.max); also the plans a worker holds. */
 #define RTOMOD_MAX_SCANS 16
 #define RTOMOD_CONFIG_ERROR_MAX 512
@@ -135,6 +136,13 @@ typedef struct rtomod_config {
         int timeout_ms;         /* give up waiting for the workers */
     } shutdown;
     rtomod_security_config security;   /* who may connect (rtomod_security.h) */
+    struct {
+        char hdf5_directory[RTOMOD_PATH_MAX];  /* "" = no HDF5 files */
+        double hdf5_queue_mb;   /* images waiting for the disk, at most */
+        int hdf5_block;         /* queue full: 1 = the workers wait,
+                                   0 = the image is dropped and counted */
+        int hdf5_sbdx_planes;   /* SBDX streams: the planes too */
+    } output;                   /* rtomod_output.h; keys output.hdf5.* */
 } rtomod_config;
 
 /* Fill with the defaults (work out of the box on one machine). */

@@ -188,6 +188,10 @@ typedef struct rtomod_result {
     char message[RTOMO_REASON_MAX];
     /* DROPPED */
     long dropped;
+    /* IMAGE: room reserved in the HDF5 output's queue (rtomod_output.h,
+     * when_full "block"), released when queued there or freed. */
+    size_t output_reserved;
+    struct rtomod_output *output_hold;
 } rtomod_result;
 
 void rtomod_result_free(rtomod_result *r);
@@ -242,6 +246,11 @@ struct rtomod_pool {
     int n_results;
     struct ev_loop *loop;
     ev_async *wake_loop;        /* sent when results arrive or room frees */
+    /* Called for every result on its way to the loop, from the finisher
+     * (may wait: the HDF5 output's "block", rtomod_output_gate); NULL =
+     * none.  Set before the first job. */
+    void (*gate)(void *ctx, rtomod_result *r);
+    void *gate_ctx;
 };
 
 /*

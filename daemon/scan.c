@@ -306,6 +306,11 @@ static void complete(rtomod *d, rtomod_scan *scan)
                          scan->incomplete ? "; incomplete: " : "",
                          scan->incomplete ? scan->failure : "",
                          scan->failed ? "; failed: " : "");
+    if (scan->output_file)
+        rtomod_output_close(d->output, scan->serial,
+                            !scan->failed && !scan->incomplete,
+                            scan->failed ? "failed" : scan->end_code,
+                            scan->failure);
     retire(d, scan, "complete", NULL, NULL);
 }
 
@@ -505,6 +510,11 @@ void rtomod_scan_abort(rtomod *d, rtomod_scan *scan, const char *code,
                          -1, code, "%s; %ld frames accepted, %ld dropped, "
                          "%ld rejected", why, scan->frames, scan->dropped,
                          scan->rejected);
+    if (scan->output_file) {
+        char text[RTOMO_REASON_MAX];
+        snprintf(text, sizeof text, "scan aborted (%s): %s", code, why);
+        rtomod_output_close(d->output, scan->serial, 0, code, text);
+    }
     retire(d, scan, "aborted", code, why);
 }
 

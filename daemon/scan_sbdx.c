@@ -131,6 +131,31 @@ static void estimate(const rtomod *d, const rtomo_sbdx_spec *spec,
     }
 }
 
+/* The stream's HDF5 file: its geometry and output settings. */
+static void open_output(rtomod *d, rtomod_scan *scan,
+                        const rtomo_sbdx_spec *spec)
+{
+    const rtomo_sbdx_geometry *g = &spec->geometry;
+    json_t *ratios = json_array();
+    for (int i = 0; i < g->n_planes; i++)
+        json_array_append_new(ratios, json_real(g->ratios[i]));
+    json_t *meta = json_pack(
+        "{s:{s:i, s:i}, s:[i, i], s:i, s:o, s:i, s:i, s:[i, i], s:i, s:b, "
+        "s:s, s:s, s:b, s:f, s:f}",
+        "detector", "width", g->det_width, "height", g->det_height,
+        "holes", g->holes_x, g->holes_y, "shift", g->shift_m,
+        "ratios", ratios, "plane_width", g->out_width,
+        "plane_height", g->out_height, "origin", g->origin_x, g->origin_y,
+        "composite_radius", g->composite_radius, "flat_field", g->flat_field,
+        "dtype", rtomo_dtype_name(spec->dtype),
+        "planes", rtomo_plane_format_name(spec->planes),
+        "composite", spec->composite, "u16_scale", (double)spec->u16_scale,
+        "u16_offset", (double)spec->u16_offset);
+    scan->output_file = rtomod_output_open_sbdx(
+        d->output, scan->serial, scan->id, meta, d->begin_header,
+        d->begin_header_size);
+}
+
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg)
 {
     if (!rtomod_scan_may_begin(d, msg))
@@ -171,6 +196,8 @@ int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg)
     scan->sbdx = s;
     for (int w = 0; w < d->pool.n; w++)
         rtomod_scan_push(d, scan, w, jobs[w]);
+    if (d->output)
+        open_output(d, scan, s->spec);
     rtomod_scan_activate(d, scan);
     const rtomo_sbdx_geometry *g = &s->spec->geometry;
     log_info("SBDX stream %s: %dx%d holes, %dx%d detector, %d planes",

@@ -705,6 +705,50 @@ static void note_processing(rtomod_scan *scan, const rtomo_scan_spec *spec,
                     "whole sinogram)");
 }
 
+/* The scan's HDF5 file: geometry and processing as the plans use them
+ * (the scan's settings, the configuration's elsewhere). */
+static void open_output(rtomod *d, rtomod_scan *scan,
+                        const rtomo_scan_spec *spec,
+                        const rtomo_fbp_geometry *g, int n_rows)
+{
+    json_t *angles = json_array();
+    for (int p = 0; p < g->n_proj; p++)
+        json_array_append_new(angles, json_real(
+            (g->angles ? g->angles[p] : g->angle_start + p * g->angle_step) *
+            180.0 / M_PI));
+    int size = g->slice_size > 0 ? g->slice_size : g->det_width;
+    json_t *meta = json_pack(
+        "{s:{s:i, s:i}, s:i, s:i, s:s, s:f, s:s, s:i, s:s, s:b, s:b, s:s, "
+        "s:i, s:i, s:i, s:i, s:s, s:o}",
+        "detector", "width", g->det_width, "height", g->det_height,
+        "projections", g->n_proj, "slices", n_rows,
+        "filter", rtomo_window_name(g->window),
+        "cutoff", g->cutoff > 0 ? g->cutoff : 1.0,
+        "interpolation", rtomo_interp_name(g->interp), "slice_size", size,
+        "axis_mode", spec->axis_auto ? "auto" : "given",
+        "half_acquisition", g->half_acquisition,
+        "angle_weights", g->angle_weights,
+        "rings", rtomo_rings_name(g->rings),
+        "rings_width", g->rings_width ? g->rings_width : 31,
+        "darks", spec->n_darks, "flats", spec->n_flats,
+        "flats_after", spec->n_flats_after,
+        "dtype", rtomo_dtype_name(spec->dtype), "rotation_angle", angles);
+    if (!spec->axis_auto)
+        json_object_set_new(meta, "axis", json_real(
+            isnan(g->axis) ? 0.5 * (g->det_width - 1) : g->axis));
+    if (g->roi_width > 0 && g->roi_height > 0)
+        json_object_set_new(meta, "roi", json_pack("[i, i, i, i]", g->roi_x,
+                            g->roi_y, g->roi_width, g->roi_height));
+    if (g->phase.delta_beta > 0.0)
+        json_object_set_new(meta, "phase", json_pack(
+            "{s:f, s:f, s:f, s:f}", "delta_beta", g->phase.delta_beta,
+            "energy_kev", g->phase.energy_kev, "distance_m",
+            g->phase.distance_m, "pixel_m", g->phase.pixel_m));
+    scan->output_file = rtomod_output_open_tomo(
+        d->output, scan->serial, scan->id, meta, d->begin_header,
+        d->begin_header_size);
+}
+
 int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
 {
     rtomo_scan_spec *spec = msg->scan_spec;
@@ -822,6 +866,9 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         append_note(scan, "axis: auto, from %d pairs of opposed projections",
                     scan->tomo->n_axis_pairs);
     note_processing(scan, spec, &g);
+    /* Continuous streams have no file (yet): a window is no volume. */
+    if (d->output && !spec->continuous)
+        open_output(d, scan, spec, &g, n_rows);
     rtomod_scan_activate(d, scan);
     int base, n_own;
     own_rows(d, scan->tomo, &base, &n_own);

@@ -95,7 +95,7 @@ static json_t *axis_json(const rtomod_telemetry *t)
 json_t *rtomod_telemetry_json(rtomod *d)
 {
     const rtomod_telemetry *t = &d->telemetry;
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:{s:f, s:f, s:I, s:I}, s:{s:f, s:f, s:f, s:I, s:I, s:I, s:I},"
         " s:{s:i, s:i, s:i, s:i}, s:o, s:o}",
         "state", rtomod_state_name(d),
@@ -114,6 +114,10 @@ json_t *rtomod_telemetry_json(rtomod *d)
         "windows", pending_windows(d),
         "publish", rtomod_pool_queued_results(&d->pool),
         "counters", counters_json(d), "axis", axis_json(t));
+    /* HDF5 files (rtomod_output.h): null when off. */
+    if (j)
+        json_object_set_new(j, "output", rtomod_output_json(d->output));
+    return j;
 }
 
 /* Rates over the time since the last telemetry message. */

@@ -19,6 +19,7 @@
 #include "rtomod_config.h"
 #include "rtomod_finisher.h"
 #include "rtomod_log.h"
+#include "rtomod_output.h"
 #include "rtomod_worker.h"
 #include "worker_internal.h"
 
@@ -83,6 +84,8 @@ static int job_is_frame(const rtomod_job *job)
 void rtomod_result_free(rtomod_result *r)
 {
     if (r) {
+        if (r->output_reserved)
+            rtomod_output_unreserve(r->output_hold, r->output_reserved);
         rtomod_buffer_unref(r->buffer);
         free(r);
     }
@@ -119,6 +122,8 @@ static rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
 static void deliver_to_loop(void *ctx, rtomod_result *r)
 {
     rtomod_pool *pool = ctx;
+    if (pool->gate)
+        pool->gate(pool->gate_ctx, r);
     pthread_mutex_lock(&pool->lock);
     if (pool->results_tail)
         pool->results_tail->next = r;
