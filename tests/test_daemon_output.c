@@ -17,7 +17,9 @@
  *     event (file_too_large), the scan completes, the daemon lives, and
  *     the file left behind opens, marked incomplete with the reason;
  *   - an aborted scan, and one cut short by SIGTERM, leave files marked
- *     incomplete (complete = 0, the reason, the slices missing).
+ *     incomplete (complete = 0, the reason, the slices missing);
+ *   - an SBDX stream: composite, depth and planes appended per frame,
+ *     equal to what was published.
  *
  * Skipped (77) when /usr/bin/python3 has no h5py.
  */
@@ -25,6 +27,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,7 @@
 #include <unistd.h>
 
 #include "daemon_harness.h"
+#include "rtomo_sim.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -306,6 +310,112 @@ START_TEST(aborted_and_shutdown_incomplete)
 }
 END_TEST
 
+/* An SBDX stream: composite, depth and (output.hdf5.sbdx_planes) the
+ * planes, one row per frame, equal to what was published. */
+static const char *const sbdx_checker =
+    "import sys, h5py, numpy as np\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "e = f['entry']\n"
+    "d = e['data']\n"
+    "assert d.attrs['signal'] in ('composite', b'composite')\n"
+    "n, h, w, p = (int(x) for x in sys.argv[3:7])\n"
+    "c = np.fromfile(sys.argv[2] + '.composite', dtype='<f4').reshape(n, h, w)\n"
+    "z = np.fromfile(sys.argv[2] + '.depth', dtype='<u2').reshape(n, h, w)\n"
+    "pl = np.fromfile(sys.argv[2] + '.planes', dtype='<f4').reshape(n, p, h, w)\n"
+    "assert d['composite'].shape == (n, h, w) and d['composite'].maxshape[0] is None\n"
+    "assert np.array_equal(d['composite'][...], c)\n"
+    "assert d['depth'].dtype == np.uint16 and np.array_equal(d['depth'][...], z)\n"
+    "assert np.array_equal(d['planes'][...], pl)\n"
+    "assert int(e.attrs['complete']) == 1 and int(e.attrs['frames_written']) == n\n"
+    "print('sbdx ok')\n";
+
+START_TEST(sbdx_stream_appended)
+{
+    make_dir();
+    static char set[600];
+    snprintf(set, sizeof set, "output.hdf5.directory=%s", dir);
+    const char *args[] = {"--set", set, "--set", "output.hdf5.sbdx_planes=true",
+                          NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    rtomo_sbdx_spec spec;
+    rtomo_sbdx_spec_init(&spec);
+    snprintf(spec.scan, sizeof spec.scan, "out-sbdx");
+    rtomo_sbdx_geometry *g = &spec.geometry;
+    g->holes_x = 10;
+    g->holes_y = 8;
+    g->det_width = 16;
+    g->det_height = 8;
+    g->shift_m = 4;
+    static const double ratios[3] = {1.5, 2.0, 2.5};
+    g->n_planes = 3;
+    spec.ratios = malloc(sizeof ratios);
+    memcpy(spec.ratios, ratios, sizeof ratios);
+    g->ratios = spec.ratios;
+    spec.dtype = RTOMO_DTYPE_U8;
+    const size_t samples = 10 * 8 * 16 * 8;
+    uint8_t *frames = malloc(samples * 3);
+    uint64_t seed = 0x5bd;
+    for (size_t i = 0; i < samples * 3; i++)
+        frames[i] = (uint8_t)(100 + 100 * rtomo_random_uniform(&seed));
+    rtomo_error err;
+    ck_assert(rtomo_client_send_sbdx_begin(t.c, &spec, &err) == RTOMO_OK);
+    for (int k = 0; k < 3; k++) {
+        rtomo_frame_header f;
+        memset(&f, 0, sizeof f);
+        f.type = RTOMO_MSG_SBDX_FRAME;
+        snprintf(f.scan, sizeof f.scan, "out-sbdx");
+        f.index = k;
+        f.dtype = RTOMO_DTYPE_U8;
+        f.ndim = 4;
+        f.shape[0] = 8;
+        f.shape[1] = 10;
+        f.shape[2] = 8;
+        f.shape[3] = 16;
+        f.angle = f.axis_shift = NAN;
+        ck_assert(rtomo_client_send_frame(t.c, &f, frames + samples * k,
+                                          samples, &err) == RTOMO_OK);
+    }
+    ck_assert(rtomo_client_send_end(t.c, RTOMO_MSG_SBDX_END, "out-sbdx", &err)
+              == RTOMO_OK);
+    daemon_wait_event(&t.in, "output_file", "complete", "out-sbdx", 0);
+    char base[400], name[420];
+    snprintf(base, sizeof base, "%s/published", dir);
+    const char *topics[3] = {RTOMO_TOPIC_COMPOSITE, RTOMO_TOPIC_DEPTH,
+                             RTOMO_TOPIC_PLANE};
+    int w = 0, h = 0;
+    for (int k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "%s.%s", base,
+                 k == 2 ? "planes" : topics[k]);
+        FILE *out = fopen(name, "wb");
+        ck_assert_ptr_nonnull(out);
+        for (int fr = 0; fr < 3; fr++)
+            for (int i = 0; i < (k == 2 ? 3 : 1); i++) {
+                const daemon_image *im = daemon_find_image(
+                    &t.in, topics[k], "out-sbdx", fr, i);
+                ck_assert_ptr_nonnull(im);
+                w = im->h.width;
+                h = im->h.height;
+                fwrite(im->data, 1, im->size, out);
+            }
+        fclose(out);
+    }
+    char script[400], cmd[1200];
+    snprintf(script, sizeof script, "%s/check_sbdx.py", dir);
+    FILE *out = fopen(script, "w");
+    ck_assert_ptr_nonnull(out);
+    fputs(sbdx_checker, out);
+    fclose(out);
+    snprintf(cmd, sizeof cmd, PYTHON " '%s' '%s/out-sbdx.h5' '%s' 3 %d %d 3",
+             script, dir, base, h, w);
+    ck_assert_msg(system(cmd) == 0, "the h5py check of the SBDX file failed");
+    free(frames);
+    rtomo_sbdx_spec_clear(&spec);
+    daemon_session_close(&t);
+    remove_dir(dir);
+}
+END_TEST
+
 int main(void)
 {
     if (system(PYTHON " -c 'import h5py' 2>/dev/null") != 0) {
@@ -313,7 +423,8 @@ int main(void)
         return 77;
     }
     const TTest *tests[] = {file_equals_published, unwritable_directory,
-                            file_size_limit, aborted_and_shutdown_incomplete};
+                            file_size_limit, aborted_and_shutdown_incomplete,
+                            sbdx_stream_appended};
     return daemon_run_tests("daemon_output", tests,
                             sizeof tests / sizeof tests[0], 120);
 }
