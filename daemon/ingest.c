@@ -321,19 +321,6 @@ static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
     }
 }
 
-/* A frame whose header decoded but whose payload did not pass (wrong size,
- * NaN or infinity): the reject names the frame's index (PROTOCOL.md 6.3). */
-static int payload_rejected(const rtomo_ingest_msg *msg,
-                            const rtomo_reject_info *why)
-{
-    const int frame = msg->type == RTOMO_MSG_PROJECTION ||
-                      msg->type == RTOMO_MSG_DARK ||
-                      msg->type == RTOMO_MSG_FLAT ||
-                      msg->type == RTOMO_MSG_SBDX_FRAME;
-    return frame && (why->reason == RTOMO_REJECT_NONFINITE ||
-                     why->reason == RTOMO_REJECT_SIZE);
-}
-
 static void handle(rtomod *d, ingest_parts *m)
 {
     if (check_sizes(d, m) != 0)
@@ -350,7 +337,7 @@ static void handle(rtomod *d, ingest_parts *m)
         d->handling_begin = msg.type == RTOMO_MSG_SCAN_BEGIN ||
                             msg.type == RTOMO_MSG_SBDX_BEGIN;
         rtomod_reject(d, &why, msg.scan[0] ? msg.scan : NULL,
-                      payload_rejected(&msg, &why) ? msg.frame.index : -1);
+                      msg.frame.index);
         d->handling_begin = 0;
         return;
     }

@@ -279,8 +279,15 @@ int rtomo_proto_decode_ingest(int n_parts, const void *header,
         result = decode_body(root, n_parts, payload, payload_size, msg, why);
     }
     if (result < 0) {
+        /* A frame whose header decoded but whose payload failed (size,
+         * NaN) is rejected under its index (PROTOCOL.md 6.3). */
+        const int64_t index = msg->frame.index;
+        const int payload_failed = why && is_frame_type(msg->type) &&
+                                   (why->reason == RTOMO_REJECT_NONFINITE ||
+                                    why->reason == RTOMO_REJECT_SIZE);
         rtomo_ingest_msg_clear(msg);
         keep_scan_id(root, msg);
+        msg->frame.index = payload_failed ? index : -1;
     }
     json_decref(root);
     return result;

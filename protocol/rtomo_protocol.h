@@ -240,8 +240,10 @@ typedef struct rtomo_ingest_msg {
  * samples are finite.  Does not know the active scan: see
  * rtomo_proto_check_*_frame.  Returns 0, or -1 with *why filled.  On
  * success release the message with rtomo_ingest_msg_clear.  On failure
- * the message holds nothing but msg->scan: the header's scan id when it
- * has a valid one (so that rejects can name the scan), else "". 
+ * the message holds nothing but msg->scan (the header's scan id when it
+ * has a valid one, so that rejects can name the scan, else ""), msg->type
+ * and msg->frame.index: the frame's index when its header decoded and its
+ * payload failed (size, non-finite samples), else -1.
  */
 int rtomo_proto_decode_ingest(int n_parts, const void *header,
                               size_t header_size, const void *payload,

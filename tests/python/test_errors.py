@@ -60,9 +60,7 @@ def test_frames_rejected_by_the_daemon(client):
         with pytest.raises(rtomo.Rejected) as e:
             client.wait_event("scan_complete", scan="rej", timeout=10)
         assert e.value.reason == reason
-        # rtomod reports non_finite with index -1 (found after decoding);
-        # the message gives the sample's position instead
-        assert e.value.index == (-1 if reason == "non_finite" else index)
+        assert e.value.index == index
         assert e.value.scan == "rej" and e.value.message
     scan.end()
     with pytest.raises(rtomo.ScanFailed) as e:
