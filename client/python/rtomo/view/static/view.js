@@ -172,7 +172,7 @@ function showStatus(st) {
   if (scan) {
     const exp = scan.expected;
     const frac = exp ? Math.min(1, scan.received / exp) : 0;
-    line.textContent = `${scan.id} (${scan.kind}) ${scan.phase}: ` +
+    line.textContent = `${scan.id} (${scan.kind}) ${scan.phase || s.state}: ` +
       (exp != null ? `${scan.received} of ${exp} projections` : `${scan.received} frames`) +
       (exp ? ` (${(100 * frac).toFixed(0)} %)` : "");
     bar.style.width = (100 * frac) + "%";
@@ -184,14 +184,14 @@ function showStatus(st) {
     line.dataset.received = scan.received; line.dataset.expected = exp;
   } else {
     line.textContent = "no scan acquiring"; bar.style.width = "0";
-    det.textContent = "";
+    det.textContent = S.lastOutcome || "";
   }
   const tb = $("scans").tBodies[0];
   tb.textContent = "";
   for (const x of s.scans || []) {
     const tr = el("tr");
     const res = x.resident ? `${x.resident.slices}/${x.resident.of} ${x.resident.mode}` : "";
-    for (const v of [x.id, x.kind, x.phase, x.expected != null ? `${x.received}/${x.expected}` : x.received,
+    for (const v of [x.id, x.kind, x.phase || "", x.expected != null ? `${x.received}/${x.expected}` : x.received,
                      x.mode || "", res]) tr.append(el("td", {}, v));
     tb.append(tr);
   }
@@ -232,6 +232,9 @@ function showEvents(events) {
     for (const v of [t, e.event, e.scan || "", e.index >= 0 ? e.index : "", e.reason, e.message])
       tr.append(el("td", {}, v));
     tb.insertBefore(tr, tb.firstChild);
+    if (e.event === "scan_complete" || e.event === "scan_aborted")
+      S.lastOutcome = `last: ${e.scan} ${e.event === "scan_complete" ? "complete" : "aborted"}` +
+        (e.reason ? ` (${e.reason})` : "") + `: ${e.message}`;
   }
   while (tb.rows.length > MAX_EVENTS) tb.deleteRow(-1);
   $("n-events").textContent = `(${tb.rows.length} shown)`;
@@ -310,12 +313,13 @@ async function poll() {
     if (st.events.length) S.evN = st.events[st.events.length - 1].n;
     S.images = st.images;
     showView(st);
-    showStatus(st);
     showEvents(st.events);
+    showStatus(st);
     refreshImages();
     drawCharts();
     S.polls++;
     document.body.dataset.polls = S.polls;
+    if (S.polls === 1) document.body.dataset.telemetryFirst = S.tele.length;
     document.body.dataset.images = Object.keys(st.images).sort().join(",");
   } catch (e) {
     $("daemon-state").textContent = "view down"; $("daemon-state").className = "badge down";
@@ -325,6 +329,13 @@ async function poll() {
 }
 
 function init() {
+  // ?mode=auto&plo=1&phi=99, ?mode=minmax, ?mode=manual&lo=0&hi=0.02:
+  // the contrast to start with (a link to a given view)
+  const q = new URLSearchParams(location.search);
+  if (["auto", "minmax", "manual"].includes(q.get("mode"))) $("c-mode").value = q.get("mode");
+  for (const k of ["plo", "phi", "lo", "hi"]) if (q.has(k)) $("c-" + k).value = q.get(k);
+  $("c-auto").hidden = $("c-mode").value !== "auto";
+  $("c-manual").hidden = $("c-mode").value !== "manual";
   buildCharts();
   for (const id of ["c-mode", "c-plo", "c-phi", "c-lo", "c-hi"]) $(id).addEventListener("change", contrastChanged);
   $("c-pause").addEventListener("change", refreshImages);
