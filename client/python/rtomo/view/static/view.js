@@ -152,6 +152,10 @@ function refreshImages() {
   let planes = 0;
   for (const key in S.images || {}) if (key.startsWith("plane/")) planes = Math.max(planes, S.images[key].header.count);
   $("c-plane").hidden = planes <= 4;
+  if (planes > 4 && $("c-planeno").value === "" && document.activeElement !== $("c-planeno")) {
+    const kept = Object.keys(S.images).find(k => k.startsWith("plane/"));
+    if (kept) { $("c-planeno").value = kept.split("/")[1]; $("c-planeno").max = planes - 1; }
+  }
 }
 
 // -- scan progress and daemon --------------------------------------------
