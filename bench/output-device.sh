@@ -32,7 +32,7 @@ sampled() {   # sampled NAME COMMAND...
   local runner=$! pid=""
   : > "$out/$name.io"
   while kill -0 $runner 2>/dev/null; do
-    [ -z "$pid" ] && pid=$(pgrep -f "$b/rtomod" | head -1)
+    [ -z "$pid" ] && pid=$(pgrep -f "^$b/rtomod " | head -1)
     if [ -n "$pid" ] && [ -r "/proc/$pid/io" ]; then
       echo "$(date +%s.%N) $(awk '/^wchar/ {print $2}' /proc/$pid/io)" >> "$out/$name.io"
     fi
@@ -43,7 +43,8 @@ sampled() {   # sampled NAME COMMAND...
   sync
   local t1=$(date +%s.%N)
   echo "== $name" | tee -a "$log"
-  sed -n '/^devices/,/^$/p' "$out/$name.out" | head -3 | tee -a "$log"
+  sed -n "/^devices/,+1p" "$out/$name.out" | tee -a "$log"
+  grep -h "event output_file\\|event output_dropped" "$out/$name.out" | cut -c1-220 | tee -a "$log"
   /usr/bin/python3 - "$out/$name.io" "$t0" "$t1" <<'PY' | tee -a "$log"
 import sys
 rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if len(l.split()) == 2]
