@@ -18,6 +18,12 @@
  *     the file left behind opens, marked incomplete with the reason;
  *   - an aborted scan, and one cut short by SIGTERM, leave files marked
  *     incomplete (complete = 0, the reason, the slices missing);
+ *   - a disk slower than the reconstruction (a 1 MB queue for 4 MB
+ *     slices handed over eight at a time): with the default
+ *     when_full = drop the slices that find the queue full are dropped,
+ *     said once by an output_dropped event, counted in status, and the
+ *     file is marked incomplete with the slices it misses; with block
+ *     every slice is written;
  *   - an SBDX stream: composite, depth and planes appended per frame,
  *     equal to what was published.
  *
@@ -272,6 +278,55 @@ START_TEST(file_size_limit)
 }
 END_TEST
 
+/* Eight slices of 1024^2 float32 (4 MB each) handed over in one batch to
+ * a queue of 1 MB (an image larger than the queue waits only in an empty
+ * one): the first is taken, those behind it find the queue full. */
+static void queue_full(const char *when_full, int expect_drops)
+{
+    make_dir();
+    static char set_dir[600], set_when[64];
+    snprintf(set_dir, sizeof set_dir, "output.hdf5.directory=%s", dir);
+    snprintf(set_when, sizeof set_when, "output.hdf5.when_full=%s", when_full);
+    const char *args[] = {"--set", set_dir, "--set", "output.hdf5.queue_mb=1",
+                          "--set", set_when, "--set",
+                          "reconstruction.batch=8", NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    daemon_scan s;
+    daemon_scan_make(&s, "out-q", 1024, 8, 12, 0, 1, 0x0f7);
+    daemon_send_scan(t.c, &s);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "out-q", 8);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "output_file", NULL,
+                                              "out-q", 0);
+    const long dropped = output_figure(t.c, "images_dropped");
+    printf("when_full %s: %ld of 8 slices dropped; output_file (%s): %s\n",
+           when_full, dropped, ev->reason, ev->message);
+    char file[400];
+    snprintf(file, sizeof file, "%s/out-q.h5", dir);
+    if (expect_drops) {
+        ck_assert_int_gt(dropped, 0);
+        ck_assert_str_eq(ev->reason, "incomplete");
+        const rtomo_event *d = daemon_find_event(&t.in, "output_dropped",
+                                                 "queue_full", "out-q");
+        ck_assert_ptr_nonnull(d);
+        check_file(file, "incomplete", "dropped", NULL);
+    } else {
+        ck_assert_int_eq(dropped, 0);
+        ck_assert_str_eq(ev->reason, "complete");
+        ck_assert_int_eq(output_figure(t.c, "images_written"), 8);
+    }
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+    remove_dir(dir);
+}
+
+START_TEST(slow_disk_drops_or_blocks)
+{
+    queue_full("drop", 1);
+    queue_full("block", 0);
+}
+END_TEST
+
 START_TEST(aborted_and_shutdown_incomplete)
 {
     make_dir();
@@ -423,7 +478,8 @@ int main(void)
         return 77;
     }
     const TTest *tests[] = {file_equals_published, unwritable_directory,
-                            file_size_limit, aborted_and_shutdown_incomplete,
+                            file_size_limit, slow_disk_drops_or_blocks,
+                            aborted_and_shutdown_incomplete,
                             sbdx_stream_appended};
     return daemon_run_tests("daemon_output", tests,
                             sizeof tests / sizeof tests[0], 120);
