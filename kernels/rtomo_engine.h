@@ -874,6 +874,91 @@ rtomo_status rtomo_fbp_line_integrals(const rtomo_fbp *plan, const void *frame,
 rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis,
                                 rtomo_error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Iterative reconstruction: SIRT and CGLS with a matched projector pair     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Parallel beam with the FBP geometry's conventions (det_width,
+ * det_height, n_proj, angles or start/step, axis, axis_shift, slice_size;
+ * row_first/row_count select the rows a plan may be asked for; window,
+ * cutoff, interpolation, ROI, phase, rings, half acquisition, angle
+ * weights do not apply and must be left at their defaults).
+ *
+ * The projector A maps one slice (slice_size^2 pixels, row-major, as the
+ * FBP slices) to one detector row's sinogram (n_proj x det_width,
+ * projection-major, as rtomo_fbp_get_filtered lays it out), in line
+ * integrals: a slice in attenuation per pixel (what rtomo_fbp_reconstruct
+ * gives) projects to line integrals, so an FBP slice is a warm start.
+ * The back-projector is A's exact transpose (a matched pair): <A x, y> =
+ * <x, A^T y> to float rounding, which SIRT and CGLS need to converge.
+ * kernels/iterative/ says which pair and why.
+ */
+typedef struct rtomo_iter rtomo_iter;
+
+typedef enum rtomo_iter_method {
+    RTOMO_ITER_SIRT = 0,        /* x += C A^T R (b - A x); R, C: inverse row
+                                   and column sums of A */
+    RTOMO_ITER_CGLS             /* conjugate gradients on the normal
+                                   equations A^T A x = A^T b */
+} rtomo_iter_method;
+
+const char *rtomo_iter_method_name(rtomo_iter_method m);  /* "sirt", "cgls" */
+rtomo_status rtomo_iter_method_parse(const char *name, rtomo_iter_method *out);
+
+/* A plan; NULL and *err on failure (a geometry the iterative engine does
+ * not take is RTOMO_E_INVALID naming the field). */
+rtomo_iter *rtomo_iter_create(const rtomo_fbp_geometry *g,
+                              const rtomo_engine_options *opt,
+                              rtomo_error *err);
+void rtomo_iter_destroy(rtomo_iter *it);
+/* The backend in use (never AUTO). */
+rtomo_backend rtomo_iter_backend(const rtomo_iter *it);
+
+/* sinograms = A images, for n slices one after the other. */
+rtomo_status rtomo_iter_project(rtomo_iter *it, const float *images, int n,
+                                float *sinograms, rtomo_error *err);
+/* images = A^T sinograms, for n rows one after the other. */
+rtomo_status rtomo_iter_backproject(rtomo_iter *it, const float *sinograms,
+                                    int n, float *images, rtomo_error *err);
+
+typedef struct rtomo_iter_options {
+    rtomo_iter_method method;
+    int iterations;             /* at most, >= 1 */
+    double tolerance;           /* stop when ||A x - b|| / ||b|| is at most
+                                   this; 0 = run every iteration */
+    int nonnegative;            /* SIRT: x = max(x, 0) after each update */
+    /* After each iteration (NULL: none): the iteration (1-based), the
+     * relative residual, the current images; nonzero stops the solve
+     * (an abort; the images are those of that iteration). */
+    int (*progress)(void *ctx, int iteration, double residual,
+                    const float *images);
+    void *ctx;
+} rtomo_iter_options;
+
+/* SIRT, 100 iterations, no tolerance, no constraint, no callback. */
+void rtomo_iter_options_init(rtomo_iter_options *o);
+
+typedef struct rtomo_iter_result {
+    int iterations;             /* done */
+    double residual;            /* ||A x - b|| / ||b|| at the end */
+    int stopped;                /* 1: the callback stopped it */
+    double seconds;             /* the whole solve */
+    double project_seconds;     /* in A */
+    double backproject_seconds; /* in A^T */
+    double updates;             /* pixel x projection updates of A and
+                                   A^T together (for GU/s) */
+} rtomo_iter_result;
+
+/* Solve A x = b for n rows: b the rows' sinograms of line integrals
+ * (n x n_proj x det_width); images (n x slice_size^2) holds the start
+ * when warm is nonzero (e.g. FBP slices), else zeros are the start, and
+ * the result on return.  res may be NULL. */
+rtomo_status rtomo_iter_solve(rtomo_iter *it, const float *sinograms, int n,
+                              float *images, int warm,
+                              const rtomo_iter_options *o,
+                              rtomo_iter_result *res, rtomo_error *err);
+
 #ifdef __cplusplus
 }
 #endif
