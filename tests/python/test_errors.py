@@ -14,6 +14,9 @@ def test_unsupported_dtypes_are_refused_before_sending(client):
                     dtype="float64")
     assert e.value.reason == "bad_dtype"
     scan = client.scan("f64", detector=(8, 1), projections=4, dtype="float32")
+    # the begin travels on the ingest socket, the abort below on the
+    # control socket: nothing orders them but the daemon's event
+    client.wait_event("scan_started", scan="f64", timeout=10)
     for dtype in (np.float64, np.int32, np.int16, np.complex64, bool):
         with pytest.raises(rtomo.InvalidFrame) as e:
             scan.projection(0, np.zeros((1, 8), dtype))
