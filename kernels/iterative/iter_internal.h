@@ -119,7 +119,8 @@ ITER_HD float iter_sf_cdf(const iter_sf_proj *q, float u)
 ITER_HD int iter_sf_weights(const iter_sf_proj *q, float s_c, float w[3])
 {
     float left = s_c + q->t0 + 0.5f;
-    int j0 = (int)floorf(left);
+    int j0 = (int)left;         /* floor, exact (no libm call) */
+    j0 -= left < (float)j0;
     float u1 = (float)j0 + 0.5f - s_c;
     float g1 = iter_sf_cdf(q, u1);
     float g2 = iter_sf_cdf(q, u1 + 1.0f);
