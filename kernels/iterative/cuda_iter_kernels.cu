@@ -1,0 +1,451 @@
+/*
+ * cuda_iter_kernels.cu — the CUDA kernels of the iterative engine: the
+ * matched separable-footprint pair (A^T gathered per pixel, A gathered per
+ * detector bin, both from the same per-pixel weights) and the vector ops
+ * the solvers need.  cuda_iter.h has the contract.
+ *
+ * A^T (backproject_kernel): one 256-thread block per 32 x 32 tile of pixels
+ * of CUDA_ITER_SLICES rows, each thread 4 pixels (one column, rows 8
+ * apart) of the 4 rows at once.  Projections go in groups of 16: the
+ * group's footprints (iter_sf_proj) and the bins the tile can touch (from
+ * its corners; at most 31 sqrt 2 + 5 of them) go into shared memory, the 4
+ * rows' values of a bin side by side (one float4), zeros outside the
+ * detector.  Each pixel then computes its centre and three weights once
+ * per projection and adds 3 float4 taps: the footprint work is shared by
+ * the 4 rows, the sinogram is read from global memory once per tile.
+ *
+ * A (project_kernel): a 32 x 8 block: 32 consecutive bins of 8
+ * consecutive projections (their footprints in shared memory), one thread
+ * per (projection, bin) for the 4 rows at once.  For |cos| >= |sin| the
+ * thread walks the image's rows y (only those the ray band can meet): the
+ * pixels of row y whose footprint may reach bin j are those whose first
+ * bin j0 (iter_sf_weights) is j - 2, j - 1 or j, i.e. whose centre lies in
+ * [j - 2.5 - t0, j + 0.5 - t0): an interval of 3 / |cos| <= 3 sqrt 2
+ * pixels, so 6 candidates around its middle cover it with a margin of
+ * more than 0.8 pixel for the rounding of the middle.  Each candidate's
+ * weight is recomputed exactly as A^T computes it (cuda_iter_center, then
+ * iter_sf_weights) and taken for bin j - j0; a pixel outside the set gets
+ * no weight in A^T either.  For |sin| > |cos| it walks columns, reading
+ * the transposed packed copy so that the candidates stay contiguous in
+ * memory.  Rows of a warp share the projection, so the walk is uniform;
+ * the 8 projections of a block read nearly the same pixels (L1 hits).  No
+ * atomics: each output bin is one thread's sum, in a fixed order.
+ */
+#include "config.h"
+
+#include "cuda_common.h"
+#include "cuda_iter.h"
+
+#define BP_TILE 32
+#define BP_THREADS 256
+#define BP_PIXELS (BP_TILE * BP_TILE / BP_THREADS)    /* 4 per thread */
+#define BP_ROW_STEP (BP_THREADS / BP_TILE)             /* 8 */
+#define BP_GROUP 16
+/* Bins cached per projection: a 32-pixel tile spans at most 31 (|cos| +
+ * |sin|) <= 43.9 bins between its corner centres; the footprint adds its
+ * half-width on each side (3 bins j0..j0+2 from the leftmost); +1 for the
+ * cache starting a bin early and +2 for rounding. */
+#define BP_WIDTH 52
+
+#define FP_BINS 32
+#define FP_PROJ 8
+#define FP_CANDIDATES 6
+
+static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
+{
+    acc.x = fmaf(w, v.x, acc.x);
+    acc.y = fmaf(w, v.y, acc.y);
+    acc.z = fmaf(w, v.z, acc.z);
+    acc.w = fmaf(w, v.w, acc.w);
+}
+
+static __device__ __forceinline__ float comp(const float4 &v, int k)
+{
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+/* ------------------------------------------------------------- pack ---- */
+
+__global__ void __launch_bounds__(256)
+pack_kernel(const float *__restrict__ images, int valid, int size,
+            float4 *__restrict__ packed, float4 *__restrict__ packed_t)
+{
+    __shared__ float4 tile[32][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int x0 = blockIdx.x * 32, y0 = blockIdx.y * 32;
+    const size_t plane = (size_t)size * size;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int x = x0 + tx, y = y0 + ty + 8 * q;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (x < size && y < size) {
+            const size_t at = (size_t)y * size + x;
+            if (valid > 0) v.x = images[at];
+            if (valid > 1) v.y = images[plane + at];
+            if (valid > 2) v.z = images[2 * plane + at];
+            if (valid > 3) v.w = images[3 * plane + at];
+            packed[at] = v;
+        }
+        tile[ty + 8 * q][tx] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int x = x0 + ty + 8 * q, y = y0 + tx;
+        if (x < size && y < size)
+            packed_t[(size_t)x * size + y] = tile[tx][ty + 8 * q];
+    }
+}
+
+extern "C" rtomo_status cuda_iter_pack(const cuda_iter_launch *l,
+                                       const float *images, int valid,
+                                       float4 *packed, float4 *packed_t,
+                                       cudaStream_t stream, rtomo_error *err)
+{
+    const dim3 grid((l->size + 31) / 32, (l->size + 31) / 32);
+    pack_kernel<<<grid, dim3(32, 8), 0, stream>>>(images, valid, l->size,
+                                                  packed, packed_t);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: pack");
+    return RTOMO_OK;
+}
+
+/* -------------------------------------------------------------- A^T ---- */
+
+__global__ void __launch_bounds__(BP_THREADS)
+backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
+                   int n, float *__restrict__ images)
+{
+    __shared__ float4 cache[BP_GROUP][BP_WIDTH];
+    __shared__ iter_sf_proj pq[BP_GROUP];
+    __shared__ int pstart[BP_GROUP];
+
+    const int t = threadIdx.x;
+    const int row0 = blockIdx.z * CUDA_ITER_SLICES;
+    const int valid = min(CUDA_ITER_SLICES, n - row0);
+    const int x0 = blockIdx.x * BP_TILE, y0 = blockIdx.y * BP_TILE;
+    const int px = x0 + t % BP_TILE, py = y0 + t / BP_TILE;
+    const float fx = (float)px;
+    const size_t sino_len = (size_t)l.n_proj * l.width;
+    const float *rows = sino + (size_t)row0 * sino_len;
+
+    float4 acc[BP_PIXELS];
+#pragma unroll
+    for (int q = 0; q < BP_PIXELS; q++)
+        acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+
+    for (int p0 = 0; p0 < l.n_proj; p0 += BP_GROUP) {
+        const int group = min(BP_GROUP, l.n_proj - p0);
+        __syncthreads();                /* the previous group is consumed */
+        if (t < group) {
+            const iter_sf_proj q = l.proj[p0 + t];
+            pq[t] = q;
+            /* The lowest first bin of the tile: its corner centres, the
+             * footprint's left end, one bin of margin. */
+            const float a = cuda_iter_center(q, (float)x0, (float)y0);
+            const float b = cuda_iter_center(q, (float)(x0 + BP_TILE - 1), (float)y0);
+            const float c = cuda_iter_center(q, (float)x0, (float)(y0 + BP_TILE - 1));
+            const float d = cuda_iter_center(q, (float)(x0 + BP_TILE - 1),
+                                             (float)(y0 + BP_TILE - 1));
+            const float lo = fminf(fminf(a, b), fminf(c, d));
+            pstart[t] = (int)floorf(lo + q.t0 + 0.5f) - 1;
+        }
+        __syncthreads();
+        for (int e = t; e < group * BP_WIDTH; e += BP_THREADS) {
+            const int pl = e / BP_WIDTH, bin = pstart[pl] + e % BP_WIDTH;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (bin >= 0 && bin < l.width) {
+                const float *at = rows + (size_t)(p0 + pl) * l.width + bin;
+                v.x = at[0];
+                if (valid > 1) v.y = at[sino_len];
+                if (valid > 2) v.z = at[2 * sino_len];
+                if (valid > 3) v.w = at[3 * sino_len];
+            }
+            cache[pl][e % BP_WIDTH] = v;
+        }
+        __syncthreads();
+        for (int pl = 0; pl < group; pl++) {
+            const iter_sf_proj q = pq[pl];
+            const int start = pstart[pl];
+#pragma unroll
+            for (int k = 0; k < BP_PIXELS; k++) {
+                const float s = cuda_iter_center(q, fx, (float)(py + k * BP_ROW_STEP));
+                float w[3];
+                int i = iter_sf_weights(&q, s, w) - start;
+                i = min(max(i, 0), BP_WIDTH - 3);   /* never taken: rounding guard */
+                fma4(acc[k], w[0], cache[pl][i]);
+                fma4(acc[k], w[1], cache[pl][i + 1]);
+                fma4(acc[k], w[2], cache[pl][i + 2]);
+            }
+        }
+    }
+
+    const size_t plane = (size_t)l.size * l.size;
+    float *out = images + (size_t)row0 * plane;
+#pragma unroll
+    for (int k = 0; k < BP_PIXELS; k++) {
+        const int y = py + k * BP_ROW_STEP;
+        if (px < l.size && y < l.size) {
+            const size_t at = (size_t)y * l.size + px;
+            for (int r = 0; r < valid; r++)
+                out[r * plane + at] = comp(acc[k], r);
+        }
+    }
+}
+
+extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
+                                              const float *sinograms, int n,
+                                              float *images,
+                                              cudaStream_t stream,
+                                              rtomo_error *err)
+{
+    const int groups = (n + CUDA_ITER_SLICES - 1) / CUDA_ITER_SLICES;
+    const int tiles = (l->size + BP_TILE - 1) / BP_TILE;
+    /* gridDim.z is at most 65535: launch in runs of groups. */
+    for (int g = 0; g < groups; g += 65535) {
+        const int run = min(groups - g, 65535);
+        const size_t skip = (size_t)g * CUDA_ITER_SLICES;
+        backproject_kernel<<<dim3(tiles, tiles, run), BP_THREADS, 0, stream>>>(
+            *l, sinograms + skip * l->n_proj * l->width, n - (int)skip,
+            images + skip * l->size * l->size);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: back-projection");
+    }
+    return RTOMO_OK;
+}
+
+/* ---------------------------------------------------------------- A ---- */
+
+/* The weight A^T gives pixel (x, y) in bin j (0 unless j0 <= j <= j0 + 2). */
+static __device__ __forceinline__ float pixel_weight(const iter_sf_proj &q,
+                                                     float x, float y, int j)
+{
+    float w[3];
+    const int d = j - iter_sf_weights(&q, cuda_iter_center(q, x, y), w);
+    return d == 0 ? w[0] : d == 1 ? w[1] : d == 2 ? w[2] : 0.f;
+}
+
+/* The range [lo, hi] of the walk's outer index u (rows or columns) where
+ * the candidates' middle m(u) = m0 + u m1 lies within [-4, size + 3]
+ * (outside, every candidate is off the image), widened by 2. */
+static __device__ __forceinline__ void walk_range(float m0, float m1, int size,
+                                                  int &lo, int &hi)
+{
+    const float a = -4.f, b = (float)size + 3.f;
+    if (fabsf(m1) < 1e-6f) {
+        const bool in = m0 >= a - 1.f && m0 <= b + 1.f;
+        lo = 0;
+        hi = in ? size - 1 : -1;
+        return;
+    }
+    const float u1 = (a - m0) / m1, u2 = (b - m0) / m1;
+    const float ulo = fmaxf(floorf(fminf(u1, u2)) - 2.f, 0.f);
+    const float uhi = fminf(ceilf(fmaxf(u1, u2)) + 2.f, (float)(size - 1));
+    lo = (int)ulo;
+    hi = ulo <= uhi ? (int)uhi : -1;
+}
+
+__global__ void __launch_bounds__(FP_BINS * FP_PROJ)
+project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
+               const float4 *__restrict__ packed_t, int valid,
+               float *__restrict__ sino)
+{
+    __shared__ iter_sf_proj pq[FP_PROJ];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int p0 = blockIdx.y * FP_PROJ;
+    if (ty == 0 && tx < FP_PROJ && p0 + tx < l.n_proj)
+        pq[tx] = l.proj[p0 + tx];
+    __syncthreads();
+
+    const int j = blockIdx.x * FP_BINS + tx, p = p0 + ty;
+    if (j >= l.width || p >= l.n_proj)
+        return;
+    const iter_sf_proj q = pq[ty];
+    const int size = l.size;
+    /* The middle of the centres whose j0 is j - 2 .. j. */
+    const float target = (float)(j - 1) - q.t0;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+
+    if (fabsf(q.cos_a) >= fabsf(q.sin_a)) {
+        /* Rows: the middle is at x = (target - base + y sin) / cos. */
+        const float inv = 1.f / q.cos_a;
+        const float m0 = (target - q.base) * inv, m1 = q.sin_a * inv;
+        int lo, hi;
+        walk_range(m0, m1, size, lo, hi);
+        for (int y = lo; y <= hi; y++) {
+            const float fy = (float)y;
+            const float4 *line = packed + (size_t)y * size;
+            const int x0 = (int)floorf(fmaf(fy, m1, m0)) - 2;
+#pragma unroll
+            for (int c = 0; c < FP_CANDIDATES; c++) {
+                const int x = x0 + c;
+                if (x < 0 || x >= size)
+                    continue;
+                const float w = pixel_weight(q, (float)x, fy, j);
+                if (w != 0.f)
+                    fma4(acc, w, __ldg(line + x));
+            }
+        }
+    } else {
+        /* Columns: the middle is at y = (base + x cos - target) / sin. */
+        const float inv = 1.f / q.sin_a;
+        const float m0 = (q.base - target) * inv, m1 = q.cos_a * inv;
+        int lo, hi;
+        walk_range(m0, m1, size, lo, hi);
+        for (int x = lo; x <= hi; x++) {
+            const float fx = (float)x;
+            const float4 *line = packed_t + (size_t)x * size;
+            const int y0 = (int)floorf(fmaf(fx, m1, m0)) - 2;
+#pragma unroll
+            for (int c = 0; c < FP_CANDIDATES; c++) {
+                const int y = y0 + c;
+                if (y < 0 || y >= size)
+                    continue;
+                const float w = pixel_weight(q, fx, (float)y, j);
+                if (w != 0.f)
+                    fma4(acc, w, __ldg(line + y));
+            }
+        }
+    }
+
+    const size_t sino_len = (size_t)l.n_proj * l.width;
+    float *out = sino + (size_t)p * l.width + j;
+    for (int r = 0; r < valid; r++)
+        out[r * sino_len] = comp(acc, r);
+}
+
+extern "C" rtomo_status cuda_iter_project(const cuda_iter_launch *l,
+                                          const float4 *packed,
+                                          const float4 *packed_t, int valid,
+                                          float *sinograms,
+                                          cudaStream_t stream,
+                                          rtomo_error *err)
+{
+    const dim3 grid((l->width + FP_BINS - 1) / FP_BINS,
+                    (l->n_proj + FP_PROJ - 1) / FP_PROJ);
+    project_kernel<<<grid, dim3(FP_BINS, FP_PROJ), 0, stream>>>(
+        *l, packed, packed_t, valid, sinograms);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: projection");
+    return RTOMO_OK;
+}
+
+/* ---------------------------------------------------------- vectors ---- */
+
+#define VEC_THREADS 256
+#define DOT_MAX_BLOCKS 128
+
+extern "C" int cuda_iter_dot_blocks(size_t len)
+{
+    size_t b = (len + 8 * VEC_THREADS - 1) / (8 * VEC_THREADS);
+    return b < 1 ? 1 : b > DOT_MAX_BLOCKS ? DOT_MAX_BLOCKS : (int)b;
+}
+
+__global__ void __launch_bounds__(VEC_THREADS)
+dot_kernel(const float *__restrict__ a, const float *__restrict__ b,
+           size_t len, double *__restrict__ partial)
+{
+    __shared__ double sum[VEC_THREADS];
+    const size_t row = blockIdx.y;
+    const float *ra = a + row * len, *rb = b + row * len;
+    double s = 0.0;
+    for (size_t i = (size_t)blockIdx.x * VEC_THREADS + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * VEC_THREADS)
+        s += (double)ra[i] * (double)rb[i];
+    sum[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = VEC_THREADS / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h)
+            sum[threadIdx.x] += sum[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        partial[row * gridDim.x + blockIdx.x] = sum[0];
+}
+
+extern "C" rtomo_status cuda_iter_dot(const float *a, const float *b, int n,
+                                      size_t len, double *partial,
+                                      cudaStream_t stream, rtomo_error *err)
+{
+    const int blocks = cuda_iter_dot_blocks(len);
+    for (int r = 0; r < n; r += 65535) {
+        const int run = min(n - r, 65535);
+        dot_kernel<<<dim3(blocks, run), VEC_THREADS, 0, stream>>>(
+            a + (size_t)r * len, b + (size_t)r * len, len,
+            partial + (size_t)r * blocks);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: dot");
+    }
+    return RTOMO_OK;
+}
+
+static unsigned vec_blocks(size_t len)
+{
+    size_t b = (len + VEC_THREADS - 1) / VEC_THREADS;
+    return b > 1024 ? 1024u : (unsigned)b;
+}
+
+__global__ void __launch_bounds__(VEC_THREADS)
+axpby_kernel(const float *__restrict__ coef, int n, const float *__restrict__ x,
+             float *__restrict__ y, size_t len)
+{
+    const size_t row = blockIdx.y;
+    const float alpha = coef[row], beta = coef[n + row];
+    const float *rx = x + row * len;
+    float *ry = y + row * len;
+    for (size_t i = (size_t)blockIdx.x * VEC_THREADS + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * VEC_THREADS)
+        /* Rounded as the CPU's float expression (no FMA contraction). */
+        ry[i] = beta == 0.f ? __fmul_rn(alpha, rx[i])
+                            : __fadd_rn(__fmul_rn(alpha, rx[i]),
+                                        __fmul_rn(beta, ry[i]));
+}
+
+extern "C" rtomo_status cuda_iter_axpby(const float *coef, const float *x,
+                                        float *y, int n, size_t len,
+                                        cudaStream_t stream, rtomo_error *err)
+{
+    for (int r = 0; r < n; r += 65535) {
+        const int run = min(n - r, 65535);
+        /* From coef + r the kernel reads alpha at [row] and beta at
+         * [n + row]: rows r + row of the whole call. */
+        axpby_kernel<<<dim3(vec_blocks(len), run), VEC_THREADS, 0, stream>>>(
+            coef + r, n, x + (size_t)r * len, y + (size_t)r * len, len);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: axpby");
+    }
+    return RTOMO_OK;
+}
+
+__global__ void __launch_bounds__(VEC_THREADS)
+mul_kernel(const float *__restrict__ w, float *__restrict__ y, size_t len)
+{
+    float *ry = y + (size_t)blockIdx.y * len;
+    for (size_t i = (size_t)blockIdx.x * VEC_THREADS + threadIdx.x; i < len;
+         i += (size_t)gridDim.x * VEC_THREADS)
+        ry[i] *= w[i];
+}
+
+extern "C" rtomo_status cuda_iter_mul(const float *w, float *y, int n,
+                                      size_t len, cudaStream_t stream,
+                                      rtomo_error *err)
+{
+    for (int r = 0; r < n; r += 65535) {
+        const int run = min(n - r, 65535);
+        mul_kernel<<<dim3(vec_blocks(len), run), VEC_THREADS, 0, stream>>>(
+            w, y + (size_t)r * len, len);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: mul");
+    }
+    return RTOMO_OK;
+}
+
+__global__ void __launch_bounds__(VEC_THREADS)
+clamp_kernel(float *__restrict__ x, size_t count)
+{
+    for (size_t i = (size_t)blockIdx.x * VEC_THREADS + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * VEC_THREADS)
+        x[i] = fmaxf(x[i], 0.f);
+}
+
+extern "C" rtomo_status cuda_iter_clamp(float *x, size_t count,
+                                        cudaStream_t stream, rtomo_error *err)
+{
+    clamp_kernel<<<vec_blocks(count), VEC_THREADS, 0, stream>>>(x, count);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: clamp");
+    return RTOMO_OK;
+}
