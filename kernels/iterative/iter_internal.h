@@ -103,7 +103,12 @@ static inline void iter_sf_proj_init(iter_sf_proj *q, double angle,
  * integrated twice, without cancellation for small wb. */
 ITER_HD float iter_sf_ramp(float v, float wb, float inv_wb)
 {
-    return v >= wb ? 2.0f * v - wb : (v > 0.0f ? v * v * inv_wb : 0.0f);
+    /* Branch-free: v clamped to [0, wb] squared over wb, plus 2 (v - wb)
+     * beyond wb (= 2 v - wb there; 2 max(v, 0) when wb is 0). */
+    float vc = v > 0.0f ? v : 0.0f;
+    vc = vc < wb ? vc : wb;
+    float over = v - wb > 0.0f ? v - wb : 0.0f;
+    return vc * vc * inv_wb + 2.0f * over;
 }
 
 /* The footprint's integral from its left end to s_c + u (0 .. 1). */
