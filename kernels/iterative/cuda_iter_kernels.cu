@@ -214,12 +214,19 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 
 /* ---------------------------------------------------------------- A ---- */
 
-/* The weight A^T gives pixel (x, y) in bin j (0 unless j0 <= j <= j0 + 2). */
+/* The weight A^T gives pixel (x, y) in bin j (0 unless j0 <= j <= j0 + 2).
+ * The pixel's first bin is found first (the floor iter_sf_weights takes,
+ * exact either way): most candidates stop there, and the footprint's CDFs
+ * are evaluated, by iter_sf_weights itself, only for the others. */
 static __device__ __forceinline__ float pixel_weight(const iter_sf_proj &q,
                                                      float x, float y, int j)
 {
+    const float s = cuda_iter_center(q, x, y);
+    const int first = (int)floorf(s + q.t0 + 0.5f);
+    if ((unsigned)(j - first) > 2u)
+        return 0.f;
     float w[3];
-    const int d = j - iter_sf_weights(&q, cuda_iter_center(q, x, y), w);
+    const int d = j - iter_sf_weights(&q, s, w);
     return d == 0 ? w[0] : d == 1 ? w[1] : d == 2 ? w[2] : 0.f;
 }
 
