@@ -11,6 +11,8 @@
  * iter_sf_weights() on the same s_c (the same float expression), so A^T is
  * A's transpose up to the order of the float sums.
  */
+#include "config.h"
+
 #include <stdlib.h>
 #include <string.h>
 

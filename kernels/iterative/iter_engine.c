@@ -9,6 +9,8 @@
  * same iterates as n solves of one row.  The residual reported is that of
  * all rows together, ||A x - b|| / ||b|| (||A x|| when b is all zero).
  */
+#include "config.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
