@@ -14,22 +14,25 @@
  * per projection and adds 3 float4 taps: the footprint work is shared by
  * the 4 rows, the sinogram is read from global memory once per tile.
  *
- * A (project_kernel): a 32 x 8 block: 32 consecutive bins of 8
- * consecutive projections (their footprints in shared memory), one thread
- * per (projection, bin) for the 4 rows at once.  For |cos| >= |sin| the
- * thread walks the image's rows y (only those the ray band can meet): the
- * pixels of row y whose footprint may reach bin j are those whose first
- * bin j0 (iter_sf_weights) is j - 2, j - 1 or j, i.e. whose centre lies in
- * [j - 2.5 - t0, j + 0.5 - t0): an interval of 3 / |cos| <= 3 sqrt 2
- * pixels, so 6 candidates around its middle cover it with a margin of
- * more than 0.8 pixel for the rounding of the middle.  Each candidate's
- * weight is recomputed exactly as A^T computes it (cuda_iter_center, then
- * iter_sf_weights) and taken for bin j - j0; a pixel outside the set gets
- * no weight in A^T either.  For |sin| > |cos| it walks columns, reading
- * the transposed packed copy so that the candidates stay contiguous in
- * memory.  Rows of a warp share the projection, so the walk is uniform;
- * the 8 projections of a block read nearly the same pixels (L1 hits).  No
- * atomics: each output bin is one thread's sum, in a fixed order.
+ * A (project_kernel): a block of 128 threads, one per bin of 128
+ * consecutive bins of one projection.  For |cos| >= |sin| the block walks
+ * the image's rows y: the pixels of row y whose footprint may reach bin j
+ * are those whose first bin j0 (iter_sf_weights) is j - 2, j - 1 or j,
+ * i.e. whose centre lies in [j - 2.5 - t0, j + 0.5 - t0): an interval of
+ * 3 / |cos| <= 3 sqrt 2 pixels, so 6 candidates around its middle cover it
+ * with a margin of more than 0.8 pixel for the rounding of the middle.
+ * Rows go in batches of 4: the block first computes, once per pixel, the
+ * first bin and three weights exactly as A^T does (cuda_iter_center, then
+ * iter_sf_weights) for every pixel any of its bins' candidates can be (at
+ * most 192 per row, from the monotone middles of its first and last bin),
+ * into shared memory with the pixel's 4 values; each thread then takes,
+ * for each of its 6 candidates, the weight for bin j - j0 (none where j0
+ * is not j - 2 .. j, as in A^T; none off the image).  The weights are
+ * computed once per pixel instead of once per candidate (3 / |cos| + 6
+ * times).  For |sin| > |cos| it walks columns, reading the transposed
+ * packed copy so that the table's loads stay coalesced.  Batches whose
+ * table misses the image are skipped by the whole block.  No atomics:
+ * each output bin is one thread's sum, in a fixed order.
  */
 #include "config.h"
 
@@ -47,9 +50,12 @@
  * cache starting a bin early and +2 for rounding. */
 #define BP_WIDTH 52
 
-#define FP_BINS 32
-#define FP_PROJ 8
+#define FP_BINS 128
+#define FP_LINES 4
 #define FP_CANDIDATES 6
+/* Pixels per line in A's table: (FP_BINS - 1) sqrt 2 + 2 between the
+ * block's extreme middles (floored), 2 before, the 6 candidates after. */
+#define FP_WIDTH 192
 
 static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
 {
@@ -214,105 +220,118 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 
 /* ---------------------------------------------------------------- A ---- */
 
-/* The weight A^T gives pixel (x, y) in bin j (0 unless j0 <= j <= j0 + 2).
- * The pixel's first bin is found first (the floor iter_sf_weights takes,
- * exact either way): most candidates stop there, and the footprint's CDFs
- * are evaluated, by iter_sf_weights itself, only for the others. */
-static __device__ __forceinline__ float pixel_weight(const iter_sf_proj &q,
-                                                     float x, float y, int j)
+/* One line of the walk (a row for ROWS, a column otherwise): the pixel at
+ * position u along it, the fixed coordinate f. */
+template <bool ROWS>
+static __device__ __forceinline__ float line_center(const iter_sf_proj &q,
+                                                    float u, float f)
 {
-    const float s = cuda_iter_center(q, x, y);
-    const int first = (int)floorf(s + q.t0 + 0.5f);
-    if ((unsigned)(j - first) > 2u)
-        return 0.f;
-    float w[3];
-    const int d = j - iter_sf_weights(&q, s, w);
-    return d == 0 ? w[0] : d == 1 ? w[1] : d == 2 ? w[2] : 0.f;
+    return ROWS ? cuda_iter_center(q, u, f) : cuda_iter_center(q, f, u);
 }
 
-/* The range [lo, hi] of the walk's outer index u (rows or columns) where
- * the candidates' middle m(u) = m0 + u m1 lies within [-4, size + 3]
- * (outside, every candidate is off the image), widened by 2. */
-static __device__ __forceinline__ void walk_range(float m0, float m1, int size,
-                                                  int &lo, int &hi)
+template <bool ROWS>
+static __device__ __forceinline__ void project_walk(
+    const cuda_iter_launch &l, const iter_sf_proj &q, int jb, int j,
+    const float4 *__restrict__ lines, float4 (*tab)[FP_WIDTH],
+    float4 (*val)[FP_WIDTH], float4 &acc)
 {
-    const float a = -4.f, b = (float)size + 3.f;
-    if (fabsf(m1) < 1e-6f) {
-        const bool in = m0 >= a - 1.f && m0 <= b + 1.f;
-        lo = 0;
-        hi = in ? size - 1 : -1;
-        return;
+    const int size = l.size, t = threadIdx.x;
+    /* The middle of the candidates of bin k at line f is fmaf(f, m1, m0(k))
+     * (the walk of the commit before: rows x = (target - base + y sin) /
+     * cos, columns y = (base + x cos - target) / sin).  m0 is monotone in
+     * k (correctly rounded operations), so the block's lines need the
+     * pixels from floor(min(mid(jb), mid(jb + FP_BINS - 1))) - 2 on: at
+     * most (FP_BINS - 1) sqrt 2 + 2 + 6 < FP_WIDTH of them. */
+    float inv, m1;
+    if (ROWS) {
+        inv = 1.f / q.cos_a;
+        m1 = q.sin_a * inv;
+    } else {
+        inv = 1.f / q.sin_a;
+        m1 = q.cos_a * inv;
     }
-    const float u1 = (a - m0) / m1, u2 = (b - m0) / m1;
-    const float ulo = fmaxf(floorf(fminf(u1, u2)) - 2.f, 0.f);
-    const float uhi = fminf(ceilf(fmaxf(u1, u2)) + 2.f, (float)(size - 1));
-    lo = (int)ulo;
-    hi = ulo <= uhi ? (int)uhi : -1;
+#define FP_M0(k) (ROWS ? (((float)((k) - 1) - q.t0) - q.base) * inv \
+                       : (q.base - ((float)((k) - 1) - q.t0)) * inv)
+    const float m0 = FP_M0(j);
+    const float m0a = FP_M0(jb), m0b = FP_M0(jb + FP_BINS - 1);
+#undef FP_M0
+
+    for (int f0 = 0; f0 < size; f0 += FP_LINES) {
+        /* Uniform: skip the batch when every line's table misses the
+         * image (the start is linear in f, so the ends decide). */
+        const int fl = min(f0 + FP_LINES - 1, size - 1);
+        const int sa = (int)floorf(fminf(fmaf((float)f0, m1, m0a),
+                                         fmaf((float)f0, m1, m0b))) - 2;
+        const int sb = (int)floorf(fminf(fmaf((float)fl, m1, m0a),
+                                         fmaf((float)fl, m1, m0b))) - 2;
+        if ((sa >= size && sb >= size) ||
+            (sa + FP_WIDTH <= 0 && sb + FP_WIDTH <= 0))
+            continue;
+        __syncthreads();                /* the previous batch is consumed */
+        for (int e = t; e < FP_LINES * FP_WIDTH; e += FP_BINS) {
+            const int r = e / FP_WIDTH, i = e % FP_WIDTH;
+            const int f = f0 + r;
+            const float ff = (float)f;
+            const int u = (int)floorf(fminf(fmaf(ff, m1, m0a),
+                                            fmaf(ff, m1, m0b))) - 2 + i;
+            float4 wv = make_float4(__int_as_float(-(1 << 30)), 0.f, 0.f, 0.f);
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (f < size && u >= 0 && u < size) {
+                /* Exactly A^T's weights of this pixel. */
+                float w[3];
+                const int j0 = iter_sf_weights(
+                    &q, line_center<ROWS>(q, (float)u, ff), w);
+                wv = make_float4(__int_as_float(j0), w[0], w[1], w[2]);
+                v = __ldg(lines + (size_t)f * size + u);
+            }
+            tab[r][i] = wv;
+            val[r][i] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < FP_LINES; r++) {
+            const float ff = (float)(f0 + r);
+            const int s0 = (int)floorf(fminf(fmaf(ff, m1, m0a),
+                                             fmaf(ff, m1, m0b))) - 2;
+            int i = (int)floorf(fmaf(ff, m1, m0)) - 2 - s0;
+            i = min(max(i, 0), FP_WIDTH - FP_CANDIDATES); /* never taken */
+#pragma unroll
+            for (int c = 0; c < FP_CANDIDATES; c++) {
+                const float4 e = tab[r][i + c];
+                const int d = j - __float_as_int(e.x);
+                const float w = d == 0 ? e.y : d == 1 ? e.z : d == 2 ? e.w : 0.f;
+                if (w != 0.f)
+                    fma4(acc, w, val[r][i + c]);
+            }
+        }
+    }
 }
 
-__global__ void __launch_bounds__(FP_BINS * FP_PROJ)
+/* One block: FP_BINS consecutive bins of one projection, one thread per
+ * bin.  Lines (rows or columns) go in batches of FP_LINES: the block first
+ * computes every pixel's first bin and three weights once (exactly as A^T
+ * does, into shared memory with its 4 values), then each bin thread picks
+ * its 6 candidates per line from there.  Lines outside the image's reach
+ * are skipped for the whole block. */
+__global__ void __launch_bounds__(FP_BINS)
 project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
                const float4 *__restrict__ packed_t, int valid,
                float *__restrict__ sino)
 {
-    __shared__ iter_sf_proj pq[FP_PROJ];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int p0 = blockIdx.y * FP_PROJ;
-    if (ty == 0 && tx < FP_PROJ && p0 + tx < l.n_proj)
-        pq[tx] = l.proj[p0 + tx];
-    __syncthreads();
-
-    const int j = blockIdx.x * FP_BINS + tx, p = p0 + ty;
-    if (j >= l.width || p >= l.n_proj)
-        return;
-    const iter_sf_proj q = pq[ty];
-    const int size = l.size;
-    /* The middle of the centres whose j0 is j - 2 .. j. */
-    const float target = (float)(j - 1) - q.t0;
+    __shared__ float4 tab[FP_LINES][FP_WIDTH];
+    __shared__ float4 val[FP_LINES][FP_WIDTH];
+    const int p = blockIdx.y, jb = blockIdx.x * FP_BINS;
+    const int j = jb + threadIdx.x;
+    const iter_sf_proj q = l.proj[p];
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 
-    if (fabsf(q.cos_a) >= fabsf(q.sin_a)) {
-        /* Rows: the middle is at x = (target - base + y sin) / cos. */
-        const float inv = 1.f / q.cos_a;
-        const float m0 = (target - q.base) * inv, m1 = q.sin_a * inv;
-        int lo, hi;
-        walk_range(m0, m1, size, lo, hi);
-        for (int y = lo; y <= hi; y++) {
-            const float fy = (float)y;
-            const float4 *line = packed + (size_t)y * size;
-            const int x0 = (int)floorf(fmaf(fy, m1, m0)) - 2;
-#pragma unroll
-            for (int c = 0; c < FP_CANDIDATES; c++) {
-                const int x = x0 + c;
-                if (x < 0 || x >= size)
-                    continue;
-                const float w = pixel_weight(q, (float)x, fy, j);
-                if (w != 0.f)
-                    fma4(acc, w, __ldg(line + x));
-            }
-        }
-    } else {
-        /* Columns: the middle is at y = (base + x cos - target) / sin. */
-        const float inv = 1.f / q.sin_a;
-        const float m0 = (q.base - target) * inv, m1 = q.cos_a * inv;
-        int lo, hi;
-        walk_range(m0, m1, size, lo, hi);
-        for (int x = lo; x <= hi; x++) {
-            const float fx = (float)x;
-            const float4 *line = packed_t + (size_t)x * size;
-            const int y0 = (int)floorf(fmaf(fx, m1, m0)) - 2;
-#pragma unroll
-            for (int c = 0; c < FP_CANDIDATES; c++) {
-                const int y = y0 + c;
-                if (y < 0 || y >= size)
-                    continue;
-                const float w = pixel_weight(q, fx, (float)y, j);
-                if (w != 0.f)
-                    fma4(acc, w, __ldg(line + y));
-            }
-        }
-    }
+    if (fabsf(q.cos_a) >= fabsf(q.sin_a))
+        project_walk<true>(l, q, jb, j, packed, tab, val, acc);
+    else
+        project_walk<false>(l, q, jb, j, packed_t, tab, val, acc);
 
+    if (j >= l.width)
+        return;
     const size_t sino_len = (size_t)l.n_proj * l.width;
     float *out = sino + (size_t)p * l.width + j;
     for (int r = 0; r < valid; r++)
@@ -326,10 +345,9 @@ extern "C" rtomo_status cuda_iter_project(const cuda_iter_launch *l,
                                           cudaStream_t stream,
                                           rtomo_error *err)
 {
-    const dim3 grid((l->width + FP_BINS - 1) / FP_BINS,
-                    (l->n_proj + FP_PROJ - 1) / FP_PROJ);
-    project_kernel<<<grid, dim3(FP_BINS, FP_PROJ), 0, stream>>>(
-        *l, packed, packed_t, valid, sinograms);
+    const dim3 grid((l->width + FP_BINS - 1) / FP_BINS, l->n_proj);
+    project_kernel<<<grid, FP_BINS, 0, stream>>>(*l, packed, packed_t, valid,
+                                                 sinograms);
     RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: projection");
     return RTOMO_OK;
 }
