@@ -236,3 +236,23 @@ rtomo_status rtomo_rings_parse(const char *name, rtomo_rings *out)
         *out = (rtomo_rings)v;
     return s;
 }
+
+rtomo_status rtomo_resolve_backend(rtomo_backend want, rtomo_backend *out,
+                                   rtomo_error *err)
+{
+    if (want == RTOMO_BACKEND_AUTO)
+        want = rtomo_cuda_device_count() > 0 ? RTOMO_BACKEND_CUDA
+                                             : RTOMO_BACKEND_CPU;
+    if (want == RTOMO_BACKEND_CUDA && !rtomo_cuda_built())
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "CUDA backend requested but this build has no "
+                               "CUDA support");
+    if (want == RTOMO_BACKEND_CUDA && rtomo_cuda_device_count() < 1)
+        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
+                               "CUDA backend requested but no GPU is visible");
+    if (want != RTOMO_BACKEND_CPU && want != RTOMO_BACKEND_CUDA)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown backend %d",
+                               (int)want);
+    *out = want;
+    return RTOMO_OK;
+}

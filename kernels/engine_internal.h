@@ -217,6 +217,12 @@ extern const rtomo_sbdx_backend_ops rtomo_cuda_sbdx_ops;
 /* Monotonic wall clock in seconds. */
 double rtomo_now_seconds(void);
 
+/* The backend a plan asking for `want` gets: AUTO is CUDA when the build
+ * has it and a GPU is visible, else the CPU; CUDA asked for without CUDA
+ * in the build or without a GPU is RTOMO_E_UNAVAILABLE saying which. */
+rtomo_status rtomo_resolve_backend(rtomo_backend want, rtomo_backend *out,
+                                   rtomo_error *err);
+
 /* Number of CPU worker threads for opt (cpu_threads, or online cores). */
 int rtomo_cpu_thread_count(const rtomo_engine_options *opt);
 

@@ -200,32 +200,16 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
 
 static rtomo_status select_backend(rtomo_fbp *plan, rtomo_error *err)
 {
-    rtomo_backend want = plan->opt.backend;
-    if (want == RTOMO_BACKEND_AUTO)
-        want = rtomo_cuda_device_count() > 0 ? RTOMO_BACKEND_CUDA
-                                             : RTOMO_BACKEND_CPU;
-    switch (want) {
-    case RTOMO_BACKEND_CPU:
-        plan->ops = &rtomo_cpu_fbp_ops;
-        break;
-    case RTOMO_BACKEND_CUDA:
+    rtomo_backend backend;
+    rtomo_status st = rtomo_resolve_backend(plan->opt.backend, &backend, err);
+    if (st != RTOMO_OK)
+        return st;
+    plan->ops = &rtomo_cpu_fbp_ops;
 #ifdef RTOMO_HAVE_CUDA
-        if (rtomo_cuda_device_count() < 1)
-            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                                   "CUDA backend requested but no GPU is "
-                                   "visible");
+    if (backend == RTOMO_BACKEND_CUDA)
         plan->ops = &rtomo_cuda_fbp_ops;
-        break;
-#else
-        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                               "CUDA backend requested but this build has no "
-                               "CUDA support");
 #endif
-    default:
-        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown backend %d",
-                               (int)want);
-    }
-    plan->backend = want;
+    plan->backend = backend;
     return RTOMO_OK;
 }
 

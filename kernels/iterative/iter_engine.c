@@ -75,32 +75,16 @@ static rtomo_status check_defaults(const rtomo_fbp_geometry *g,
 
 static rtomo_status select_backend(rtomo_iter *it, rtomo_error *err)
 {
-    rtomo_backend want = it->opt.backend;
-    if (want == RTOMO_BACKEND_AUTO)
-        want = rtomo_cuda_device_count() > 0 ? RTOMO_BACKEND_CUDA
-                                             : RTOMO_BACKEND_CPU;
-    switch (want) {
-    case RTOMO_BACKEND_CPU:
-        it->ops = &rtomo_cpu_iter_ops;
-        break;
-    case RTOMO_BACKEND_CUDA:
+    rtomo_backend backend;
+    rtomo_status st = rtomo_resolve_backend(it->opt.backend, &backend, err);
+    if (st != RTOMO_OK)
+        return st;
+    it->ops = &rtomo_cpu_iter_ops;
 #ifdef RTOMO_HAVE_CUDA
-        if (rtomo_cuda_device_count() < 1)
-            return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                                   "CUDA backend requested but no GPU is "
-                                   "visible");
+    if (backend == RTOMO_BACKEND_CUDA)
         it->ops = &rtomo_cuda_iter_ops;
-        break;
-#else
-        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                               "CUDA backend requested but this build has no "
-                               "CUDA support");
 #endif
-    default:
-        return rtomo_set_error(err, RTOMO_E_INVALID, "unknown backend %d",
-                               (int)want);
-    }
-    it->backend = want;
+    it->backend = backend;
     return RTOMO_OK;
 }
 
