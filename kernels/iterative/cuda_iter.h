@@ -25,7 +25,9 @@
 
 /* Rows (slices) one thread of A or A^T works on together: they share the
  * footprint computation. */
-#define CUDA_ITER_SLICES 4
+#define CUDA_ITER_SLICES 8
+/* float4s per pixel in A's packed copies (CUDA_ITER_SLICES / 4). */
+#define CUDA_ITER_PACK (CUDA_ITER_SLICES / 4)
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +43,7 @@ typedef struct cuda_iter_launch {
 
 /* Pack rows[0..valid-1] (valid <= CUDA_ITER_SLICES; the others read as
  * zeros) of images (each size^2 floats, consecutive) into packed and
- * packed_t (size^2 float4 each: [y][x] and [x][y]). */
+ * packed_t (size^2 x CUDA_ITER_PACK float4 each: [y][x] and [x][y]). */
 rtomo_status cuda_iter_pack(const cuda_iter_launch *l, const float *images,
                             int valid, float4 *packed, float4 *packed_t,
                             cudaStream_t stream, rtomo_error *err);

@@ -4,7 +4,7 @@
  * the vector ops as kernels (cuda_iter_kernels.cu), on the first of the
  * plan's devices.
  *
- * Streams: two per plan.  A (project) packs group g + 1 of 4 rows on one
+ * Streams: two per plan.  A (project) packs group g + 1 of CUDA_ITER_SLICES rows on one
  * stream while group g projects on the other (two packed scratch slots).
  * Uploads and downloads go through two pinned staging buffers of 8 MiB:
  * the host copies chunk k + 1 into one while the DMA engine moves chunk k
@@ -106,9 +106,9 @@ static rtomo_status cuda_create(rtomo_iter *it, rtomo_error *err)
         RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&c->staged[k],
                                                      cudaEventDisableTiming));
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&c->packed[k],
-                                       sizeof(float4) * plane));
+                                       sizeof(float4) * CUDA_ITER_PACK * plane));
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&c->packed_t[k],
-                                       sizeof(float4) * plane));
+                                       sizeof(float4) * CUDA_ITER_PACK * plane));
         RTOMO_CUDA_TRY(err, cudaHostAlloc(&c->stage[k], STAGE_BYTES,
                                           cudaHostAllocDefault));
     }

@@ -5,14 +5,14 @@
  * the solvers need.  cuda_iter.h has the contract.
  *
  * A^T (backproject_kernel): one 256-thread block per 32 x 32 tile of pixels
- * of CUDA_ITER_SLICES rows, each thread 4 pixels (one column, rows 8
- * apart) of the 4 rows at once.  Projections go in groups of 16: the
+ * of CUDA_ITER_SLICES (8) rows, each thread 4 pixels (one column, rows 8
+ * apart) of the 8 rows at once.  Projections go in groups of 16: the
  * group's footprints (iter_sf_proj) and the bins the tile can touch (from
- * its corners; at most 31 sqrt 2 + 5 of them) go into shared memory, the 4
- * rows' values of a bin side by side (one float4), zeros outside the
+ * its corners; at most 31 sqrt 2 + 5 of them) go into shared memory, the 8
+ * rows' values of a bin side by side (two float4s), zeros outside the
  * detector.  Each pixel then computes its centre and three weights once
- * per projection and adds 3 float4 taps: the footprint work is shared by
- * the 4 rows, the sinogram is read from global memory once per tile.
+ * per projection and adds 3 8-float taps: the footprint work is shared by
+ * the 8 rows, the sinogram is read from global memory once per tile.
  *
  * A (project_kernel): a block of 128 threads, one per bin of 128
  * consecutive bins of one projection.  For |cos| >= |sin| the block walks
@@ -21,11 +21,11 @@
  * i.e. whose centre lies in [j - 2.5 - t0, j + 0.5 - t0): an interval of
  * 3 / |cos| <= 3 sqrt 2 pixels, so 6 candidates around its middle cover it
  * with a margin of more than 0.8 pixel for the rounding of the middle.
- * Rows go in batches of 4: the block first computes, once per pixel, the
+ * Rows go in batches of FP_LINES: the block first computes, once per pixel, the
  * first bin and three weights exactly as A^T does (cuda_iter_center, then
  * iter_sf_weights) for every pixel any of its bins' candidates can be (at
  * most 192 per row, from the monotone middles of its first and last bin),
- * into shared memory with the pixel's 4 values; each thread then takes,
+ * into shared memory with the pixel's 8 values; each thread then takes,
  * for each of its 6 candidates, the weight for bin j - j0 (none where j0
  * is not j - 2 .. j, as in A^T; none off the image).  The weights are
  * computed once per pixel instead of once per candidate (3 / |cos| + 6
@@ -51,11 +51,24 @@
 #define BP_WIDTH 52
 
 #define FP_BINS 128
-#define FP_LINES 4
+#define FP_LINES 2
 #define FP_CANDIDATES 6
 /* Pixels per line in A's table: (FP_BINS - 1) sqrt 2 + 2 between the
  * block's extreme middles (floored), 2 before, the 6 candidates after. */
 #define FP_WIDTH 192
+
+/* One pixel's CUDA_ITER_SLICES (8) values. */
+struct f8 {
+    float4 a, b;
+};
+
+static __device__ __forceinline__ f8 zero8()
+{
+    f8 v;
+    v.a = make_float4(0.f, 0.f, 0.f, 0.f);
+    v.b = v.a;
+    return v;
+}
 
 static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
 {
@@ -65,9 +78,30 @@ static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
     acc.w = fmaf(w, v.w, acc.w);
 }
 
-static __device__ __forceinline__ float comp(const float4 &v, int k)
+static __device__ __forceinline__ float comp4(const float4 &v, int k)
 {
     return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+static __device__ __forceinline__ float comp(const f8 &v, int k)
+{
+    return k < 4 ? comp4(v.a, k) : comp4(v.b, k - 4);
+}
+
+/* Slice k of v (k < CUDA_ITER_SLICES). */
+static __device__ __forceinline__ float &slot(f8 &v, int k)
+{
+    float *f = k < 4 ? &v.a.x : &v.b.x;
+    return f[k & 3];
+}
+
+static __device__ __forceinline__ f8 ldg8(const float4 *__restrict__ p,
+                                          size_t at)
+{
+    f8 v;
+    v.a = __ldg(p + CUDA_ITER_PACK * at);
+    v.b = __ldg(p + CUDA_ITER_PACK * at + 1);
+    return v;
 }
 
 /* ------------------------------------------------------------- pack ---- */
@@ -76,21 +110,21 @@ __global__ void __launch_bounds__(256)
 pack_kernel(const float *__restrict__ images, int valid, int size,
             float4 *__restrict__ packed, float4 *__restrict__ packed_t)
 {
-    __shared__ float4 tile[32][33];
+    __shared__ f8 tile[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int x0 = blockIdx.x * 32, y0 = blockIdx.y * 32;
     const size_t plane = (size_t)size * size;
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         const int x = x0 + tx, y = y0 + ty + 8 * q;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        f8 v = zero8();
         if (x < size && y < size) {
             const size_t at = (size_t)y * size + x;
-            if (valid > 0) v.x = images[at];
-            if (valid > 1) v.y = images[plane + at];
-            if (valid > 2) v.z = images[2 * plane + at];
-            if (valid > 3) v.w = images[3 * plane + at];
-            packed[at] = v;
+#pragma unroll
+            for (int k = 0; k < CUDA_ITER_SLICES; k++)
+                if (k < valid) slot(v, k) = images[k * plane + at];
+            packed[CUDA_ITER_PACK * at] = v.a;
+            packed[CUDA_ITER_PACK * at + 1] = v.b;
         }
         tile[ty + 8 * q][tx] = v;
     }
@@ -98,8 +132,11 @@ pack_kernel(const float *__restrict__ images, int valid, int size,
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         const int x = x0 + ty + 8 * q, y = y0 + tx;
-        if (x < size && y < size)
-            packed_t[(size_t)x * size + y] = tile[tx][ty + 8 * q];
+        if (x < size && y < size) {
+            const size_t at = (size_t)x * size + y;
+            packed_t[CUDA_ITER_PACK * at] = tile[tx][ty + 8 * q].a;
+            packed_t[CUDA_ITER_PACK * at + 1] = tile[tx][ty + 8 * q].b;
+        }
     }
 }
 
@@ -121,7 +158,9 @@ __global__ void __launch_bounds__(BP_THREADS)
 backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
                    int n, float *__restrict__ images)
 {
-    __shared__ float4 cache[BP_GROUP][BP_WIDTH];
+    /* Slices 0-3 and 4-7 apart: each 16-byte load of a warp stays
+     * contiguous (one pass through the banks per 8 lanes). */
+    __shared__ float4 cache_a[BP_GROUP][BP_WIDTH], cache_b[BP_GROUP][BP_WIDTH];
     __shared__ iter_sf_proj pq[BP_GROUP];
     __shared__ int pstart[BP_GROUP];
 
@@ -134,10 +173,10 @@ backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
     const size_t sino_len = (size_t)l.n_proj * l.width;
     const float *rows = sino + (size_t)row0 * sino_len;
 
-    float4 acc[BP_PIXELS];
+    f8 acc[BP_PIXELS];
 #pragma unroll
     for (int q = 0; q < BP_PIXELS; q++)
-        acc[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+        acc[q] = zero8();
 
     for (int p0 = 0; p0 < l.n_proj; p0 += BP_GROUP) {
         const int group = min(BP_GROUP, l.n_proj - p0);
@@ -158,15 +197,15 @@ backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
         __syncthreads();
         for (int e = t; e < group * BP_WIDTH; e += BP_THREADS) {
             const int pl = e / BP_WIDTH, bin = pstart[pl] + e % BP_WIDTH;
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            f8 v = zero8();
             if (bin >= 0 && bin < l.width) {
                 const float *at = rows + (size_t)(p0 + pl) * l.width + bin;
-                v.x = at[0];
-                if (valid > 1) v.y = at[sino_len];
-                if (valid > 2) v.z = at[2 * sino_len];
-                if (valid > 3) v.w = at[3 * sino_len];
+#pragma unroll
+                for (int k = 0; k < CUDA_ITER_SLICES; k++)
+                    if (k < valid) slot(v, k) = at[k * sino_len];
             }
-            cache[pl][e % BP_WIDTH] = v;
+            cache_a[pl][e % BP_WIDTH] = v.a;
+            cache_b[pl][e % BP_WIDTH] = v.b;
         }
         __syncthreads();
         for (int pl = 0; pl < group; pl++) {
@@ -178,9 +217,12 @@ backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
                 float w[3];
                 int i = iter_sf_weights(&q, s, w) - start;
                 i = min(max(i, 0), BP_WIDTH - 3);   /* never taken: rounding guard */
-                fma4(acc[k], w[0], cache[pl][i]);
-                fma4(acc[k], w[1], cache[pl][i + 1]);
-                fma4(acc[k], w[2], cache[pl][i + 2]);
+                fma4(acc[k].a, w[0], cache_a[pl][i]);
+                fma4(acc[k].a, w[1], cache_a[pl][i + 1]);
+                fma4(acc[k].a, w[2], cache_a[pl][i + 2]);
+                fma4(acc[k].b, w[0], cache_b[pl][i]);
+                fma4(acc[k].b, w[1], cache_b[pl][i + 1]);
+                fma4(acc[k].b, w[2], cache_b[pl][i + 2]);
             }
         }
     }
@@ -220,6 +262,17 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 
 /* ---------------------------------------------------------------- A ---- */
 
+/* A's per-batch table, one entry per pixel of each line, as arrays of
+ * 4-byte and 16-byte elements so that a warp's loads stay contiguous: the
+ * pixel's first bin (-2^30 off the image), its three weights, its 8 values
+ * (slices 0-3, 4-7). */
+struct fp_table {
+    int j0[FP_LINES][FP_WIDTH];
+    float w[FP_LINES][3][FP_WIDTH];
+    float4 va[FP_LINES][FP_WIDTH];
+    float4 vb[FP_LINES][FP_WIDTH];
+};
+
 /* One line of the walk (a row for ROWS, a column otherwise): the pixel at
  * position u along it, the fixed coordinate f. */
 template <bool ROWS>
@@ -232,8 +285,7 @@ static __device__ __forceinline__ float line_center(const iter_sf_proj &q,
 template <bool ROWS>
 static __device__ __forceinline__ void project_walk(
     const cuda_iter_launch &l, const iter_sf_proj &q, int jb, int j,
-    const float4 *__restrict__ lines, float4 (*tab)[FP_WIDTH],
-    float4 (*val)[FP_WIDTH], float4 &acc)
+    const float4 *__restrict__ lines, fp_table &tb, f8 &acc)
 {
     const int size = l.size, t = threadIdx.x;
     /* The middle of the candidates of bin k at line f is fmaf(f, m1, m0(k))
@@ -274,18 +326,20 @@ static __device__ __forceinline__ void project_walk(
             const float ff = (float)f;
             const int u = (int)floorf(fminf(fmaf(ff, m1, m0a),
                                             fmaf(ff, m1, m0b))) - 2 + i;
-            float4 wv = make_float4(__int_as_float(-(1 << 30)), 0.f, 0.f, 0.f);
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            int j0 = -(1 << 30);
+            float w[3] = {0.f, 0.f, 0.f};
+            f8 v = zero8();
             if (f < size && u >= 0 && u < size) {
                 /* Exactly A^T's weights of this pixel. */
-                float w[3];
-                const int j0 = iter_sf_weights(
-                    &q, line_center<ROWS>(q, (float)u, ff), w);
-                wv = make_float4(__int_as_float(j0), w[0], w[1], w[2]);
-                v = __ldg(lines + (size_t)f * size + u);
+                j0 = iter_sf_weights(&q, line_center<ROWS>(q, (float)u, ff), w);
+                v = ldg8(lines, (size_t)f * size + u);
             }
-            tab[r][i] = wv;
-            val[r][i] = v;
+            tb.j0[r][i] = j0;
+            tb.w[r][0][i] = w[0];
+            tb.w[r][1][i] = w[1];
+            tb.w[r][2][i] = w[2];
+            tb.va[r][i] = v.a;
+            tb.vb[r][i] = v.b;
         }
         __syncthreads();
 #pragma unroll
@@ -297,11 +351,14 @@ static __device__ __forceinline__ void project_walk(
             i = min(max(i, 0), FP_WIDTH - FP_CANDIDATES); /* never taken */
 #pragma unroll
             for (int c = 0; c < FP_CANDIDATES; c++) {
-                const float4 e = tab[r][i + c];
-                const int d = j - __float_as_int(e.x);
-                const float w = d == 0 ? e.y : d == 1 ? e.z : d == 2 ? e.w : 0.f;
-                if (w != 0.f)
-                    fma4(acc, w, val[r][i + c]);
+                const int d = j - tb.j0[r][i + c];
+                if ((unsigned)d <= 2u) {
+                    const float w = tb.w[r][d][i + c];
+                    if (w != 0.f) {
+                        fma4(acc.a, w, tb.va[r][i + c]);
+                        fma4(acc.b, w, tb.vb[r][i + c]);
+                    }
+                }
             }
         }
     }
@@ -310,7 +367,7 @@ static __device__ __forceinline__ void project_walk(
 /* One block: FP_BINS consecutive bins of one projection, one thread per
  * bin.  Lines (rows or columns) go in batches of FP_LINES: the block first
  * computes every pixel's first bin and three weights once (exactly as A^T
- * does, into shared memory with its 4 values), then each bin thread picks
+ * does, into shared memory with its 8 values), then each bin thread picks
  * its 6 candidates per line from there.  Lines outside the image's reach
  * are skipped for the whole block. */
 __global__ void __launch_bounds__(FP_BINS)
@@ -318,17 +375,16 @@ project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
                const float4 *__restrict__ packed_t, int valid,
                float *__restrict__ sino)
 {
-    __shared__ float4 tab[FP_LINES][FP_WIDTH];
-    __shared__ float4 val[FP_LINES][FP_WIDTH];
+    __shared__ fp_table tb;
     const int p = blockIdx.y, jb = blockIdx.x * FP_BINS;
     const int j = jb + threadIdx.x;
     const iter_sf_proj q = l.proj[p];
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    f8 acc = zero8();
 
     if (fabsf(q.cos_a) >= fabsf(q.sin_a))
-        project_walk<true>(l, q, jb, j, packed, tab, val, acc);
+        project_walk<true>(l, q, jb, j, packed, tb, acc);
     else
-        project_walk<false>(l, q, jb, j, packed_t, tab, val, acc);
+        project_walk<false>(l, q, jb, j, packed_t, tb, acc);
 
     if (j >= l.width)
         return;
