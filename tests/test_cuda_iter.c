@@ -28,6 +28,7 @@
 #include "rtomo_engine.h"
 #include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
+#include "test_iter_cases.h"
 
 static double dot(const float *a, const float *b, size_t n)
 {
@@ -61,73 +62,11 @@ static rtomo_iter *create(const rtomo_fbp_geometry *g, rtomo_backend backend)
     return it;
 }
 
-/* ------------------------------------------------------------ cases ---- */
-
-typedef struct pair_case {
-    const char *what;
-    int width, slice, n_proj, rows;
-    int irregular;              /* random angles in [0, 2 pi) */
-    double axis_offset;         /* bins from the centre */
-    double shift;               /* per-projection shifts in [-shift, shift] */
-} pair_case;
-
-static const pair_case cases[] = {
-    {"even, uniform, centred", 64, 64, 48, 1, 0, 0.0, 0.0},
-    {"odd, irregular, off-centre, shifts", 63, 63, 37, 2, 1, 3.7, 2.0},
-    {"slice smaller than detector", 64, 50, 30, 1, 1, -5.25, 0.5},
-    {"slice larger than detector", 40, 71, 25, 2, 1, 2.5, 1.5},
-    {"odd slice, even detector, few angles", 33, 32, 7, 3, 1, -1.3, 0.8},
-    {"axis-aligned and diagonal angles", 48, 48, 8, 1, 0, 0.5, 0.0},
-    /* Several 32-pixel tiles, partial ones, 6 rows = a group of 4 and one
-     * of 2 (both streams of A, a partial group of A^T). */
-    {"6 rows, 97 wide, 150 angles", 97, 97, 150, 6, 1, 1.25, 1.0},
-    {"5 rows, far off-centre axis", 128, 90, 64, 5, 0, 20.5, 0.25},
-};
-#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
-
-typedef struct pair_data {
-    rtomo_fbp_geometry g;
-    double *angles, *shifts;
-    size_t ni, ns;
-} pair_data;
-
-static void pair_setup(const pair_case *c, uint64_t *seed, pair_data *d)
-{
-    d->g = test_fbp_geometry(c->width, c->rows, c->n_proj);
-    d->g.slice_size = c->slice;
-    d->g.axis = 0.5 * (c->width - 1) + c->axis_offset;
-    d->angles = malloc(sizeof(double) * c->n_proj);
-    d->shifts = malloc(sizeof(double) * c->n_proj);
-    ck_assert(d->angles && d->shifts);
-    for (int p = 0; p < c->n_proj; p++) {
-        d->angles[p] = c->irregular ? test_rand_real(seed, 0.0, 2 * M_PI)
-                                    : p * M_PI / c->n_proj;
-        d->shifts[p] = test_rand_real(seed, -c->shift, c->shift);
-    }
-    if (c->irregular) {
-        d->angles[0] = 0.0;             /* a box footprint */
-        if (c->n_proj > 2)
-            d->angles[1] = M_PI / 4;    /* the widest trapezoid */
-        if (c->n_proj > 3)
-            d->angles[2] = 3 * M_PI / 2;    /* sin = -1: the column walk */
-    }
-    d->g.angles = d->angles;
-    d->g.axis_shift = d->shifts;
-    d->ni = (size_t)c->rows * c->slice * c->slice;
-    d->ns = (size_t)c->rows * c->n_proj * c->width;
-}
-
-static void pair_free(pair_data *d)
-{
-    free(d->angles);
-    free(d->shifts);
-}
-
 /* ------------------------------------------------------- adjointness ---- */
 
 START_TEST(test_adjoint)
 {
-    const pair_case *c = &cases[_i];
+    const pair_case *c = &iter_cases[_i];
     uint64_t seed = test_seed(0xc0ad, _i);
     pair_data d;
     pair_setup(c, &seed, &d);
@@ -175,7 +114,7 @@ END_TEST
 
 START_TEST(test_against_cpu)
 {
-    const pair_case *c = &cases[_i];
+    const pair_case *c = &iter_cases[_i];
     uint64_t seed = test_seed(0xc0c9, _i);
     pair_data d;
     pair_setup(c, &seed, &d);
@@ -376,8 +315,8 @@ int main(void)
     Suite *s = suite_create("cuda_iter");
     TCase *tc = tcase_create("gpu");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_adjoint, 0, N_CASES);
-    tcase_add_loop_test(tc, test_against_cpu, 0, N_CASES);
+    tcase_add_loop_test(tc, test_adjoint, 0, ITER_N_CASES);
+    tcase_add_loop_test(tc, test_against_cpu, 0, ITER_N_CASES);
     tcase_add_test(tc, test_sirt);
     tcase_add_test(tc, test_sirt_nonneg);
     tcase_add_test(tc, test_cgls);

@@ -16,6 +16,7 @@
 
 #include "rtomo_engine.h"
 #include "check_run.h"
+#include "test_iter_cases.h"
 #include "test_util.h"
 
 static double dot(const float *a, const float *b, size_t n)
@@ -38,47 +39,14 @@ static rtomo_iter *create_cpu(const rtomo_fbp_geometry *g)
 
 /* ------------------------------------------------------- adjointness ---- */
 
-typedef struct adj_case {
-    const char *what;
-    int width, slice, n_proj, rows;
-    int irregular;              /* random angles in [0, 2 pi) */
-    double axis_offset;         /* bins from the centre */
-    double shift;               /* per-projection shifts in [-shift, shift] */
-} adj_case;
-
-static const adj_case adj_cases[] = {
-    {"even, uniform, centred", 64, 64, 48, 1, 0, 0.0, 0.0},
-    {"odd, irregular, off-centre, shifts", 63, 63, 37, 2, 1, 3.7, 2.0},
-    {"slice smaller than detector", 64, 50, 30, 1, 1, -5.25, 0.5},
-    {"slice larger than detector", 40, 71, 25, 2, 1, 2.5, 1.5},
-    {"odd slice, even detector, few angles", 33, 32, 7, 3, 1, -1.3, 0.8},
-    {"axis-aligned and diagonal angles", 48, 48, 8, 1, 0, 0.5, 0.0},
-};
-
 START_TEST(test_adjoint)
 {
-    const adj_case *c = &adj_cases[_i];
+    const pair_case *c = &iter_cases[_i];
     uint64_t seed = test_seed(0xad1, _i);
-    rtomo_fbp_geometry g = test_fbp_geometry(c->width, c->rows, c->n_proj);
-    g.slice_size = c->slice;
-    g.axis = 0.5 * (c->width - 1) + c->axis_offset;
-    double *angles = malloc(sizeof(double) * c->n_proj);
-    double *shifts = malloc(sizeof(double) * c->n_proj);
-    for (int p = 0; p < c->n_proj; p++) {
-        angles[p] = c->irregular ? test_rand_real(&seed, 0.0, 2 * M_PI)
-                                 : p * M_PI / c->n_proj;
-        shifts[p] = test_rand_real(&seed, -c->shift, c->shift);
-    }
-    if (c->irregular) {
-        angles[0] = 0.0;            /* a box footprint */
-        if (c->n_proj > 2)
-            angles[1] = M_PI / 4;   /* the widest trapezoid */
-    }
-    g.angles = angles;
-    g.axis_shift = shifts;
-    rtomo_iter *it = create_cpu(&g);
-    size_t ni = (size_t)c->rows * c->slice * c->slice;
-    size_t ns = (size_t)c->rows * c->n_proj * c->width;
+    pair_data d;
+    pair_setup(c, &seed, &d);
+    rtomo_iter *it = create_cpu(&d.g);
+    const size_t ni = d.ni, ns = d.ns;
     float *x = malloc(sizeof(float) * ni), *atx = malloc(sizeof(float) * ni);
     float *y = malloc(sizeof(float) * ns), *ax = malloc(sizeof(float) * ns);
     rtomo_error err;
@@ -110,7 +78,7 @@ START_TEST(test_adjoint)
                       "relative difference %.3g", c->what, lhs, rhs, rel);
     }
     free(x); free(atx); free(y); free(ax);
-    free(angles); free(shifts);
+    pair_free(&d);
     rtomo_iter_destroy(it);
 }
 END_TEST
@@ -261,8 +229,7 @@ int main(void)
     Suite *s = suite_create("iter_projector");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_adjoint, 0,
-                        (int)(sizeof adj_cases / sizeof adj_cases[0]));
+    tcase_add_loop_test(tc, test_adjoint, 0, ITER_N_CASES);
     tcase_add_test(tc, test_rows_independent);
     tcase_add_test(tc, test_disc);
     tcase_add_test(tc, test_speed);
