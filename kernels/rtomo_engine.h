@@ -929,14 +929,19 @@ typedef struct rtomo_iter_options {
                                    this; 0 = run every iteration */
     int nonnegative;            /* SIRT: x = max(x, 0) after each update */
     /* After each iteration (NULL: none): the iteration (1-based), the
-     * relative residual, the current images; nonzero stops the solve
-     * (an abort; the images are those of that iteration). */
+     * relative residual, the current images (NULL on iterations that are
+     * not a multiple of images_every); nonzero stops the solve (an abort;
+     * the images are those of that iteration). */
     int (*progress)(void *ctx, int iteration, double residual,
                     const float *images);
     void *ctx;
+    int images_every;           /* the callback sees the images every this
+                                   many iterations (on a GPU each look is a
+                                   download); 0 = never.  Default 1 */
 } rtomo_iter_options;
 
-/* SIRT, 100 iterations, no tolerance, no constraint, no callback. */
+/* SIRT, 100 iterations, no tolerance, no constraint, no callback
+ * (images_every 1). */
 void rtomo_iter_options_init(rtomo_iter_options *o);
 
 typedef struct rtomo_iter_result {

@@ -98,13 +98,20 @@ typedef struct history {
     int n;
     double r[512];
     int stop_at;                /* return nonzero at this iteration */
+    int images_every;           /* the options' (0 here: their default 1) */
+    int looks;                  /* callbacks that saw the images */
 } history;
 
 static int record(void *ctx, int k, double r, const float *images)
 {
     history *h = ctx;
+    const int every = h->images_every ? h->images_every : 1;
     ck_assert_int_eq(k, h->n + 1);
-    ck_assert(images != NULL && isfinite(images[N * N / 2]));
+    ck_assert_msg((images != NULL) == (every > 0 && k % every == 0),
+                  "iteration %d: images %s with images_every %d", k,
+                  images ? "given" : "withheld", every);
+    ck_assert(!images || isfinite(images[N * N / 2]));
+    h->looks += images != NULL;
     if (h->n < 512)
         h->r[h->n++] = r;
     return h->stop_at && k >= h->stop_at;
@@ -239,6 +246,23 @@ START_TEST(test_callback_stops)
         ck_assert_int_eq(res.stopped, 1);
         ck_assert_int_eq(h.n, 4);
         /* The images are those of iteration 4: the same as 4 iterations. */
+        /* Images every 3 iterations (and never): the callback sees them
+         * at 3 only, and the result is the same. */
+        float *x3 = malloc(sizeof(float) * N * N);
+        for (int every = 0; every <= 3; every += 3) {
+            history h3 = {0};
+            h3.stop_at = 4;
+            h3.images_every = every ? every : -1;
+            o.images_every = every;
+            o.ctx = &h3;
+            ck_assert(rtomo_iter_solve(it, sino, 1, x3, 0, &o, &res, &err) ==
+                      RTOMO_OK);
+            ck_assert_int_eq(h3.n, 4);
+            ck_assert_int_eq(h3.looks, every ? 1 : 0);
+            ck_assert(test_max_abs_diff(x, x3, N * N) == 0.0);
+        }
+        free(x3);
+        o.images_every = 1;
         o.progress = NULL;
         o.iterations = 4;
         ck_assert(rtomo_iter_solve(it, sino, 1, x2, 0, &o, &res, &err) ==
@@ -276,20 +300,14 @@ START_TEST(test_refused)
 {
     rtomo_engine_options opt = test_cpu_options(1);
     rtomo_error err;
-    struct {
-        const char *what, *word;
-        void (*spoil)(rtomo_fbp_geometry *);
-    } bad[] = {
-#define SPOIL(name, stmt) \
-    {#name, #name, (void (*)(rtomo_fbp_geometry *))0}
-        {"window", "window", NULL}, {"interp", "interp", NULL},
-        {"roi", "roi", NULL}, {"rings", "rings", NULL},
-        {"phase", "phase", NULL}, {"half", "half_acquisition", NULL},
-        {"angle_weights", "angle_weights", NULL},
-        {"width", "det_width", NULL},
+    /* Case k of the switch below spoils the geometry; the message must
+     * name the word. */
+    const struct { const char *what, *word; } bad[] = {
+        {"window", "window"}, {"interp", "interp"}, {"roi", "roi"},
+        {"rings", "rings"}, {"phase", "phase"}, {"half", "half_acquisition"},
+        {"angle_weights", "angle_weights"}, {"width", "det_width"},
     };
-    (void)bad;
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
         rtomo_fbp_geometry g = test_fbp_geometry(32, 2, 16);
         switch (k) {
         case 0: g.window = RTOMO_WINDOW_HANN; break;
@@ -331,6 +349,11 @@ START_TEST(test_refused)
     o.nonnegative = 1;
     expect(rtomo_iter_solve(it, sino, 1, img, 0, &o, NULL, &err), &err,
            "nonnegative", "cgls nonnegative");
+    rtomo_iter_options_init(&o);
+    ck_assert_int_eq(o.images_every, 1);
+    o.images_every = -1;
+    expect(rtomo_iter_solve(it, sino, 1, img, 0, &o, NULL, &err), &err,
+           "images_every", "negative images_every");
     rtomo_iter_options_init(&o);
     o.method = (rtomo_iter_method)7;
     expect(rtomo_iter_solve(it, sino, 1, img, 0, &o, NULL, &err), &err,

@@ -43,6 +43,7 @@ void rtomo_iter_options_init(rtomo_iter_options *o)
     memset(o, 0, sizeof *o);
     o->method = RTOMO_ITER_SIRT;
     o->iterations = 100;
+    o->images_every = 1;
 }
 
 /* ---------------------------------------------------------- geometry ---- */
@@ -308,10 +309,15 @@ static int after_iteration(solve_ctx *s, const iter_vec *x, int k, double r,
     s->res->iterations = k;
     s->res->residual = r;
     if (s->o->progress) {
-        *st = s->it->ops->vec_download(s->it, x, s->images, err);
-        if (*st != RTOMO_OK)
-            return 1;
-        if (s->o->progress(s->o->ctx, k, r, s->images)) {
+        /* Downloads only when the callback is to see the images: a
+         * daemon watching for an abort every iteration pays nothing. */
+        const int look = s->o->images_every > 0 && k % s->o->images_every == 0;
+        if (look) {
+            *st = s->it->ops->vec_download(s->it, x, s->images, err);
+            if (*st != RTOMO_OK)
+                return 1;
+        }
+        if (s->o->progress(s->o->ctx, k, r, look ? s->images : NULL)) {
             s->res->stopped = 1;
             return 1;
         }
@@ -535,6 +541,10 @@ static rtomo_status check_options(const rtomo_iter_options *o,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "tolerance %g: a finite number >= 0 "
                                "(0 = run every iteration)", o->tolerance);
+    if (o->images_every < 0)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "images_every %d: at least 0 (0 = never)",
+                               o->images_every);
     if (o->nonnegative && o->method != RTOMO_ITER_SIRT)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "nonnegative applies to sirt only (a clamp "
