@@ -44,6 +44,9 @@ static const char *const reject_names[RTOMO_REJECT_COUNT] = {
     [RTOMO_REJECT_BUDGET] = "over_budget",
     [RTOMO_REJECT_SHUTDOWN] = "shutting_down",
     [RTOMO_REJECT_ENDED] = "scan_ended",
+    [RTOMO_REJECT_CBOR] = "bad_cbor",
+    [RTOMO_REJECT_COMPRESSION] = "bad_compression",
+    [RTOMO_REJECT_NOT_ARMED] = "not_armed",
 };
 
 const char *rtomo_msg_type_name(rtomo_msg_type type)
@@ -78,6 +81,28 @@ rtomo_status rtomo_plane_format_parse(const char *name,
     for (unsigned i = 0; name && i < PLANE_FORMAT_COUNT; i++)
         if (strcmp(name, plane_format_names[i]) == 0) {
             *out = (rtomo_plane_format)i;
+            return RTOMO_OK;
+        }
+    return RTOMO_E_INVALID;
+}
+
+static const char *const method_names[] = {
+    [RTOMO_METHOD_FBP] = "fbp",
+    [RTOMO_METHOD_SIRT] = "sirt",
+    [RTOMO_METHOD_CGLS] = "cgls",
+};
+#define METHOD_COUNT (sizeof method_names / sizeof method_names[0])
+
+const char *rtomo_method_name(rtomo_method m)
+{
+    return (unsigned)m < METHOD_COUNT ? method_names[m] : "unknown";
+}
+
+rtomo_status rtomo_method_parse(const char *name, rtomo_method *out)
+{
+    for (unsigned i = 0; name && i < METHOD_COUNT; i++)
+        if (strcmp(name, method_names[i]) == 0) {
+            *out = (rtomo_method)i;
             return RTOMO_OK;
         }
     return RTOMO_E_INVALID;

@@ -35,6 +35,7 @@ void rtomo_image_header_init(rtomo_image_header *h)
     for (int i = 0; i < 3; i++)
         h->centre[i] = h->u[i] = h->v[i] = NAN;
     h->latency_ms = h->compute_ms = NAN;
+    h->residual = NAN;
 }
 
 /* A number, or null where it does not apply (JSON has no NaN). */
@@ -74,6 +75,18 @@ static int encode_plane_geometry(json_t *root, const rtomo_image_header *h)
     return e;
 }
 
+/* A tomography slice's method, iteration, final and residual; nothing
+ * for other images. */
+static int encode_method(json_t *root, const rtomo_image_header *h)
+{
+    if (!h->method[0])
+        return 0;
+    return json_object_set_new(root, "method", json_string(h->method)) |
+           json_object_set_new(root, "iteration", json_integer(h->iteration)) |
+           json_object_set_new(root, "final", json_boolean(h->final)) |
+           json_object_set_new(root, "residual", number_or_null(h->residual));
+}
+
 char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
 {
     json_t *root = json_pack(
@@ -103,6 +116,7 @@ char *rtomo_proto_encode_image_header(const rtomo_image_header *h)
     e |= json_object_set_new(root, "projections",
                              index_or_null(h->projections));
     e |= encode_plane_geometry(root, h);
+    e |= encode_method(root, h);
     e |= json_object_set_new(root, "seq", json_integer((json_int_t)h->seq));
     if (e) {
         json_decref(root);
@@ -169,6 +183,29 @@ static int decode_plane_geometry(const json_t *root, rtomo_image_header *h,
     return 0;
 }
 
+/* "method", "iteration", "final" of a tomography slice, when present. */
+static int decode_method(const json_t *root, rtomo_image_header *h,
+                         rtomo_reject_info *why)
+{
+    const char *method = NULL;
+    int r = proto_get_string(root, NULL, "method", OPTIONAL, &method, why);
+    if (r < 0)
+        return -1;
+    if (r == FIELD_OK) {
+        rtomo_method m;
+        if (rtomo_method_parse(method, &m) != RTOMO_OK)
+            return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                    "field \"method\" is not one of "
+                                    "\"fbp\", \"sirt\", \"cgls\"");
+        snprintf(h->method, sizeof h->method, "%s", rtomo_method_name(m));
+    }
+    return proto_get_int32(root, NULL, "iteration", OPTIONAL, 0,
+                           RTOMO_MAX_ITERATIONS, &h->iteration, why) < 0 ||
+                   proto_get_bool(root, NULL, "final", OPTIONAL, &h->final,
+                                  why) < 0
+               ? -1 : 0;
+}
+
 static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
                                 rtomo_reject_info *why)
 {
@@ -205,12 +242,13 @@ static int decode_image_numbers(const json_t *root, rtomo_image_header *h,
         {"ratio", &h->ratio}, {"min", &h->min}, {"max", &h->max},
         {"mean", &h->mean}, {"angle_first", &h->angle_first},
         {"angle_last", &h->angle_last}, {"latency_ms", &h->latency_ms},
-        {"compute_ms", &h->compute_ms}, {"axis", &h->axis}};
+        {"compute_ms", &h->compute_ms}, {"axis", &h->axis},
+        {"residual", &h->residual}};
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         if (proto_get_number(root, NULL, numbers[i].key, OPTIONAL,
                              numbers[i].value, why) < 0)
             return -1;
-    return 0;
+    return decode_method(root, h, why);
 }
 
 static int decode_image(const json_t *root, const char *type,

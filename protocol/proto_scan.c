@@ -12,12 +12,23 @@
 
 #include "proto_internal.h"
 
+void rtomo_method_settings_init(rtomo_method_settings *m)
+{
+    memset(m, 0, sizeof *m);
+    m->method = RTOMO_METHOD_FBP;
+    /* SIRT's error on a 60-angle phantom levels off after a few tens of
+     * iterations (tests/test_iter_solve.c); CGLS needs fewer. */
+    m->iterations = 50;
+    m->warm_start = 1;
+}
+
 void rtomo_scan_spec_init(rtomo_scan_spec *spec)
 {
     memset(spec, 0, sizeof *spec);
     rtomo_fbp_geometry_init(&spec->geometry);
     spec->dtype = RTOMO_DTYPE_U16;
     spec->slices.kind = RTOMO_SLICES_ALL;
+    rtomo_method_settings_init(&spec->method);
 }
 
 void rtomo_scan_spec_clear(rtomo_scan_spec *spec)
@@ -314,6 +325,54 @@ static int decode_rings(const json_t *rec, rtomo_scan_spec *spec,
     return 0;
 }
 
+static int parse_method(const char *name, int *out)
+{
+    rtomo_method m;
+    if (rtomo_method_parse(name, &m) != RTOMO_OK)
+        return -1;
+    *out = (int)m;
+    return 0;
+}
+
+/* reconstruction.method and the iterative options; whether they go with
+ * the rest of the scan is check_method's. */
+static int decode_method(const json_t *rec, rtomo_scan_spec *spec,
+                         rtomo_reject_info *why)
+{
+    rtomo_method_settings *m = &spec->method;
+    const char *path = "reconstruction";
+    int method = (int)m->method;
+    if (given(spec, RTOMO_SPEC_HAS_METHOD,
+              proto_get_enum(rec, path, "method", OPTIONAL, parse_method,
+                             "\"fbp\", \"sirt\", \"cgls\"", &method,
+                             why)) < 0)
+        return -1;
+    m->method = (rtomo_method)method;
+    if (given(spec, RTOMO_SPEC_HAS_ITERATIONS,
+              proto_get_int32(rec, path, "iterations", OPTIONAL, 1,
+                              RTOMO_MAX_ITERATIONS, &m->iterations, why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_PUBLISH_EVERY,
+              proto_get_int32(rec, path, "publish_every", OPTIONAL, 0,
+                              RTOMO_MAX_ITERATIONS, &m->publish_every,
+                              why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_NONNEGATIVE,
+              proto_get_bool(rec, path, "nonnegative", OPTIONAL,
+                             &m->nonnegative, why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_WARM_START,
+              proto_get_bool(rec, path, "warm_start", OPTIONAL,
+                             &m->warm_start, why)) < 0)
+        return -1;
+    int r = given(spec, RTOMO_SPEC_HAS_TOLERANCE,
+                  proto_get_number(rec, path, "tolerance", OPTIONAL,
+                                   &m->tolerance, why));
+    if (r == FIELD_OK && !(m->tolerance >= 0.0 && m->tolerance < 1.0))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"reconstruction.tolerance\" = %g is "
+                                "not in [0, 1) (a relative residual; 0 = run "
+                                "every iteration)", m->tolerance);
+    return r < 0 ? -1 : 0;
+}
+
 static int decode_reconstruction(const json_t *root, rtomo_scan_spec *spec,
                                  rtomo_reject_info *why)
 {
@@ -324,7 +383,7 @@ static int decode_reconstruction(const json_t *root, rtomo_scan_spec *spec,
         return r;
     if (decode_filter(rec, spec, why) < 0 || decode_region(rec, spec, why) < 0 ||
         decode_slices(rec, spec, why) < 0 || decode_phase(rec, spec, why) < 0 ||
-        decode_rings(rec, spec, why) < 0)
+        decode_rings(rec, spec, why) < 0 || decode_method(rec, spec, why) < 0)
         return -1;
     return 0;
 }
@@ -364,6 +423,45 @@ static int decode_mode(const json_t *root, rtomo_scan_spec *spec,
                ? -1 : 0;
 }
 
+/* An iterative method works on the scan's line integrals, as normalised
+ * with the flats before the projections, of the whole detector row, once
+ * all projections are in: what the rest of the scan asks must agree.  The
+ * daemon's own defaults (phase, rings) are checked against it there. */
+static int check_method(const rtomo_scan_spec *spec, rtomo_reject_info *why)
+{
+    const rtomo_method_settings *m = &spec->method;
+    const char *name = rtomo_method_name(m->method);
+    const rtomo_fbp_geometry *g = &spec->geometry;
+    const char *conflict = NULL;
+    if (m->nonnegative && m->method != RTOMO_METHOD_SIRT)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"reconstruction.nonnegative\" "
+                                "applies to \"sirt\" only (method \"%s\")",
+                                name);
+    if (m->method == RTOMO_METHOD_FBP)
+        return 0;
+    if (spec->continuous)
+        conflict = "\"mode\": \"continuous\" (a window is published "
+                   "before the next one; iterations would fall behind)";
+    else if (g->half_acquisition)
+        conflict = "\"half_acquisition\"";
+    else if (spec->n_flats_after > 0)
+        conflict = "\"flats_after\"";
+    else if ((spec->given & RTOMO_SPEC_HAS_RINGS) &&
+             g->rings != RTOMO_RINGS_OFF)
+        conflict = "ring removal (\"reconstruction.rings\")";
+    else if ((spec->given & RTOMO_SPEC_HAS_PHASE_DELTA_BETA) &&
+             g->phase.delta_beta > 0.0)
+        conflict = "phase retrieval (\"reconstruction.phase\")";
+    if (!conflict)
+        return 0;
+    return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                            "field \"reconstruction.method\" = \"%s\" "
+                            "cannot be combined with %s: the iterative "
+                            "methods take the plain line integrals", name,
+                            conflict);
+}
+
 /* The engine's validator as a backstop: every rule of PROTOCOL.md 3.3 was
  * checked above as a bad_field, so what it still refuses is beyond the
  * protocol's ranges (bad_geometry).  A ROI without a slice_size of this
@@ -399,7 +497,8 @@ int proto_decode_scan_begin(const json_t *root, const char *scan,
         decode_angles(root, spec, why) < 0 || decode_axis(root, spec, why) < 0 ||
         decode_frames(root, spec, why) < 0 ||
         decode_reconstruction(root, spec, why) < 0 ||
-        decode_mode(root, spec, why) < 0 || validate_geometry(spec, why) < 0) {
+        decode_mode(root, spec, why) < 0 || check_method(spec, why) < 0 ||
+        validate_geometry(spec, why) < 0) {
         rtomo_scan_spec_clear(spec);
         free(spec);
         return -1;
@@ -444,6 +543,31 @@ static int encode_phase(json_t *rec, const rtomo_scan_spec *spec)
     return phase ? e | json_object_set_new(rec, "phase", phase) : 0;
 }
 
+/* reconstruction.method and the iterative options the scan gave. */
+static int encode_method(json_t *rec, const rtomo_scan_spec *spec)
+{
+    const rtomo_method_settings *m = &spec->method;
+    int e = 0;
+    if (spec->given & RTOMO_SPEC_HAS_METHOD)
+        e |= json_object_set_new(rec, "method",
+                                 json_string(rtomo_method_name(m->method)));
+    if (spec->given & RTOMO_SPEC_HAS_ITERATIONS)
+        e |= json_object_set_new(rec, "iterations",
+                                 json_integer(m->iterations));
+    if (spec->given & RTOMO_SPEC_HAS_PUBLISH_EVERY)
+        e |= json_object_set_new(rec, "publish_every",
+                                 json_integer(m->publish_every));
+    if (spec->given & RTOMO_SPEC_HAS_TOLERANCE)
+        e |= json_object_set_new(rec, "tolerance", json_real(m->tolerance));
+    if (spec->given & RTOMO_SPEC_HAS_NONNEGATIVE)
+        e |= json_object_set_new(rec, "nonnegative",
+                                 json_boolean(m->nonnegative));
+    if (spec->given & RTOMO_SPEC_HAS_WARM_START)
+        e |= json_object_set_new(rec, "warm_start",
+                                 json_boolean(m->warm_start));
+    return e;
+}
+
 /* Add the members of the optional "reconstruction" object. */
 static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
 {
@@ -480,6 +604,7 @@ static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
     if (spec->given & RTOMO_SPEC_HAS_RINGS_WIDTH)
         e |= json_object_set_new(rec, "rings_width",
                                  json_integer(g->rings_width));
+    e |= encode_method(rec, spec);
     return e | json_object_set_new(root, "reconstruction", rec);
 }
 

@@ -84,6 +84,15 @@ typedef enum rtomo_reject {
                                    accepting input (SIGTERM) */
     RTOMO_REJECT_ENDED,         /* "scan_ended": the scan already ended
                                    (completed, aborted or timed out) */
+    RTOMO_REJECT_CBOR,          /* "bad_cbor": a detector-native message
+                                   (DECTRIS Stream V2) is not well-formed
+                                   CBOR, or not a CBOR map */
+    RTOMO_REJECT_COMPRESSION,   /* "bad_compression": unknown compression,
+                                   or compressed data that does not decode
+                                   to the image */
+    RTOMO_REJECT_NOT_ARMED,     /* "not_armed": a detector-native message
+                                   on an input that no "arm" bound to a
+                                   scan */
     RTOMO_REJECT_COUNT
 } rtomo_reject;
 
@@ -150,8 +159,47 @@ enum {
     RTOMO_SPEC_HAS_PHASE_DISTANCE = 1 << 9,
     RTOMO_SPEC_HAS_PHASE_PIXEL = 1 << 10,
     RTOMO_SPEC_HAS_RINGS = 1 << 11,
-    RTOMO_SPEC_HAS_RINGS_WIDTH = 1 << 12
+    RTOMO_SPEC_HAS_RINGS_WIDTH = 1 << 12,
+    RTOMO_SPEC_HAS_METHOD = 1 << 13,            /* reconstruction.method */
+    RTOMO_SPEC_HAS_ITERATIONS = 1 << 14,        /* ... and its options */
+    RTOMO_SPEC_HAS_PUBLISH_EVERY = 1 << 15,
+    RTOMO_SPEC_HAS_TOLERANCE = 1 << 16,
+    RTOMO_SPEC_HAS_NONNEGATIVE = 1 << 17,
+    RTOMO_SPEC_HAS_WARM_START = 1 << 18
 };
+
+/* reconstruction.method (PROTOCOL.md 3.3): FBP alone, or FBP first and an
+ * iterative solve with the matched projector pair after it. */
+typedef enum rtomo_method {
+    RTOMO_METHOD_FBP = 0,           /* "fbp" */
+    RTOMO_METHOD_SIRT,              /* "sirt" */
+    RTOMO_METHOD_CGLS               /* "cgls" */
+} rtomo_method;
+
+/* The wire name ("unknown" past the last), and the inverse (RTOMO_OK, or
+ * RTOMO_E_INVALID with *out untouched). */
+const char *rtomo_method_name(rtomo_method m);
+rtomo_status rtomo_method_parse(const char *name, rtomo_method *out);
+
+/* Limits of the iterative options on the wire. */
+#define RTOMO_MAX_ITERATIONS 10000
+
+/* The method and its options, as a scan or the daemon's configuration
+ * gives them. */
+typedef struct rtomo_method_settings {
+    rtomo_method method;
+    int iterations;                 /* 1..RTOMO_MAX_ITERATIONS */
+    int publish_every;              /* publish the images every this many
+                                       iterations besides the last; 0 = the
+                                       last only */
+    double tolerance;               /* stop once ||A x - b|| / ||b|| is at
+                                       most this, 0 <= t < 1; 0 = never */
+    int nonnegative;                /* sirt: clamp at 0 after each update */
+    int warm_start;                 /* start from the FBP slices (else 0) */
+} rtomo_method_settings;
+
+/* fbp; 50 iterations, the last published, no tolerance, no clamp, warm. */
+void rtomo_method_settings_init(rtomo_method_settings *m);
 
 /* A tomography scan as announced by "scan_begin". */
 typedef struct rtomo_scan_spec {
@@ -174,6 +222,7 @@ typedef struct rtomo_scan_spec {
     int continuous;                 /* 1: sliding-window mode */
     int window_every;               /* continuous: reconstruct every K
                                        projections (K >= 1) */
+    rtomo_method_settings method;   /* valid where flagged */
 } rtomo_scan_spec;
 
 void rtomo_scan_spec_init(rtomo_scan_spec *spec);
@@ -338,6 +387,15 @@ typedef struct rtomo_image_header {
     double compute_ms;      /* engine time for the set */
     uint64_t seq;           /* per-topic sequence number of the publisher
                                (PROTOCOL.md 6): a gap = messages lost */
+    /* Tomography slices (method "" for every other image, and then none
+     * of these is sent): the method that made the image ("fbp", "sirt",
+     * "cgls"), its iteration (0 for FBP), whether it is the slice's last
+     * image of the scan, and the relative residual ||A x - b|| / ||b|| of
+     * an iterate (NaN for FBP). */
+    char method[8];
+    int iteration;
+    int final;
+    double residual;
 } rtomo_image_header;
 
 void rtomo_image_header_init(rtomo_image_header *h);

@@ -95,6 +95,26 @@ static void random_slices(uint64_t *s, int height, rtomo_slice_selection *sel)
     }
 }
 
+/* reconstruction.method and its options, each given or not (a scan
+ * with an iterative method is made a plain scan below). */
+static void random_method(uint64_t *s, rtomo_scan_spec *spec)
+{
+    rtomo_method_settings *m = &spec->method;
+    spec->given |= (unsigned)test_rand_int(s, 0, 63) * RTOMO_SPEC_HAS_METHOD;
+    if (spec->given & RTOMO_SPEC_HAS_METHOD)
+        m->method = (rtomo_method)test_rand_int(s, 0, RTOMO_METHOD_CGLS);
+    if (spec->given & RTOMO_SPEC_HAS_ITERATIONS)
+        m->iterations = test_rand_int(s, 1, RTOMO_MAX_ITERATIONS);
+    if (spec->given & RTOMO_SPEC_HAS_PUBLISH_EVERY)
+        m->publish_every = test_rand_int(s, 0, 100);
+    if (spec->given & RTOMO_SPEC_HAS_TOLERANCE)
+        m->tolerance = test_rand_real(s, 0, 0.5);
+    if (spec->given & RTOMO_SPEC_HAS_NONNEGATIVE)
+        m->nonnegative = m->method == RTOMO_METHOD_SIRT && test_rand_int(s, 0, 1);
+    if (spec->given & RTOMO_SPEC_HAS_WARM_START)
+        m->warm_start = test_rand_int(s, 0, 1);
+}
+
 static void random_reconstruction(uint64_t *s, rtomo_scan_spec *spec)
 {
     rtomo_fbp_geometry *g = &spec->geometry;
@@ -116,6 +136,7 @@ static void random_reconstruction(uint64_t *s, rtomo_scan_spec *spec)
         g->roi_width = test_rand_int(s, 1, size - g->roi_x);
         g->roi_height = test_rand_int(s, 1, size - g->roi_y);
     }
+    random_method(s, spec);
 }
 
 static double *random_list(uint64_t *s, int n, double lo, double hi)
@@ -154,7 +175,8 @@ static void random_scan_spec(uint64_t *s, rtomo_scan_spec *spec)
     spec->n_darks = test_rand_int(s, 0, 20);
     spec->n_flats = test_rand_int(s, 0, 20);
     random_reconstruction(s, spec);
-    spec->continuous = test_rand_int(s, 0, 1);
+    spec->continuous = spec->method.method == RTOMO_METHOD_FBP &&
+                       test_rand_int(s, 0, 1);
     if (spec->continuous)
         spec->window_every = test_rand_int(s, 1, 2 * g->n_proj);
 }
@@ -212,6 +234,13 @@ static void assert_same_scan(const rtomo_scan_spec *want,
     assert_same_slices(&want->slices, &got->slices);
     ck_assert_int_eq(want->continuous, got->continuous);
     ck_assert_int_eq(want->window_every, got->window_every);
+    const rtomo_method_settings *m = &want->method, *n = &got->method;
+    ck_assert_int_eq(m->method, n->method);
+    ck_assert_int_eq(m->iterations, n->iterations);
+    ck_assert_int_eq(m->publish_every, n->publish_every);
+    assert_close(m->tolerance, n->tolerance, 0, "tolerance", 0);
+    ck_assert_int_eq(m->nonnegative, n->nonnegative);
+    ck_assert_int_eq(m->warm_start, n->warm_start);
 }
 
 START_TEST(scan_begin_round_trip)
@@ -684,6 +713,28 @@ static const bad_case bad_cases[] = {
      RTOMO_REJECT_FIELD, "reconstruction.slices[1]"},
     {BEGIN(",'reconstruction':{'slices':{'first':4,'count':3,'step':2}}"), 1,
      0, RTOMO_REJECT_FIELD, "reconstruction.slices"},
+    {BEGIN(",'reconstruction':{'method':'art'}"), 1, 0, RTOMO_REJECT_FIELD,
+     "reconstruction.method"},
+    {BEGIN(",'reconstruction':{'method':'sirt','iterations':0}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.iterations"},
+    {BEGIN(",'reconstruction':{'iterations':10001}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.iterations"},
+    {BEGIN(",'reconstruction':{'publish_every':-1}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.publish_every"},
+    {BEGIN(",'reconstruction':{'tolerance':1}"), 1, 0, RTOMO_REJECT_FIELD,
+     "reconstruction.tolerance"},
+    {BEGIN(",'reconstruction':{'warm_start':1}"), 1, 0, RTOMO_REJECT_FIELD,
+     "reconstruction.warm_start"},
+    {BEGIN(",'reconstruction':{'method':'cgls','nonnegative':true}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.nonnegative"},
+    {BEGIN(",'reconstruction':{'method':'sirt'},'mode':'continuous'"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.method"},
+    {BEGIN(",'reconstruction':{'method':'cgls','rings':'column_mean'}"), 1, 0,
+     RTOMO_REJECT_FIELD, "ring removal"},
+    {BEGIN(",'reconstruction':{'method':'sirt','phase':{'delta_beta':50}}"),
+     1, 0, RTOMO_REJECT_FIELD, "phase retrieval"},
+    {BEGIN(",'flats':2,'flats_after':1,'reconstruction':{'method':'sirt'}"),
+     1, 0, RTOMO_REJECT_FIELD, "flats_after"},
     {BEGIN(",'mode':'burst'"), 1, 0, RTOMO_REJECT_FIELD, "mode"},
     {BEGIN(",'every':5"), 1, 0, RTOMO_REJECT_FIELD, "every"},
     {BEGIN(",'mode':'continuous','every':0"), 1, 0, RTOMO_REJECT_FIELD,
@@ -1101,6 +1152,13 @@ static void random_image_header(uint64_t *s, rtomo_image_header *h)
     h->angle_last = test_rand_real(s, 0, 360);
     h->latency_ms = test_rand_real(s, 0, 50);
     h->compute_ms = test_rand_real(s, 0, 50);
+    if (test_rand_int(s, 0, 1)) {
+        rtomo_method m = (rtomo_method)test_rand_int(s, 0, RTOMO_METHOD_CGLS);
+        snprintf(h->method, sizeof h->method, "%s", rtomo_method_name(m));
+        h->iteration = m == RTOMO_METHOD_FBP ? 0 : test_rand_int(s, 1, 500);
+        h->final = test_rand_int(s, 0, 1);
+        h->residual = m == RTOMO_METHOD_FBP ? NAN : test_rand_real(s, 0, 1);
+    }
 }
 
 START_TEST(image_header_round_trip)
@@ -1136,6 +1194,10 @@ START_TEST(image_header_round_trip)
                            got.compute_ms};
     for (int i = 0; i < 8; i++)
         assert_close(want[i], have[i], 0, "numbers", i);
+    ck_assert_str_eq(got.method, h.method);
+    ck_assert_int_eq(got.iteration, h.iteration);
+    ck_assert_int_eq(got.final, h.final);
+    assert_close(h.residual, got.residual, 0, "residual", 0);
     /* One byte more or less is refused, naming the size fields. */
     size_t wrong = test_rand_int(&s, 0, 1) ? bytes + 1 : bytes - 1;
     ck_assert_int_eq(rtomo_proto_decode_image_header(text, strlen(text), wrong,
@@ -1264,7 +1326,8 @@ START_TEST(names_are_stable)
         "bad_field", "bad_geometry", "unknown_scan", "bad_state",
         "index_out_of_range", "duplicate_frame", "shape_mismatch",
         "dtype_mismatch", "size_mismatch", "oversize", "non_finite",
-        "over_budget", "shutting_down", "scan_ended"};
+        "over_budget", "shutting_down", "scan_ended", "bad_cbor",
+        "bad_compression", "not_armed"};
     for (int r = 0; r < RTOMO_REJECT_COUNT; r++)
         ck_assert_str_eq(rtomo_reject_name((rtomo_reject)r), want[r]);
     ck_assert_str_eq(rtomo_reject_name(RTOMO_REJECT_COUNT), "unknown");
