@@ -1,0 +1,189 @@
+/*
+ * rtomo_cone.h — the cone-beam engine's public API: FDK (Feldkamp, Davis &
+ * Kress, JOSA A 1 (1984) 612) for a point source on a circular orbit and a
+ * flat detector, on the CPU (the reference) and on CUDA.  Errors, backends
+ * and options are those of rtomo_engine.h.  Nothing here knows about
+ * ZeroMQ, JSON or the daemon.  docs/cone.md has the same conventions with
+ * worked numbers.
+ *
+ * Geometry (all lengths in one unit L of the caller's choice, e.g. mm)
+ *   - World: z is the rotation axis, the origin the iso-centre (where the
+ *     central ray meets the axis).  At angle beta the source is at
+ *         S = sad (cos beta, sin beta, 0)
+ *     and the detector plane is perpendicular to the central ray at
+ *     distance sdd from the source, with unit vectors
+ *         e_u = (-sin beta, cos beta, 0),   e_v = (0, 0, 1).
+ *     The central ray meets the detector at u = v = 0.  Detector column i,
+ *     row j are at
+ *         u = (i - (det_u - 1)/2) pitch_u + offset_u
+ *         v = (j - (det_v - 1)/2) pitch_v + offset_v
+ *     A point (x, y, z) projects to u = M s, v = M z with
+ *         t = x cos beta + y sin beta   (towards the source)
+ *         s = -x sin beta + y cos beta, M = sdd / (sad - t).
+ *   - Offset detector (half fan): |offset_u| beyond one pixel makes the
+ *     detector asymmetric about the central ray; with a 360-degree scan the
+ *     rays on its longer side are seen once and the field of view grows to
+ *     the longer side's reach.
+ *   - Volume: nx x ny x nz voxels of edge `voxel`, centred on the
+ *     iso-centre: voxel (i, j, k) is at
+ *         ((i - (nx-1)/2) voxel, (j - (ny-1)/2) voxel, (k - (nz-1)/2) voxel)
+ *     and volumes are stored x fastest, then y, then z (index
+ *     (k ny + j) nx + i).  The ROI is a box of it; only the ROI is
+ *     reconstructed and read (roi_n* 0 = the whole volume).
+ *   - Frames: det_v rows of det_u float32 line integrals (u fastest).  The
+ *     result is the attenuation coefficient in 1/L.
+ *
+ * Scans: angles in radians, strictly increasing or decreasing (the
+ * direction of rotation does not matter).  The engine picks the weighting:
+ *   - full: the angles cover 360 degrees (n_proj x mean step, within 1e-6):
+ *     every ray is measured twice, each with weight 1/2;
+ *   - half fan: a full scan with an offset detector: Wang's weights
+ *     (Med. Phys. 29 (2002) 1736) that go smoothly from 0 to 1 across the
+ *     band both sides see and are 1 beyond it;
+ *   - short scan: less than 360 degrees but at least 180 degrees plus the
+ *     detector's full fan angle: Parker's weights (Med. Phys. 9 (1982) 254)
+ *     for the scan's range.
+ */
+#ifndef RTOMO_CONE_H
+#define RTOMO_CONE_H
+
+#include <stddef.h>
+
+#include "rtomo_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rtomo_cone_geometry {
+    double sad;                 /* source to rotation axis, L, > 0 */
+    double sdd;                 /* source to detector, L, > sad */
+    int det_u, det_v;           /* detector columns and rows, >= 2 and >= 1 */
+    double pitch_u, pitch_v;    /* detector pixel pitch, L, > 0 */
+    double offset_u, offset_v;  /* detector centre relative to where the
+                                   central ray meets it, L */
+    int n_proj;                 /* projections of the scan, >= 1 */
+    double angle_start;         /* beta_p = angle_start + p angle_step ... */
+    double angle_step;          /* ... (0: 2 pi / n_proj) unless ... */
+    const double *angles;       /* ... given: n_proj radians (copied) */
+    int nx, ny, nz;             /* volume, voxels */
+    double voxel;               /* voxel edge, L, > 0 */
+    int roi_x, roi_y, roi_z;    /* ROI: first voxel ... */
+    int roi_nx, roi_ny, roi_nz; /* ... and size; 0 = to the volume's end */
+    rtomo_window window;        /* the ramp's window (FBP's filters) */
+    double cutoff;              /* as a fraction of Nyquist, (0, 1]; 0 = 1 */
+} rtomo_cone_geometry;
+
+/* Limits: detector and volume edges up to RTOMO_CONE_MAX_EDGE, at most
+ * RTOMO_CONE_MAX_PROJ projections. */
+#define RTOMO_CONE_MAX_EDGE 16384
+#define RTOMO_CONE_MAX_PROJ 1000000
+
+/* Zeros everywhere, Ram-Lak window, cutoff 1. */
+void rtomo_cone_geometry_init(rtomo_cone_geometry *g);
+
+/* The angle of projection p (radians) as the geometry defines it. */
+double rtomo_cone_angle(const rtomo_cone_geometry *g, int p);
+
+/* Check a geometry without creating a plan: RTOMO_E_INVALID with a
+ * message naming the first problem (a field, or why the set-up cannot be
+ * reconstructed: the detector in front of the axis, a volume reaching the
+ * source, a ROI outside the field of view, a short scan too short, an
+ * offset detector without 360 degrees, ...). */
+rtomo_status rtomo_cone_geometry_validate(const rtomo_cone_geometry *g,
+                                          rtomo_error *err);
+
+typedef enum rtomo_cone_weighting {
+    RTOMO_CONE_FULL = 0,        /* 360 degrees, centred detector */
+    RTOMO_CONE_HALF_FAN,        /* 360 degrees, offset detector */
+    RTOMO_CONE_SHORT_SCAN       /* Parker */
+} rtomo_cone_weighting;
+
+const char *rtomo_cone_weighting_name(rtomo_cone_weighting w);
+
+/* Back-projection kernels of the CUDA backend (the CPU has one). */
+typedef enum rtomo_cone_kernel {
+    RTOMO_CONE_KERNEL_AUTO = 0, /* the faster of the two, timed once per
+                                   device and volume shape */
+    RTOMO_CONE_KERNEL_TEXTURE,  /* hardware bilinear interpolation */
+    RTOMO_CONE_KERNEL_ALU       /* bilinear interpolation on the cores */
+} rtomo_cone_kernel;
+
+const char *rtomo_cone_kernel_name(rtomo_cone_kernel k);
+rtomo_status rtomo_cone_kernel_parse(const char *name, rtomo_cone_kernel *out);
+
+typedef struct rtomo_cone rtomo_cone;
+
+/* A plan holding the ROI volume (zero) where the backend computes (device
+ * memory on CUDA).  kernel: the CUDA back-projector (ignored by the CPU).
+ * NULL and *err on failure. */
+rtomo_cone *rtomo_cone_create(const rtomo_cone_geometry *g,
+                              const rtomo_engine_options *opt,
+                              rtomo_cone_kernel kernel, rtomo_error *err);
+void rtomo_cone_destroy(rtomo_cone *c);
+rtomo_backend rtomo_cone_backend(const rtomo_cone *c);
+/* The geometry as normalised (angles point at the plan's copy, ROI sizes
+ * and cutoff filled in). */
+const rtomo_cone_geometry *rtomo_cone_geometry_of(const rtomo_cone *c);
+rtomo_cone_weighting rtomo_cone_weighting_of(const rtomo_cone *c);
+/* The CUDA kernel in use after autotuning (AUTO on the CPU). */
+rtomo_cone_kernel rtomo_cone_kernel_of(const rtomo_cone *c);
+/* Projections per back-projection chunk. */
+int rtomo_cone_chunk(const rtomo_cone *c);
+/* Columns of a filtered projection: det_u, except for a half fan, whose
+ * filtered projections cover the detector mirrored about the central ray
+ * (the ramp filter's response beyond the short side is needed there). */
+int rtomo_cone_filtered_width(const rtomo_cone *c);
+/* Floats of the ROI volume (roi_nx roi_ny roi_nz). */
+size_t rtomo_cone_volume_size(const rtomo_cone *c);
+
+/*
+ * Streaming FDK.  Each projection is weighted (cosine, redundancy, its
+ * angular interval) and ramp-filtered when it arrives, and queued; a full
+ * chunk is back-projected into the resident volume.  Any order, any
+ * subset; feeding an index twice adds it twice.  So a daemon calls
+ * rtomo_cone_add_projection per frame and rtomo_cone_read after the last.
+ */
+rtomo_status rtomo_cone_add_projection(rtomo_cone *c, int index,
+                                       const float *line_integrals,
+                                       rtomo_error *err);
+/* Back-project what is queued now. */
+rtomo_status rtomo_cone_flush(rtomo_cone *c, rtomo_error *err);
+/* Flush, then copy the ROI volume into out (rtomo_cone_volume_size
+ * floats).  The volume stays resident. */
+rtomo_status rtomo_cone_read(rtomo_cone *c, float *out, rtomo_error *err);
+/* Zero the volume and drop the queue. */
+rtomo_status rtomo_cone_reset(rtomo_cone *c, rtomo_error *err);
+
+/* The weighted, filtered projection `index` of these line integrals
+ * (det_v x rtomo_cone_filtered_width into `filtered`), without touching
+ * the volume. */
+rtomo_status rtomo_cone_filter(rtomo_cone *c, int index,
+                               const float *line_integrals, float *filtered,
+                               rtomo_error *err);
+/* Back-project n filtered projections (indices[i] with data filtered +
+ * i det_v filtered_width, as rtomo_cone_filter gives them) into the
+ * volume, after whatever is queued. */
+rtomo_status rtomo_cone_add_filtered(rtomo_cone *c, const int *indices, int n,
+                                     const float *filtered, rtomo_error *err);
+
+/* The whole scan: reset, every projection (n_proj x det_v x det_u line
+ * integrals), read into volume. */
+rtomo_status rtomo_cone_reconstruct(rtomo_cone *c, const float *projections,
+                                    float *volume, rtomo_error *err);
+
+typedef struct rtomo_cone_stats {
+    long projections_filtered;
+    double filter_seconds;
+    long projections_backprojected;
+    double backproject_seconds;
+    double updates;             /* voxels x projections back-projected */
+} rtomo_cone_stats;
+
+void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTOMO_CONE_H */

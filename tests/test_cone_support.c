@@ -1,0 +1,120 @@
+/*
+ * test_cone_support.c — helpers shared by the cone-beam tests (see the
+ * header).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "test_cone_support.h"
+#include "test_util.h"
+
+rtomo_cone_geometry cone_test_geometry(void)
+{
+    rtomo_cone_geometry g;
+    rtomo_cone_geometry_init(&g);
+    g.sad = 200.0;
+    g.sdd = 400.0;
+    g.det_u = 80;
+    g.det_v = 64;
+    g.pitch_u = g.pitch_v = 2.0;
+    g.n_proj = 180;
+    g.nx = g.ny = g.nz = 64;
+    g.voxel = 1.0;
+    return g;
+}
+
+int cone_test_spheres(rtomo_ellipsoid *e)
+{
+    return rtomo_cone_sphere_phantom(24.0, 0.02, e,
+                                     RTOMO_PHANTOM_MAX_ELLIPSOIDS);
+}
+
+float *cone_test_project(const rtomo_cone_geometry *g,
+                         const rtomo_ellipsoid *e, int n)
+{
+    const size_t frame = (size_t)g->det_u * (size_t)g->det_v;
+    float *p = malloc(sizeof(float) * frame * (size_t)g->n_proj);
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < g->n_proj; i++)
+        rtomo_cone_project_ellipsoids(g, e, n, i, p + (size_t)i * frame);
+    return p;
+}
+
+static size_t roi_size(const rtomo_cone_geometry *g, int axis)
+{
+    const int first[3] = {g->roi_x, g->roi_y, g->roi_z};
+    const int size[3] = {g->roi_nx, g->roi_ny, g->roi_nz};
+    const int edge[3] = {g->nx, g->ny, g->nz};
+    return (size_t)(size[axis] ? size[axis] : edge[axis] - first[axis]);
+}
+
+float *cone_test_truth(const rtomo_cone_geometry *g, const rtomo_ellipsoid *e,
+                       int n)
+{
+    float *t = malloc(sizeof(float) * roi_size(g, 0) * roi_size(g, 1) *
+                      roi_size(g, 2));
+    ck_assert_ptr_nonnull(t);
+    rtomo_cone_voxelise(g, e, n, 3, t);
+    return t;
+}
+
+rtomo_cone *cone_test_create(const rtomo_cone_geometry *g,
+                             rtomo_backend backend, rtomo_cone_kernel kernel)
+{
+    rtomo_engine_options opt;
+    if (backend == RTOMO_BACKEND_CPU) {
+        opt = test_cpu_options(0);
+    } else {
+        rtomo_engine_options_init(&opt);
+        opt.backend = backend;
+    }
+    rtomo_error err;
+    rtomo_cone *c = rtomo_cone_create(g, &opt, kernel, &err);
+    ck_assert_msg(c != NULL, "rtomo_cone_create: %s", err.message);
+    return c;
+}
+
+float *cone_test_fdk(rtomo_cone *c, const float *projections)
+{
+    float *vol = malloc(sizeof(float) * rtomo_cone_volume_size(c));
+    ck_assert_ptr_nonnull(vol);
+    test_poison(vol, rtomo_cone_volume_size(c));
+    rtomo_error err;
+    ck_assert_msg(rtomo_cone_reconstruct(c, projections, vol, &err) ==
+                  RTOMO_OK, "rtomo_cone_reconstruct: %s", err.message);
+    return vol;
+}
+
+double cone_test_slab_error(const rtomo_cone_geometry *g, const float *vol,
+                            const float *truth, int k_lo, int k_hi, double r)
+{
+    const size_t nx = roi_size(g, 0), ny = roi_size(g, 1);
+    double diff = 0.0, ref = 0.0;
+    for (int k = k_lo; k <= k_hi; k++)
+        for (size_t j = 0; j < ny; j++) {
+            const double y = (g->roi_y + (double)j - 0.5 * (g->ny - 1)) *
+                             g->voxel;
+            for (size_t i = 0; i < nx; i++) {
+                const double x = (g->roi_x + (double)i - 0.5 * (g->nx - 1)) *
+                                 g->voxel;
+                if (x * x + y * y > r * r)
+                    continue;
+                const size_t at = ((size_t)k * ny + j) * nx + i;
+                if (!isfinite(vol[at]))
+                    return INFINITY;
+                const double d = (double)vol[at] - truth[at];
+                diff += d * d;
+                ref += (double)truth[at] * truth[at];
+            }
+        }
+    return ref > 0.0 ? sqrt(diff / ref) : sqrt(diff);
+}
+
+int cone_test_mid_slice(const rtomo_cone_geometry *g)
+{
+    /* z of ROI slice k: (roi_z + k - (nz - 1)/2) voxel. */
+    return (int)floor(0.5 * (g->nz - 1) - g->roi_z + 0.5);
+}

@@ -1,0 +1,45 @@
+/*
+ * test_cone_support.h — what the cone-beam tests share (CPU and GPU): the
+ * standard test geometry, exact projections of a phantom, plans that fail
+ * the running test on an engine error, and errors measured over a slab of
+ * slices within a radius.
+ */
+#ifndef RTOMO_TEST_CONE_SUPPORT_H
+#define RTOMO_TEST_CONE_SUPPORT_H
+
+#include <stddef.h>
+
+#include "rtomo_cone.h"
+#include "rtomo_cone_sim.h"
+
+/* 64^3 voxels of 1 mm; sad 200, sdd 400 (magnification 2), an 80 x 64
+ * detector of 2 mm pixels (1 mm at the axis), 180 projections over 360
+ * degrees: a cone half-angle of 9 degrees in z, 11 in u. */
+rtomo_cone_geometry cone_test_geometry(void);
+
+/* The sphere phantom of radius 24 mm, mu 0.02 / mm, into e (room for
+ * RTOMO_PHANTOM_MAX_ELLIPSOIDS); returns the count. */
+int cone_test_spheres(rtomo_ellipsoid *e);
+
+/* All n_proj exact projections (n_proj x det_v x det_u; caller frees). */
+float *cone_test_project(const rtomo_cone_geometry *g,
+                         const rtomo_ellipsoid *e, int n);
+/* The truth on g's ROI, 3^3 points per voxel (caller frees). */
+float *cone_test_truth(const rtomo_cone_geometry *g, const rtomo_ellipsoid *e,
+                       int n);
+
+/* A plan on `backend` (CPU: all cores), failing the test if none. */
+rtomo_cone *cone_test_create(const rtomo_cone_geometry *g,
+                             rtomo_backend backend, rtomo_cone_kernel kernel);
+/* FDK of a whole scan (caller frees the ROI volume). */
+float *cone_test_fdk(rtomo_cone *c, const float *projections);
+
+/* ||vol - truth|| / ||truth|| over ROI slices k_lo..k_hi and voxels
+ * within radius r (L) of the axis. */
+double cone_test_slab_error(const rtomo_cone_geometry *g, const float *vol,
+                            const float *truth, int k_lo, int k_hi, double r);
+
+/* The ROI slice index nearest to z = 0. */
+int cone_test_mid_slice(const rtomo_cone_geometry *g);
+
+#endif
