@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "rtomod_config.h"
+#include "rtomod_input.h"
 #include "rtomod_security.h"
 
 /* ------------------------------------------------------------ enums ---- */
@@ -417,6 +418,12 @@ static const field fields[] = {
     DBL("output", "hdf5.queue_mb", output.hdf5_queue_mb, 1, 1 << 22, 0),
     ENUM("output", "hdf5.when_full", output.hdf5_block, enum_when_full, 0),
     BOOL("output", "hdf5.sbdx_planes", output.hdf5_sbdx_planes),
+    CUSTOM("inputs", "stream2.endpoint", rtomod_input_parse_stream2_endpoint,
+           rtomod_input_dump_stream2_endpoint, 0),
+    CUSTOM("inputs", "stream2.channel", rtomod_input_parse_stream2_channel,
+           rtomod_input_dump_stream2_channel, 0),
+    CUSTOM("inputs", "jsonhdr.endpoint", rtomod_input_parse_jsonhdr_endpoint,
+           rtomod_input_dump_jsonhdr_endpoint, 0),
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 

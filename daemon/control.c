@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "rtomod.h"
+#include "rtomod_input.h"
 
 /* Requests answered per loop iteration at most. */
 #define CONTROL_FAIRNESS 16
@@ -107,6 +108,7 @@ static json_t *cmd_status(rtomod *d, const json_t *request, char **error)
     json_object_set_new(reply, "scans", rtomod_scans_status(d));
     json_object_set_new(reply, "memory", memory_json(d));
     json_object_set_new(reply, "output", rtomod_output_json(d->output));
+    json_object_set_new(reply, "inputs", rtomod_inputs_json(d));
     json_object_set(reply, "counters", json_object_get(telemetry, "counters"));
     json_object_del(telemetry, "counters");
     json_object_set_new(reply, "telemetry", telemetry);
@@ -225,6 +227,19 @@ static json_t *cmd_planes(rtomod *d, const json_t *request, char **error)
     return reply;
 }
 
+/* Scans armed on detector-native inputs (arm.c). */
+static json_t *cmd_arm(rtomod *d, const json_t *request, char **error)
+{
+    (void)error;
+    return rtomod_cmd_arm(d, request);
+}
+
+static json_t *cmd_disarm(rtomod *d, const json_t *request, char **error)
+{
+    (void)error;
+    return rtomod_cmd_disarm(d, request);
+}
+
 static const struct {
     const char *name;
     command_fn fn;
@@ -236,6 +251,8 @@ static const struct {
     {"set_config", cmd_set_config},
     {"abort", cmd_abort},
     {"scan", cmd_scan},
+    {"arm", cmd_arm},
+    {"disarm", cmd_disarm},
 };
 
 /* The reply text for one request (malloc'd). */
@@ -268,7 +285,7 @@ static char *answer(rtomod *d, const char *text, size_t size, int n_parts)
         if (i == sizeof commands / sizeof commands[0])
             error = error_reply("unknown_command", "unknown command '%s' "
                                 "(ping, status, get_config, set_config, "
-                                "abort, scan, planes)", cmd);
+                                "abort, scan, planes, arm, disarm)", cmd);
         else
             reply = commands[i].fn(d, request, &error);
     }

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "rtomod.h"
+#include "rtomod_input.h"
 #include "rtomod_memory.h"
 
 double rtomod_now(void)
@@ -450,6 +451,7 @@ int rtomod_open(rtomod *d, const rtomod_config *cfg, char *error,
     if (rtomod_publisher_open(&d->pub, d->zmq, &d->cfg, error, error_size) ||
         start_workers(d, error, error_size) ||
         rtomod_ingest_open(d, error, error_size) ||
+        rtomod_inputs_open(d, error, error_size) ||
         rtomod_control_open(d, error, error_size)) {
         rtomod_close(d);
         return -1;
@@ -482,6 +484,7 @@ void rtomod_close(rtomod *d)
         ev_signal_stop(d->loop, &d->sigint);
     }
     rtomod_ingest_close(d);
+    rtomod_inputs_close(d);
     rtomod_control_close(d);
     /* The loop takes no more results: a worker must not wait for room
      * in the output queue. */

@@ -321,6 +321,14 @@ static void deliver(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload,
     }
 }
 
+int rtomod_ingest_deliver(rtomod *d, rtomo_ingest_msg *msg,
+                          zmq_msg_t *payload)
+{
+    uint64_t accepted = d->counters.accepted;
+    deliver(d, msg, payload, 0);
+    return d->counters.accepted > accepted ? 0 : -1;
+}
+
 static void handle(rtomod *d, ingest_parts *m)
 {
     if (check_sizes(d, m) != 0)

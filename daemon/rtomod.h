@@ -331,6 +331,11 @@ int rtomod_ingest_has_waiting(rtomod *d);
 void rtomod_ingest_replay_early(rtomod *d, const char *scan);
 /* Reject every waiting early frame now (shutdown). */
 void rtomod_ingest_flush_early(rtomod *d);
+/* Accept or reject a message decoded elsewhere (a detector-native input,
+ * a control request's begin) exactly as one read from the socket, now:
+ * 0 when accepted. */
+int rtomod_ingest_deliver(rtomod *d, rtomo_ingest_msg *msg,
+                          zmq_msg_t *payload);
 
 /* ------------------------------------------------------------ daemon ---- */
 
@@ -356,6 +361,7 @@ struct rtomod {
     rtomod_zwatch ingest_watch, control_watch;
     rtomod_publisher pub;
     rtomod_pool pool;
+    struct rtomod_inputs *inputs;   /* detector-native (rtomod_input.h) */
     struct rtomod_output *output;   /* HDF5 files, or NULL (off) */
     /* The begin message being handled, as received (for the files). */
     const char *begin_header;

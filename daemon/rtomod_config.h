@@ -136,6 +136,12 @@ typedef struct rtomod_config {
         int timeout_ms;         /* give up waiting for the workers */
     } shutdown;
     rtomod_security_config security;   /* who may connect (rtomod_security.h) */
+    struct {                    /* detector-native inputs (rtomod_input.h);
+                                   "" = off */
+        char stream2_endpoint[RTOMOD_ENDPOINT_MAX];
+        char stream2_channel[64];   /* "" = an image's first channel */
+        char jsonhdr_endpoint[RTOMOD_ENDPOINT_MAX];
+    } inputs;
     struct {
         char hdf5_directory[RTOMOD_PATH_MAX];  /* "" = no HDF5 files */
         double hdf5_queue_mb;   /* images waiting for the disk, at most */

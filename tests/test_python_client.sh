@@ -10,7 +10,7 @@ py=${RTOMO_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || { echo "no $py: skipped"; exit 77; }
 src=$(cd "${top_srcdir:-.}" && pwd)
 build=$(cd "${top_builddir:-.}" && pwd)
-for m in venv pip pytest zmq numpy setuptools; do
+for m in venv pip pytest zmq numpy setuptools cbor2 lz4; do
   "$py" -c "import $m" 2>/dev/null ||
     { echo "FAIL: $py lacks the module $m (run tools/setup)"; exit 1; }
 done
