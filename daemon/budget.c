@@ -110,6 +110,30 @@ void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
     }
 }
 
+void rtomod_budget_iter_part(const rtomo_fbp_geometry *g, int rows,
+                             int solve_rows, int on_gpu, size_t *host,
+                             size_t *device)
+{
+    /* Iterative scans have no half acquisition: the frame is the row. */
+    size_t sino = mul(mul((size_t)g->n_proj, (size_t)g->det_width), 4);
+    size_t grid = g->slice_size > 0 ? (size_t)g->slice_size
+                                    : (size_t)g->det_width;
+    size_t image = mul(mul(grid, grid), 4);
+    size_t r = (size_t)rows, n = (size_t)(solve_rows < rows ? solve_rows
+                                                            : rows);
+    /* Line integrals and the FBP start (then the result) of every row,
+     * and a batch of published iterates. */
+    size_t kept = add(mul(r, add(sino, image)), mul(n, image));
+    /* CGLS holds b, r, q (sinograms) and x, g, p (images) per row, SIRT
+     * fewer; the SIRT weights one row each; the GPU plan's packed copies
+     * of a slice (2 x 2 x float4 x 2 per pixel) and its staging. */
+    size_t solve = add(mul(n, mul(3, add(sino, image))), add(sino, image));
+    if (on_gpu)
+        solve = add(solve, mul(image, 32));
+    *host = on_gpu ? kept : add(kept, solve);
+    *device = on_gpu ? solve : 0;
+}
+
 void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
                              int composite, int buffers, int on_gpu,
                              size_t *host, size_t *device)

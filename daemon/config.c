@@ -48,6 +48,7 @@ ENGINE_ENUM(bp_kernel, rtomo_bp_kernel_parse, rtomo_bp_kernel_name,
 ENGINE_ENUM(window, rtomo_window_parse, rtomo_window_name, RTOMO_WINDOW_HANN)
 ENGINE_ENUM(interp, rtomo_interp_parse, rtomo_interp_name, RTOMO_INTERP_NEAREST)
 ENGINE_ENUM(rings, rtomo_rings_parse, rtomo_rings_name, RTOMO_RINGS_COLUMN_MEAN)
+ENGINE_ENUM(method, rtomo_method_parse, rtomo_method_name, RTOMO_METHOD_CGLS)
 
 /* Enums the engine API names nowhere: a table of names, index = value. */
 static int parse_in_table(const char *const *table, const char *s, int *out)
@@ -384,6 +385,16 @@ static const field fields[] = {
         1000, 1),
     ENUM("reconstruction", "rings", reconstruction.rings, enum_rings, 1),
     INT("reconstruction", "rings_width", reconstruction.rings_width, 0, 255, 1),
+    ENUM("reconstruction", "method", reconstruction.method.method, enum_method,
+         1),
+    INT("reconstruction", "iterations", reconstruction.method.iterations, 1,
+        RTOMO_MAX_ITERATIONS, 1),
+    INT("reconstruction", "publish_every", reconstruction.method.publish_every,
+        0, RTOMO_MAX_ITERATIONS, 1),
+    DBL("reconstruction", "tolerance", reconstruction.method.tolerance, 0,
+        0.999, 1),
+    BOOL("reconstruction", "nonnegative", reconstruction.method.nonnegative),
+    BOOL("reconstruction", "warm_start", reconstruction.method.warm_start),
     DBL("phase", "delta_beta", reconstruction.phase.delta_beta, 0, 1e6, 1),
     DBL("phase", "energy_kev", reconstruction.phase.energy_kev, 0, 1e4, 1),
     DBL("phase", "distance_m", reconstruction.phase.distance_m, 0, 1e3, 1),
@@ -491,6 +502,8 @@ void rtomod_config_init(rtomod_config *cfg)
      * scatter on noisy data is about 0.1 bin (tests/test_fbp_axis.c), so
      * noise alone seldom makes a window be recomputed. */
     cfg->reconstruction.axis_tolerance = 0.25;
+    /* FBP unless asked: the iterative methods cost tens of FBPs. */
+    rtomo_method_settings_init(&cfg->reconstruction.method);
     /* One scan acquiring while up to three earlier ones reconstruct: a
      * camera's scans in a row never wait for the daemon. */
     cfg->scans.max = 4;

@@ -56,11 +56,14 @@ void rtomod_publish_result(rtomod *d, rtomod_scan *scan, rtomod_result *r)
         return;
     }
     /* The HDF5 file shares the buffer (a reference, no copy): a plain
-     * scan's slices, an SBDX stream's images. */
+     * scan's slices, an SBDX stream's images.  Of an iterative scan the
+     * FBP slice and the final iterate, which overwrites it (an abort
+     * leaves the FBP); the iterates between are for the live view. */
     if (scan->output_file &&
         (scan->kind == RTOMOD_SCAN_SBDX
              ? strcmp(h->topic, RTOMO_TOPIC_PREVIEW) != 0
-             : strcmp(h->topic, RTOMO_TOPIC_SLICE) == 0 && h->frame < 0))
+             : strcmp(h->topic, RTOMO_TOPIC_SLICE) == 0 && h->frame < 0 &&
+                   (h->iteration == 0 || h->final)))
         rtomod_output_image(d->output, scan->serial, r);
     rtomod_publish(&d->pub, h->topic, header, r->buffer, r->data, r->size);
     r->buffer = NULL;           /* the publisher took the reference */
@@ -104,6 +107,10 @@ static void dispatch(rtomod *d, rtomod_scan *scan, rtomod_result *r)
         break;
     case RTOMOD_RESULT_STATS:
         rtomod_telemetry_stats(d, r);
+        break;
+    case RTOMOD_RESULT_ITERATION:
+        if (scan)
+            rtomod_telemetry_iteration(d, scan->id, r);
         break;
     case RTOMOD_RESULT_ERROR:
         report_error(d, scan, r);

@@ -298,10 +298,17 @@ typedef struct rtomod_telemetry {
     int axis_applied;
     int pending;                /* a batch finished since the last message */
     double t_status;            /* last systemd STATUS= line */
+    /* The last iteration of an iterative solve (iter_scan "" = none yet):
+     * how far it is and how fast it goes. */
+    char iter_scan[RTOMO_ID_MAX];
+    rtomod_iter_progress iter;
 } rtomod_telemetry;
 
 void rtomod_telemetry_start(rtomod *d);
 void rtomod_telemetry_stop(rtomod *d);
+/* An iteration of a solve of `scan` is done (RTOMOD_RESULT_ITERATION). */
+void rtomod_telemetry_iteration(rtomod *d, const char *scan,
+                                const rtomod_result *r);
 /* A worker's batch statistics arrived. */
 void rtomod_telemetry_stats(rtomod *d, const rtomod_result *r);
 /* An image set was published with this latency. */

@@ -59,6 +59,14 @@ size_t rtomod_budget_sbdx_image_bytes(const rtomo_sbdx_geometry *g,
 void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
                              int resident, int batch, int buffers, int on_gpu,
                              size_t *host, size_t *device);
+/* What one worker's iterative solve adds (reconstruction.method sirt or
+ * cgls, worker_iter.c): the line integrals and images of its `rows`
+ * selected rows in host memory, and the solver's plan and vectors for
+ * `solve_rows` rows at a time (on the GPU when on_gpu, else in host
+ * memory). */
+void rtomod_budget_iter_part(const rtomo_fbp_geometry *g, int rows,
+                             int solve_rows, int on_gpu, size_t *host,
+                             size_t *device);
 /* What one worker's SBDX plan holds (output planes as float32 or uint16,
  * `buffers` output sets alive). */
 void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,

@@ -97,6 +97,8 @@ typedef struct rtomod_config {
         int rings_width;        /* its running median, bins (0 = 31) */
         rtomo_fbp_phase phase;  /* phase retrieval (delta_beta 0 = off);
                                    a scan may give any of the four */
+        rtomo_method_settings method;   /* reconstruction.method and its
+                                   options (nonnegative: for sirt only) */
     } reconstruction;
     struct {
         int every;              /* projections between previews of

@@ -72,6 +72,13 @@ typedef struct rtomod_tomo_begin_job {
     double axis_tolerance;
     int flats_after;            /* flats after the projections announced:
                                    interpolate before reconstructing */
+    /* reconstruction.method sirt or cgls (worker_iter.c): the line
+     * integrals of iter_rows (ascending, owned) are kept as frames come,
+     * and solved for iter_batch rows at a time after their FBP. */
+    rtomo_method_settings method;
+    int *iter_rows;
+    int n_iter_rows;
+    int iter_batch;
 } rtomod_tomo_begin_job;
 
 /* Planes of any orientation an operator asked for (control "planes"). */
@@ -148,12 +155,26 @@ typedef enum rtomod_result_kind {
     RTOMOD_RESULT_AXIS,         /* the rotation axis was found (value) */
     RTOMOD_RESULT_PLANE_PART,   /* a worker's part of a plane (its rows);
                                    the loop sums the parts and publishes */
-    RTOMOD_RESULT_SET_DONE      /* this worker's part of an image set (a
+    RTOMOD_RESULT_SET_DONE,     /* this worker's part of an image set (a
                                    reconstruction, a window, an SBDX frame)
                                    is published or failed: posted exactly
                                    once per RECONSTRUCT and SBDX_FRAME job,
                                    after the set's images */
+    RTOMOD_RESULT_ITERATION     /* an iteration of a solve is done (iter) */
 } rtomod_result_kind;
+
+/* How an iterative solve goes (worker_iter.c), for the telemetry. */
+typedef struct rtomod_iter_progress {
+    char method[8];             /* "sirt", "cgls" */
+    int iteration, iterations;  /* done; at most */
+    int rows;                   /* rows solved together */
+    double residual;            /* ||A x - b|| / ||b|| */
+    double iterations_per_s;    /* of this solve so far */
+    double gu_per_s;            /* A and A^T together, wall clock */
+    int done;                   /* the solve ended; then: */
+    double project_gu_per_s;    /* A alone, in its own time */
+    double backproject_gu_per_s;/* A^T alone */
+} rtomod_iter_progress;
 
 typedef struct rtomod_result {
     struct rtomod_result *next;
@@ -188,6 +209,8 @@ typedef struct rtomod_result {
     char message[RTOMO_REASON_MAX];
     /* DROPPED */
     long dropped;
+    /* ITERATION */
+    rtomod_iter_progress iter;
     /* IMAGE: room reserved in the HDF5 output's queue (rtomod_output.h,
      * when_full "block"), released when queued there or freed. */
     size_t output_reserved;

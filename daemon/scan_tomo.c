@@ -109,6 +109,8 @@ struct rtomod_tomo_scan {
     int64_t axis_every;
     double axis_first;
     long axis_measured;
+    /* reconstruction.method as composed (worker_iter.c solves). */
+    rtomo_method_settings method;
     /* Phase retrieval and ring removal as composed for the plans. */
     rtomo_fbp_phase phase;
     rtomo_rings rings;
@@ -243,6 +245,91 @@ static void compose_geometry(const rtomod_config *cfg,
     }
 }
 
+static void append_note(rtomod_scan *scan, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Why the composed scan cannot be solved iteratively (NULL: it can): the
+ * iterative engine takes the plain line integrals of whole rows after the
+ * scan (PROTOCOL.md 3.3). */
+static const char *iterative_conflict(const rtomo_scan_spec *spec,
+                                      const rtomo_fbp_geometry *g)
+{
+    if (spec->continuous)
+        return "a continuous stream";
+    if (g->half_acquisition)
+        return "half acquisition";
+    if (spec->n_flats_after > 0)
+        return "flats after the projections";
+    if (g->rings != RTOMO_RINGS_OFF)
+        return "ring removal (reconstruction.rings)";
+    if (g->phase.delta_beta > 0.0)
+        return "phase retrieval (phase.delta_beta)";
+    return NULL;
+}
+
+/* The method and its options: the scan's where it gave them, the
+ * configuration's elsewhere.  A method the scan asked for that its other
+ * settings (the daemon's defaults among them) exclude is refused; the
+ * configuration's default method gives way to FBP there (*demoted: the
+ * reason, for scan_started; else NULL).  Returns 0, or -1 when
+ * rejected. */
+static int compose_method(rtomod *d, const rtomo_scan_spec *spec,
+                          const rtomo_fbp_geometry *g,
+                          rtomo_method_settings *m, const char **demoted)
+{
+    *demoted = NULL;
+    const rtomo_method_settings *dflt = &d->cfg.reconstruction.method;
+    const unsigned has = spec->given;
+    *m = spec->method;
+    if (!(has & RTOMO_SPEC_HAS_METHOD))
+        m->method = dflt->method;
+    if (!(has & RTOMO_SPEC_HAS_ITERATIONS))
+        m->iterations = dflt->iterations;
+    if (!(has & RTOMO_SPEC_HAS_PUBLISH_EVERY))
+        m->publish_every = dflt->publish_every;
+    if (!(has & RTOMO_SPEC_HAS_TOLERANCE))
+        m->tolerance = dflt->tolerance;
+    if (!(has & RTOMO_SPEC_HAS_WARM_START))
+        m->warm_start = dflt->warm_start;
+    /* The configured clamp is SIRT's; a scan's own was checked. */
+    if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
+        m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
+    const char *conflict = m->method != RTOMO_METHOD_FBP
+                               ? iterative_conflict(spec, g) : NULL;
+    if (!conflict)
+        return 0;
+    if (has & RTOMO_SPEC_HAS_METHOD) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, spec->scan, -1, "field "
+                       "\"reconstruction.method\" = \"%s\" cannot be "
+                       "combined with %s: the iterative methods take the "
+                       "plain line integrals (give \"method\": \"fbp\", "
+                       "or switch that off in the scan)",
+                       rtomo_method_name(m->method), conflict);
+        return -1;
+    }
+    *demoted = conflict;
+    return 0;
+}
+
+/* scan_started says what comes after the FBP slices. */
+static void note_method(rtomod_scan *scan, const rtomo_method_settings *m,
+                        const rtomo_method_settings *configured,
+                        const char *demoted)
+{
+    if (demoted) {
+        append_note(scan, "method: fbp (the configured %s does not go with "
+                    "%s)", rtomo_method_name(configured->method), demoted);
+        return;
+    }
+    if (m->method == RTOMO_METHOD_FBP)
+        return;
+    append_note(scan, "method: %s after fbp, %d iterations%s%s, published "
+                "%s", rtomo_method_name(m->method), m->iterations,
+                m->tolerance > 0 ? " at most" : "",
+                m->warm_start ? " from the fbp slices" : " from zero",
+                m->publish_every > 0 ? "progressively" : "at the end");
+}
+
 static double *copy_doubles(const double *src, int n, int *failed)
 {
     if (!src)
@@ -325,6 +412,13 @@ static void estimate(const rtomod *d, const rtomo_fbp_geometry *g,
         rtomod_budget_tomo_part(g, t->kept_last[w] - t->kept_first[w] + 1,
                                 resident[w], batch, buffers, d->n_gpus > 0,
                                 &host, &device);
+        if (t->method.method != RTOMO_METHOD_FBP) {
+            size_t ih, id;
+            rtomod_budget_iter_part(g, t->part_count[w], batch,
+                                    d->n_gpus > 0, &ih, &id);
+            host = host > SIZE_MAX - ih ? SIZE_MAX : host + ih;
+            device = device > SIZE_MAX - id ? SIZE_MAX : device + id;
+        }
         claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
                                                     : claim->host + host;
         claim->device[w] = device;
@@ -481,6 +575,16 @@ static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
     b->axis_every = t->axis_every;
     b->flats_after = t->spec->n_flats_after;
     b->axis_tolerance = d->cfg.reconstruction.axis_tolerance;
+    b->method = t->method;
+    if (t->method.method != RTOMO_METHOD_FBP) {
+        int batch, buffers;
+        output_shape(d, &batch, &buffers);
+        b->iter_batch = batch;
+        b->n_iter_rows = t->part_count[w];
+        if (!(b->iter_rows = malloc(sizeof(int) * (size_t)b->n_iter_rows)))
+            return -1;
+        memcpy(b->iter_rows, part, sizeof(int) * (size_t)b->n_iter_rows);
+    }
     b->n_resident = t->resident[w];
     if (b->n_resident == 0)
         return 0;
@@ -671,8 +775,6 @@ static int plan_axis_search(rtomod *d, const rtomo_ingest_msg *msg,
 
 /* Add "; text" (or "text" when the note is empty) to scan_started's note. */
 static void append_note(rtomod_scan *scan, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
-static void append_note(rtomod_scan *scan, const char *format, ...)
 {
     size_t used = strlen(scan->start_note);
     if (used && used + 2 < sizeof scan->start_note) {
@@ -813,6 +915,10 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
                        err.message);
         return -1;
     }
+    rtomo_method_settings method;
+    const char *demoted;
+    if (compose_method(d, spec, &g, &method, &demoted) != 0)
+        return -1;
     if (rtomod_scan_check_image(d, msg->scan, rtomod_budget_slice_bytes(&g),
                                 "slices") != 0)
         return -1;
@@ -845,6 +951,7 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         d->last_axis_width == g.det_width)
         g.axis = d->last_axis;
     msg->scan_spec = NULL;      /* the scan owns it now */
+    scan->tomo->method = method;
     scan->tomo->phase = g.phase;
     scan->tomo->rings = g.rings;
     scan->tomo->rings_width = g.rings_width ? g.rings_width : 31;
@@ -866,6 +973,7 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
         append_note(scan, "axis: auto, from %d pairs of opposed projections",
                     scan->tomo->n_axis_pairs);
     note_processing(scan, spec, &g);
+    note_method(scan, &method, &d->cfg.reconstruction.method, demoted);
     /* Continuous streams have no file (yet): a window is no volume. */
     if (d->output && !spec->continuous)
         open_output(d, scan, spec, &g, n_rows);
@@ -1577,6 +1685,14 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
         : json_null());
     json_object_set_new(out, "rings", json_pack("{s:s, s:i}", "method",
                         rtomo_rings_name(t->rings), "width", t->rings_width));
+    const rtomo_method_settings *m = &t->method;
+    json_object_set_new(out, "method", m->method == RTOMO_METHOD_FBP
+        ? json_pack("{s:s}", "name", "fbp")
+        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b}", "name",
+                    rtomo_method_name(m->method), "iterations", m->iterations,
+                    "publish_every", m->publish_every, "tolerance",
+                    m->tolerance, "nonnegative", m->nonnegative,
+                    "warm_start", m->warm_start));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", resident, "of", slices,
         "mode", scan->start_reason[0] ? scan->start_reason : "none"));

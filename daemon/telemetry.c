@@ -92,6 +92,28 @@ static json_t *axis_json(const rtomod_telemetry *t)
                      "applied", t->axis_applied);
 }
 
+/* The last iteration of an iterative solve, or null before the first. */
+static json_t *iterative_json(const rtomod_telemetry *t)
+{
+    if (!t->iter_scan[0])
+        return json_null();
+    const rtomod_iter_progress *p = &t->iter;
+    json_t *j = json_pack(
+        "{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:b}", "scan", t->iter_scan,
+        "method", p->method, "iteration", p->iteration, "iterations",
+        p->iterations, "rows", p->rows, "residual", p->residual,
+        "iterations_per_s", p->iterations_per_s, "gu_per_s", p->gu_per_s,
+        "done", p->done);
+    /* A and A^T apart: measured over a whole solve, so from its end on. */
+    if (j && p->done) {
+        json_object_set_new(j, "project_gu_per_s",
+                            json_real(p->project_gu_per_s));
+        json_object_set_new(j, "backproject_gu_per_s",
+                            json_real(p->backproject_gu_per_s));
+    }
+    return j;
+}
+
 json_t *rtomod_telemetry_json(rtomod *d)
 {
     const rtomod_telemetry *t = &d->telemetry;
@@ -115,8 +137,10 @@ json_t *rtomod_telemetry_json(rtomod *d)
         "publish", rtomod_pool_queued_results(&d->pool),
         "counters", counters_json(d), "axis", axis_json(t));
     /* HDF5 files (rtomod_output.h): null when off. */
-    if (j)
+    if (j) {
         json_object_set_new(j, "output", rtomod_output_json(d->output));
+        json_object_set_new(j, "iterative", iterative_json(t));
+    }
     return j;
 }
 
@@ -227,6 +251,15 @@ void rtomod_telemetry_stats(rtomod *d, const rtomod_result *r)
     if (r->seconds > 0 && r->updates > 0)
         d->telemetry.gu_per_s = r->updates / r->seconds / 1e9;
     d->telemetry.pending = 1;
+}
+
+void rtomod_telemetry_iteration(rtomod *d, const char *scan,
+                                const rtomod_result *r)
+{
+    rtomod_telemetry *t = &d->telemetry;
+    snprintf(t->iter_scan, sizeof t->iter_scan, "%s", scan);
+    t->iter = r->iter;
+    t->pending = 1;
 }
 
 void rtomod_telemetry_latency(rtomod *d, double latency_ms)

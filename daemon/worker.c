@@ -53,6 +53,7 @@ void rtomod_job_free(rtomod_job *job)
         free((double *)job->u.tomo.geometry.axis_shift);
         free(job->u.tomo.resident);
         free(job->u.tomo.preview_rows);
+        free(job->u.tomo.iter_rows);
         break;
     case RTOMOD_JOB_TOMO_RECONSTRUCT:
         free(job->u.recon.rows);
@@ -100,7 +101,7 @@ double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
+rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
                                  uint64_t serial)
 {
     rtomod_result *r = calloc(1, sizeof *r);
@@ -276,6 +277,7 @@ void plan_close(plan_state *s)
     rtomod_buffer_unref(s->preview_last);
     rtomod_buffer_pool_close(s->previews);
     free(s->preview_rows);
+    iter_free(s);
     rtomo_fbp_destroy(s->fbp);
     rtomo_sbdx_destroy(s->sbdx);
     rtomod_buffer_pool_close(s->slices);

@@ -21,6 +21,9 @@ typedef struct pending_frame {
     double t_input;
 } pending_frame;
 
+/* reconstruction.method sirt / cgls: worker_iter.c's state. */
+typedef struct iter_state iter_state;
+
 /* The plan of one scan on this worker (serial 0: a free slot). */
 typedef struct plan_state {
     uint64_t serial;            /* 0 = none */
@@ -51,6 +54,7 @@ typedef struct plan_state {
     double track_tolerance;     /* bins */
     struct axis_lines_kept *track;  /* line integrals kept for pairs */
     int n_track, track_capacity;
+    iter_state *iter;           /* NULL: FBP only */
     rtomo_sbdx *sbdx;
     rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
     pending_frame pending[MAX_PIPELINE];
@@ -67,6 +71,10 @@ typedef struct plan_state {
 /* ------------------------------------------------- worker.c helpers ---- */
 
 double now_seconds(void);
+/* A result of the given kind for the scan, zeroed otherwise (NULL when
+ * out of memory); post() hands it on. */
+rtomod_result *result_new(rtomod_worker *w, rtomod_result_kind kind,
+                          uint64_t serial);
 /* Results go to the worker's outbox, handed to the finisher as one unit
  * by flush_results (see worker.c). */
 void post(rtomod_worker *w, rtomod_result *r);
@@ -103,6 +111,28 @@ void plan_close(plan_state *s);
 void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job);
 void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job);
 void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job);
+/* The header of the slice at position i of reconstruct job `rc`. */
+void tomo_slice_header(const plan_state *s,
+                       const rtomod_tomo_reconstruct_job *rc, int i,
+                       rtomo_image_header *h);
+
+/* ------------------------------------------------------ worker_iter.c ---- */
+
+/* Keep what the begin job's iterative method needs (nothing for FBP).
+ * Returns 0, or -1 when out of memory. */
+int iter_begin(plan_state *s, rtomod_tomo_begin_job *b);
+/* A projection the FBP plan took: keep its line integrals. */
+rtomo_status iter_frame(plan_state *s, const rtomod_job *job,
+                        rtomo_error *err);
+/* 1 when detector row `row` is solved iteratively after its FBP. */
+int iter_solves_row(const plan_state *s, int row);
+/* Row `row`'s FBP slice (its ROI roi[]) as it is published: the solve's
+ * start when the ROI is the whole grid. */
+void iter_keep_fbp(plan_state *s, int row, const float *slice,
+                   const int roi[4]);
+/* Solve and publish the job's kept rows (after their FBP slices). */
+void iter_reconstruct(rtomod_worker *w, plan_state *s, const rtomod_job *job);
+void iter_free(plan_state *s);
 
 /* ------------------------------------------------------ worker_axis.c ---- */
 

@@ -75,6 +75,12 @@ void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
     s->preview_rows = b->preview_rows;      /* the plan owns them now */
     s->n_preview = b->n_preview;
     b->preview_rows = NULL;
+    if (iter_begin(s, b) != 0) {
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the line "
+                        "integrals of %d rows", b->n_iter_rows);
+        s->failed = 1;
+        engine_failed(w, s, job->serial, "iterative reconstruction", &err);
+    }
 }
 
 /* ---------------------------------------------------------- previews ---- */
@@ -151,6 +157,8 @@ static rtomo_status feed_projection(rtomod_worker *w, plan_state *s,
     rtomo_status st = rtomo_fbp_add_projection(s->fbp, (int)job->index, frame,
                                                job->dtype, job->angle,
                                                job->axis_shift, err);
+    if (st == RTOMO_OK)
+        st = iter_frame(s, job, err);
     if (st != RTOMO_OK)
         return st;
     if (s->axis_pending)
@@ -195,7 +203,6 @@ void tomo_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
     }
 }
 
-/* The header of the slice of reconstruct job `rc` at position i. */
 /* Projections in what a reconstruction reads now: the window's, or every
  * one fed. */
 static long projections_held(const plan_state *s)
@@ -204,9 +211,9 @@ static long projections_held(const plan_state *s)
                      : s->projections;
 }
 
-static void slice_header(const plan_state *s,
-                         const rtomod_tomo_reconstruct_job *rc, int i,
-                         rtomo_image_header *h)
+void tomo_slice_header(const plan_state *s,
+                       const rtomod_tomo_reconstruct_job *rc, int i,
+                       rtomo_image_header *h)
 {
     const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
     rtomo_image_header_init(h);
@@ -230,6 +237,11 @@ static void slice_header(const plan_state *s,
     h->projections = projections_held(s);
     h->axis = g->axis;
     h->compute_ms = 1e3 * s->set_seconds;
+    /* A plain scan's slices say whether an iterative solve follows. */
+    if (!s->window) {
+        snprintf(h->method, sizeof h->method, "fbp");
+        h->final = !iter_solves_row(s, rc->rows[i]);
+    }
 }
 
 /* Slices per engine call when the reconstruction leaves it to the worker
@@ -306,10 +318,11 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     s->set_seconds += seconds;
     for (int i = 0; i < n; i++) {
         rtomo_image_header h;
-        slice_header(s, rc, first + i, &h);
+        tomo_slice_header(s, rc, first + i, &h);
         h.min = stats[3 * i];
         h.max = stats[3 * i + 1];
         h.mean = stats[3 * i + 2];
+        iter_keep_fbp(s, h.slice, out + pixels * (size_t)i, h.roi);
         post_image(w, job->serial, -1, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
@@ -456,6 +469,10 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
         if (atomic_load(&w->abort_serial) == job->serial ||
             tomo_plane(w, s, job, i) != 0)
             return;
+    /* The iterative solve comes after every FBP image is out: a control
+     * loop has the fast answer while the better one is computed. */
+    if (s->iter && atomic_load(&w->abort_serial) != job->serial)
+        iter_reconstruct(w, s, job);
     /* A window's compute_ms counts the filtering since the previous
      * window and its own back-projection. */
     s->set_seconds = 0;

@@ -1,0 +1,385 @@
+/*
+ * worker_iter.c — reconstruction.method "sirt" and "cgls" on an engine
+ * thread (PROTOCOL.md 3.3).
+ *
+ * While the scan is acquired, every projection's line integrals of the
+ * worker's selected rows are kept here, beside the FBP plan that filters
+ * the same frame (rtomo_fbp_line_integrals: its darks, flats and clamps,
+ * so both methods see the same data).  They are stored in arrival order,
+ * each with its angle and axis shift, so that missing projections leave
+ * no gaps: the solve's geometry is the projections that came.
+ *
+ * The FBP slices are published first, as for any scan (a control loop
+ * gets the fast answer), and those of the selected rows are copied here
+ * as the solve's start.  Then the rows are solved a batch at a time with
+ * the matched projector pair (kernels/iterative), the iterates published
+ * on topic "slice" every publish_every iterations and the last one marked
+ * final.  An abort stops the solve after the iteration in progress; an
+ * ITERATION result after each iteration feeds the telemetry.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rtomod_log.h"
+#include "worker_internal.h"
+
+struct iter_state {
+    rtomo_method_settings m;
+    int *rows, n_rows;          /* detector rows kept, ascending (owned) */
+    int batch;                  /* rows per solve */
+    int width, n_proj, size;    /* frame width, projections announced, grid */
+    float *lines;               /* n_rows x n_proj x width: row r's k-th
+                                   arrival at (r n_proj + k) width */
+    double *angle, *shift;      /* per arrival: radians, bins */
+    int n_arrived;
+    float *images;              /* n_rows x size^2: the FBP slices kept */
+    unsigned char *have_fbp;    /* per row: its FBP slice is in images */
+    float *frame;               /* n_rows x width: one frame's integrals */
+};
+
+void iter_free(plan_state *s)
+{
+    iter_state *it = s->iter;
+    if (!it)
+        return;
+    free(it->rows);
+    free(it->lines);
+    free(it->angle);
+    free(it->shift);
+    free(it->images);
+    free(it->have_fbp);
+    free(it->frame);
+    free(it);
+    s->iter = NULL;
+}
+
+int iter_begin(plan_state *s, rtomod_tomo_begin_job *b)
+{
+    if (b->method.method == RTOMO_METHOD_FBP || b->n_iter_rows == 0)
+        return 0;
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    iter_state *it = calloc(1, sizeof *it);
+    if (!it)
+        return -1;
+    s->iter = it;
+    it->m = b->method;
+    it->rows = b->iter_rows;            /* the plan owns them now */
+    it->n_rows = b->n_iter_rows;
+    b->iter_rows = NULL;
+    it->batch = b->iter_batch > 0 ? b->iter_batch : 1;
+    it->width = g->frame_width;
+    it->n_proj = g->n_proj;
+    it->size = g->slice_size;
+    const size_t rows = (size_t)it->n_rows, plane = (size_t)it->size *
+                                                   (size_t)it->size;
+    /* calloc: pages of projections that never come are never touched. */
+    it->lines = calloc(rows * (size_t)it->n_proj * (size_t)it->width,
+                       sizeof(float));
+    it->angle = malloc(sizeof(double) * (size_t)it->n_proj);
+    it->shift = malloc(sizeof(double) * (size_t)it->n_proj);
+    it->images = calloc(rows * plane, sizeof(float));
+    it->have_fbp = calloc(rows, 1);
+    it->frame = malloc(sizeof(float) * rows * (size_t)it->width);
+    if (!it->lines || !it->angle || !it->shift || !it->images ||
+        !it->have_fbp || !it->frame) {
+        iter_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Position of detector row `row` among the kept rows, or -1. */
+static int kept_position(const iter_state *it, int row)
+{
+    int lo = 0, hi = it->n_rows - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (it->rows[mid] == row)
+            return mid;
+        if (it->rows[mid] < row)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+int iter_solves_row(const plan_state *s, int row)
+{
+    return s->iter && kept_position(s->iter, row) >= 0;
+}
+
+/* Projection `index`'s angle (radians) and axis shift (bins) as the FBP
+ * plan uses them: the frame's own where it gave them. */
+static void projection_pose(const plan_state *s, const rtomod_job *job,
+                            double *angle, double *shift)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    const int64_t p = job->index;
+    double step = g->angle_step != 0.0 ? g->angle_step : M_PI / g->n_proj;
+    *angle = isfinite(job->angle) ? job->angle
+             : g->angles ? g->angles[p] : g->angle_start + (double)p * step;
+    *shift = isfinite(job->axis_shift) ? job->axis_shift
+             : g->axis_shift ? g->axis_shift[p] : 0.0;
+}
+
+rtomo_status iter_frame(plan_state *s, const rtomod_job *job,
+                        rtomo_error *err)
+{
+    iter_state *it = s->iter;
+    if (!it)
+        return RTOMO_OK;
+    if (it->n_arrived >= it->n_proj)    /* the scan refuses repeats */
+        return rtomo_set_error(err, RTOMO_E_STATE, "more projections than "
+                               "the %d announced", it->n_proj);
+    rtomo_status st = rtomo_fbp_line_integrals(
+        s->fbp, zmq_msg_data((zmq_msg_t *)&job->payload), job->dtype,
+        it->rows, it->n_rows, it->frame, err);
+    if (st != RTOMO_OK)
+        return st;
+    const int k = it->n_arrived++;
+    const size_t w = (size_t)it->width;
+    for (int r = 0; r < it->n_rows; r++)
+        memcpy(it->lines + ((size_t)r * (size_t)it->n_proj + (size_t)k) * w,
+               it->frame + (size_t)r * w, w * sizeof(float));
+    projection_pose(s, job, &it->angle[k], &it->shift[k]);
+    return RTOMO_OK;
+}
+
+void iter_keep_fbp(plan_state *s, int row, const float *slice,
+                   const int roi[4])
+{
+    iter_state *it = s->iter;
+    int r = it ? kept_position(it, row) : -1;
+    /* The start needs the whole grid; with a ROI the solve starts at 0. */
+    if (r < 0 || !it->m.warm_start || roi[0] != 0 || roi[1] != 0 ||
+        roi[2] != it->size || roi[3] != it->size)
+        return;
+    const size_t plane = (size_t)it->size * (size_t)it->size;
+    memcpy(it->images + (size_t)r * plane, slice, plane * sizeof(float));
+    it->have_fbp[r] = 1;
+}
+
+/* --------------------------------------------------------------- solve ---- */
+
+/* One solve: the rows of positions pos[0..n-1] of the reconstruct job. */
+typedef struct solve_batch {
+    rtomod_worker *w;
+    plan_state *s;
+    const rtomod_job *job;
+    const int *pos;             /* positions in the job's rows */
+    int n;
+    double t0;                  /* when the solve began */
+    double pair_updates;        /* updates of one A and one A^T */
+    int aborted;
+} solve_batch;
+
+static void post_iteration(const solve_batch *b, int k, double residual,
+                           const rtomo_iter_result *end)
+{
+    rtomod_result *r = result_new(b->w, RTOMOD_RESULT_ITERATION,
+                                  b->job->serial);
+    if (!r)
+        return;
+    rtomod_iter_progress *p = &r->iter;
+    const iter_state *it = b->s->iter;
+    snprintf(p->method, sizeof p->method, "%s",
+             rtomo_method_name(it->m.method));
+    p->iteration = k;
+    p->iterations = it->m.iterations;
+    p->rows = b->n;
+    p->residual = residual;
+    double dt = now_seconds() - b->t0;
+    p->iterations_per_s = dt > 0 ? k / dt : 0.0;
+    p->gu_per_s = dt > 0 ? b->pair_updates * k / dt * 1e-9 : 0.0;
+    if (end) {
+        /* A and A^T do the same updates: half of the solve's each. */
+        p->done = 1;
+        p->project_gu_per_s = end->project_seconds > 0
+            ? 0.5 * end->updates / end->project_seconds * 1e-9 : 0.0;
+        p->backproject_gu_per_s = end->backproject_seconds > 0
+            ? 0.5 * end->updates / end->backproject_seconds * 1e-9 : 0.0;
+    }
+    post(b->w, r);
+}
+
+/* Publish the n images (size^2 each) of a batch at iteration k, cropped
+ * to the reconstruction's ROI, as slices of the job's set. */
+static void publish_iterate(const solve_batch *b, const float *images, int k,
+                            double residual, int final)
+{
+    const plan_state *s = b->s;
+    const iter_state *it = s->iter;
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    const size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
+    const size_t plane = (size_t)it->size * (size_t)it->size;
+    rtomod_buffer *buf = rtomod_buffer_new(pixels * sizeof(float) *
+                                           (size_t)b->n);
+    if (!buf) {
+        post_error(b->w, b->job->serial, 0, "iterate_dropped", "out of "
+                   "memory for an iterate's slices: not published");
+        return;
+    }
+    float *out = (float *)buf->data;
+    for (int i = 0; i < b->n; i++) {
+        const float *img = images + plane * (size_t)i;
+        float *dst = out + pixels * (size_t)i;
+        for (int y = 0; y < g->roi_height; y++)
+            memcpy(dst + (size_t)y * (size_t)g->roi_width,
+                   img + (size_t)(g->roi_y + y) * (size_t)it->size + g->roi_x,
+                   sizeof(float) * (size_t)g->roi_width);
+        rtomo_image_header h;
+        tomo_slice_header(s, &b->job->u.recon, b->pos[i], &h);
+        snprintf(h.method, sizeof h.method, "%s",
+                 rtomo_method_name(it->m.method));
+        h.iteration = k;
+        h.final = final;
+        h.residual = residual;
+        h.compute_ms = 1e3 * (now_seconds() - b->t0);
+        post_image(b->w, b->job->serial, -1, b->job->t_input, &h, buf, dst,
+                   pixels * sizeof(float));
+    }
+    rtomod_buffer_unref(buf);
+    flush_results(b->w);
+}
+
+/* After each iteration: stop on an abort; publish every publish_every
+ * (the final iterate is published once the solve returns). */
+static int on_iteration(void *ctx, int k, double residual,
+                        const float *images)
+{
+    solve_batch *b = ctx;
+    const rtomo_method_settings *m = &b->s->iter->m;
+    if (atomic_load(&b->w->abort_serial) == b->job->serial) {
+        b->aborted = 1;
+        return 1;
+    }
+    post_iteration(b, k, residual, NULL);
+    const int last = k == m->iterations ||
+                     (m->tolerance > 0 && residual <= m->tolerance);
+    if (images && !last)
+        publish_iterate(b, images, k, residual, 0);
+    else
+        flush_results(b->w);
+    return 0;
+}
+
+/* The solve's geometry: the projections that came, in arrival order. */
+static rtomo_iter *create_solver(rtomod_worker *w, const plan_state *s,
+                                 rtomo_error *err)
+{
+    const iter_state *it = s->iter;
+    const rtomo_fbp_geometry *f = rtomo_fbp_geometry_of(s->fbp);
+    rtomo_fbp_geometry g;
+    rtomo_fbp_geometry_init(&g);
+    g.det_width = it->width;
+    g.det_height = f->det_height;
+    g.n_proj = it->n_arrived;
+    g.angles = it->angle;
+    g.axis_shift = it->shift;
+    g.axis = f->axis;
+    g.slice_size = it->size;
+    g.row_first = 0;
+    g.row_count = it->batch < g.det_height ? it->batch : g.det_height;
+    return rtomo_iter_create(&g, &w->options, err);
+}
+
+/* Solve and publish the rows of positions pos[0..n-1]; the sinograms and
+ * start are laid out in sino and x (n rows each).  Returns 0, 1 when
+ * aborted, -1 when the engine failed. */
+static int solve_rows(rtomod_worker *w, plan_state *s, const rtomod_job *job,
+                      rtomo_iter *solver, const int *pos, int n,
+                      float *sino, float *x)
+{
+    iter_state *it = s->iter;
+    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    const size_t line = (size_t)it->n_arrived * (size_t)it->width;
+    const size_t plane = (size_t)it->size * (size_t)it->size;
+    int warm = 1;
+    for (int i = 0; i < n; i++) {
+        int r = kept_position(it, rc->rows[pos[i]]);
+        memcpy(sino + line * (size_t)i,
+               it->lines + (size_t)r * (size_t)it->n_proj * (size_t)it->width,
+               line * sizeof(float));
+        warm &= it->have_fbp[r];
+    }
+    warm &= it->m.warm_start;
+    for (int i = 0; i < n; i++) {
+        int r = kept_position(it, rc->rows[pos[i]]);
+        if (warm)
+            memcpy(x + plane * (size_t)i, it->images + plane * (size_t)r,
+                   plane * sizeof(float));
+    }
+    solve_batch b = {w, s, job, pos, n, now_seconds(),
+                     2.0 * n * (double)it->n_arrived * (double)plane, 0};
+    rtomo_iter_options o;
+    rtomo_iter_options_init(&o);
+    o.method = it->m.method == RTOMO_METHOD_CGLS ? RTOMO_ITER_CGLS
+                                                 : RTOMO_ITER_SIRT;
+    o.iterations = it->m.iterations;
+    o.tolerance = it->m.tolerance;
+    o.nonnegative = it->m.nonnegative;
+    o.progress = on_iteration;
+    o.ctx = &b;
+    o.images_every = it->m.publish_every;
+    rtomo_iter_result res;
+    rtomo_error err;
+    rtomo_status st = rtomo_iter_solve(solver, sino, n, x, warm, &o, &res,
+                                       &err);
+    if (st != RTOMO_OK) {
+        engine_failed(w, s, job->serial, "iterative reconstruction", &err);
+        return -1;
+    }
+    if (b.aborted)
+        return 1;
+    post_iteration(&b, res.iterations, res.residual, &res);
+    publish_iterate(&b, x, res.iterations, res.residual, 1);
+    log_debug("worker %d: scan %s: %s of %d rows, %d iterations, residual "
+              "%.3g, %.2f s", w->index, s->scan,
+              rtomo_method_name(it->m.method), n, res.iterations,
+              res.residual, res.seconds);
+    return 0;
+}
+
+/* The job's rows that are kept here, solved `batch` at a time after
+ * their FBP slices went out (worker_tomo.c).  Each row's arrivals lie at
+ * the start of its store, so missing projections cost no copy. */
+void iter_reconstruct(rtomod_worker *w, plan_state *s, const rtomod_job *job)
+{
+    iter_state *it = s->iter;
+    const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
+    if (!it || it->n_arrived == 0)
+        return;
+    int *pos = malloc(sizeof(int) * (size_t)(rc->n_rows > 0 ? rc->n_rows : 1));
+    int n_pos = 0;
+    for (int i = 0; pos && i < rc->n_rows; i++)
+        if (kept_position(it, rc->rows[i]) >= 0)
+            pos[n_pos++] = i;
+    const size_t line = (size_t)it->n_arrived * (size_t)it->width;
+    const size_t plane = (size_t)it->size * (size_t)it->size;
+    const int batch = it->batch;
+    float *sino = pos ? malloc(sizeof(float) * line * (size_t)batch) : NULL;
+    float *x = sino ? calloc(plane * (size_t)batch, sizeof(float)) : NULL;
+    rtomo_error err;
+    rtomo_iter *solver = x && n_pos > 0 ? create_solver(w, s, &err) : NULL;
+    if (!x)
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the "
+                        "iterative solve");
+    if (n_pos > 0 && !solver)
+        engine_failed(w, s, job->serial, "iterative reconstruction", &err);
+    for (int first = 0; solver && first < n_pos; first += batch) {
+        int n = n_pos - first < batch ? n_pos - first : batch;
+        if (atomic_load(&w->abort_serial) == job->serial)
+            break;
+        if (solve_rows(w, s, job, solver, pos + first, n, sino, x) != 0)
+            break;
+    }
+    rtomo_iter_destroy(solver);
+    free(x);
+    free(sino);
+    free(pos);
+}
