@@ -1,0 +1,237 @@
+/*
+ * test_stream2_decode.c — the pieces of rtomod's DECTRIS Stream V2 input
+ * that need no socket: the bitshuffle transpose against a bit-by-bit
+ * reference written from the format's description, bslz4 buffers (encoded
+ * here from the same description with liblz4) of every size class
+ * (multiples of 8 elements or not, partial last blocks, leftover bytes)
+ * decoded back, every malformed bslz4 buffer refused with a reason, and
+ * the CBOR pre-check refusing hostile structure (deep nesting, lying
+ * lengths, trailing bytes) before libcbor allocates for it.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lz4.h>
+
+#include "check_run.h"
+#include "rtomod_bitshuffle.h"
+#include "rtomod_stream2.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+
+static uint8_t random_byte(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint8_t)rng;
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = random_byte();
+}
+
+/* The transpose by its definition: bit row 8 j + b, byte i, bit k is bit
+ * b of byte j of element 8 i + k. */
+static void reference_shuffle(const uint8_t *in, uint8_t *out, size_t n,
+                              size_t size)
+{
+    memset(out, 0, n * size);
+    for (size_t e = 0; e < n; e++)
+        for (size_t j = 0; j < size; j++)
+            for (int b = 0; b < 8; b++) {
+                int bit = in[e * size + j] >> b & 1;
+                size_t row = 8 * j + (size_t)b;
+                out[row * (n / 8) + e / 8] |= (uint8_t)(bit << (e % 8));
+            }
+}
+
+START_TEST(transpose_matches_definition)
+{
+    static const size_t sizes[] = {1, 2, 4, 8};
+    static const size_t counts[] = {8, 16, 64, 120, 1024};
+    for (size_t s = 0; s < 4; s++)
+        for (size_t c = 0; c < 5; c++) {
+            size_t n = counts[c], size = sizes[s], bytes = n * size;
+            uint8_t *in = malloc(bytes), *ref = malloc(bytes),
+                    *got = malloc(bytes), *back = malloc(bytes);
+            fill_random(in, bytes);
+            reference_shuffle(in, ref, n, size);
+            rtomod_bitshuffle(in, got, n, size);
+            ck_assert_msg(memcmp(ref, got, bytes) == 0,
+                          "shuffle differs: %zu elements of %zu bytes", n,
+                          size);
+            rtomod_bitunshuffle(ref, back, n, size);
+            ck_assert_msg(memcmp(in, back, bytes) == 0,
+                          "unshuffle differs: %zu elements of %zu bytes", n,
+                          size);
+            free(in); free(ref); free(got); free(back);
+        }
+}
+END_TEST
+
+/* A bslz4 buffer of `data` (n elements of `size` bytes) with blocks of
+ * `block` elements, as the bitshuffle HDF5 filter frames it. */
+static uint8_t *encode(const uint8_t *data, size_t n, size_t size,
+                       size_t block, size_t *out_size)
+{
+    size_t cap = 12 + (n / 8 + 2) * 4 + LZ4_compressBound((int)(n * size)) +
+                 n * size + 64;
+    uint8_t *out = malloc(cap), *tmp = malloc(n * size + 8);
+    size_t pos = 12, done = 0;
+    uint64_t total = n * size;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(total >> (56 - 8 * i));
+    uint32_t bb = (uint32_t)(block * size);
+    for (int i = 0; i < 4; i++)
+        out[8 + i] = (uint8_t)(bb >> (24 - 8 * i));
+    while (done < n) {
+        size_t m = n - done >= block ? block : (n - done) / 8 * 8;
+        if (m == 0)
+            break;
+        rtomod_bitshuffle(data + done * size, tmp, m, size);
+        int c = LZ4_compress_default((const char *)tmp, (char *)out + pos + 4,
+                                     (int)(m * size), (int)(cap - pos - 4));
+        ck_assert_int_gt(c, 0);
+        for (int i = 0; i < 4; i++)
+            out[pos + (size_t)i] = (uint8_t)((uint32_t)c >> (24 - 8 * i));
+        pos += 4 + (size_t)c;
+        done += m;
+    }
+    memcpy(out + pos, data + done * size, (n - done) * size);
+    *out_size = pos + (n - done) * size;
+    free(tmp);
+    return out;
+}
+
+START_TEST(bslz4_round_trips_every_size_class)
+{
+    /* Multiples of the block, partial last blocks, sizes that are no
+     * multiple of 8 (leftover bytes), fewer than 8 elements (no block),
+     * and an empty image. */
+    static const size_t counts[] = {0, 1, 7, 8, 9, 63, 64, 65, 200, 1021,
+                                    4096, 4099};
+    static const size_t sizes[] = {1, 2, 4};
+    for (size_t s = 0; s < 3; s++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            size_t n = counts[c], size = sizes[s];
+            uint8_t *data = malloc(n * size + 1), *back = malloc(n * size + 1);
+            fill_random(data, n * size);
+            for (size_t i = 0; i < n * size; i += 3)
+                data[i] = 0;            /* something to compress */
+            size_t len;
+            uint8_t *packed = encode(data, n, size, 64, &len);
+            char why[256] = "";
+            ck_assert_msg(rtomod_bslz4_decode(packed, len, size, back,
+                                              n * size, why, sizeof why) == 0,
+                          "%zu x %zu bytes: %s", n, size, why);
+            ck_assert(memcmp(data, back, n * size) == 0);
+            ck_assert_int_eq(rtomod_bslz4_size(packed, len), (int64_t)(n * size));
+            free(packed); free(data); free(back);
+        }
+}
+END_TEST
+
+/* decode must refuse `packed` (len bytes) for an image of n x size, with
+ * `words` in its reason. */
+static void refused(const uint8_t *packed, size_t len, size_t n, size_t size,
+                    const char *words)
+{
+    uint8_t *out = malloc(n * size + 1);
+    char why[256] = "";
+    ck_assert_int_eq(rtomod_bslz4_decode(packed, len, size, out, n * size,
+                                         why, sizeof why), -1);
+    ck_assert_msg(strstr(why, words), "reason \"%s\" lacks \"%s\"", why,
+                  words);
+    free(out);
+}
+
+START_TEST(bslz4_malformed_refused)
+{
+    size_t n = 200, size = 2, len;
+    uint8_t data[400];
+    fill_random(data, sizeof data);
+    uint8_t *p = encode(data, n, size, 64, &len);
+    uint8_t *bad = malloc(len + 16);
+    refused(p, 11, n, size, "shorter than its 12-byte header");
+    refused(p, len, n + 1, size, "announces 400 bytes");
+    memcpy(bad, p, len);
+    memset(bad + 8, 0, 4);                      /* block size 0 */
+    refused(bad, len, n, size, "block size 0");
+    memcpy(bad, p, len);
+    bad[11] = 12;                               /* 6 elements: not 8k */
+    bad[10] = 0;
+    refused(bad, len, n, size, "not a positive multiple of 8");
+    refused(p, 14, n, size, "ends before block 0's size");
+    memcpy(bad, p, len);
+    bad[12] = 0x7f;                             /* compressed size huge */
+    refused(bad, len, n, size, "compressed bytes");
+    memcpy(bad, p, len);
+    memset(bad + 16, 0xff, 12);                 /* corrupt LZ4 */
+    refused(bad, len, n, size, "not a valid LZ4 block");
+    memcpy(bad, p, len);
+    bad[len] = 0;                               /* one byte too many */
+    refused(bad, len + 1, n, size, "after its");
+    refused(p, len - 1, n, size, "");           /* truncated anywhere */
+    refused(p, len, n, 0, "does not divide");
+    free(bad);
+    free(p);
+}
+END_TEST
+
+START_TEST(precheck_refuses_hostile_cbor)
+{
+    rtomo_reject_info why;
+    /* 100 nested arrays */
+    uint8_t deep[101];
+    memset(deep, 0x81, 100);
+    deep[100] = 0x00;
+    ck_assert_int_eq(rtomod_s2_precheck(deep, sizeof deep, &why), -1);
+    ck_assert_int_eq(why.reason, RTOMO_REJECT_CBOR);
+    ck_assert(strstr(why.message, "deeper"));
+    /* an array claiming 2^32 items in 9 bytes */
+    const uint8_t liar[] = {0x9b, 0, 0, 0, 1, 0, 0, 0, 0};
+    ck_assert_int_eq(rtomod_s2_precheck(liar, sizeof liar, &why), -1);
+    ck_assert(strstr(why.message, "larger than the message"));
+    /* a byte string longer than the message */
+    const uint8_t long_bytes[] = {0x5a, 0, 1, 0, 0, 1, 2};
+    ck_assert_int_eq(rtomod_s2_precheck(long_bytes, sizeof long_bytes, &why),
+                     -1);
+    /* trailing bytes after a whole item */
+    const uint8_t trailing[] = {0xa0, 0x00};
+    ck_assert_int_eq(rtomod_s2_precheck(trailing, sizeof trailing, &why), -1);
+    ck_assert(strstr(why.message, "follow"));
+    /* a break with nothing open; reserved additional info */
+    const uint8_t stray_break[] = {0xff};
+    ck_assert_int_eq(rtomod_s2_precheck(stray_break, 1, &why), -1);
+    const uint8_t reserved[] = {0x1c};
+    ck_assert_int_eq(rtomod_s2_precheck(reserved, 1, &why), -1);
+    /* well-formed: {"a": [1, 2, tag 40 (h'00')], "b": indefinite [1]} */
+    const uint8_t good[] = {0xa2, 0x61, 'a', 0x83, 0x01, 0x02, 0xd8, 0x28,
+                            0x41, 0x00, 0x61, 'b', 0x9f, 0x01, 0xff};
+    ck_assert_int_eq(rtomod_s2_precheck(good, sizeof good, &why), 0);
+    /* and parsed: not a Stream V2 message (no "type") */
+    rtomod_s2_msg msg;
+    ck_assert_int_eq(rtomod_s2_parse(good, sizeof good, NULL, NULL, &msg,
+                                     &why), -1);
+    ck_assert_int_eq(why.reason, RTOMO_REJECT_TYPE);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("stream2_decode");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, transpose_matches_definition);
+    tcase_add_test(tc, bslz4_round_trips_every_size_class);
+    tcase_add_test(tc, bslz4_malformed_refused);
+    tcase_add_test(tc, precheck_refuses_hostile_cbor);
+    suite_add_tcase(s, tc);
+    return rtomo_check_run(s);
+}
