@@ -62,7 +62,8 @@ typedef struct push_options {
     long repeat, cache_mb;
     /* tomography */
     long width, height, angles, range, darks, flats;
-    const char *slices, *filter;
+    const char *slices, *filter, *method;
+    long iterations, publish_every;     /* 0 = the daemon's */
     /* SBDX */
     long holes[2], detector[2], shift, frames, ratio_count;
     double ratio_first, ratio_last;
@@ -132,6 +133,9 @@ TOOL_CURVE_HELP
 "      --slices SEL         rows to reconstruct: all, R1,R2,.. or\n"
 "                           FIRST:COUNT[:STEP] (default: daemon's setting)\n"
 "      --filter NAME        ram-lak, shepp-logan, cosine, hamming, hann\n"
+"      --method NAME        fbp, sirt or cgls (default: daemon's setting)\n"
+"      --iterations N       iterations of sirt/cgls (default: daemon's)\n"
+"      --publish-every N    publish every N-th iterate (default: daemon's)\n"
 "\n"
 "SBDX (--sbdx): point and wire scenes, uint8 frames\n"
 "      --holes X,Y          collimator holes (default 100,100)\n"
@@ -166,7 +170,8 @@ TOOL_CURVE_HELP
 
 enum {
     OPT_SIZE = 256, OPT_HEIGHT, OPT_RANGE, OPT_DARKS, OPT_FLATS, OPT_NOISE,
-    OPT_SLICES, OPT_FILTER, OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
+    OPT_SLICES, OPT_FILTER, OPT_METHOD, OPT_ITERATIONS, OPT_PUBLISH_EVERY,
+    OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
     OPT_RATIOS, OPT_FRAMES, OPT_PLANES, OPT_RAW, OPT_SHAPE, OPT_DTYPE,
     OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT, OPT_NO_WAIT
 };
@@ -227,6 +232,13 @@ static int apply_option(int c, const char *arg, push_options *o)
     case OPT_NOISE: o->noise = 1; return 0;
     case OPT_SLICES: o->slices = arg; return 0;
     case OPT_FILTER: o->filter = arg; return 0;
+    case OPT_METHOD: o->method = arg; return 0;
+    case OPT_ITERATIONS:
+        return tool_parse_int(program, "--iterations", arg, 1,
+                              RTOMO_MAX_ITERATIONS, &o->iterations);
+    case OPT_PUBLISH_EVERY:
+        return tool_parse_int(program, "--publish-every", arg, 0,
+                              RTOMO_MAX_ITERATIONS, &o->publish_every);
     case OPT_SBDX: o->sbdx = 1; return 0;
     case OPT_HOLES: return tool_parse_pair(program, "--holes", arg, 1, 4096, o->holes);
     case OPT_DETECTOR: return tool_parse_pair(program, "--detector", arg, 1, 4096, o->detector);
@@ -254,6 +266,20 @@ static int fill_reconstruction(const push_options *o, rtomo_scan_spec *spec)
             return tool_option_error(program, "--filter: unknown filter '%s'",
                                      o->filter);
         spec->given |= RTOMO_SPEC_HAS_WINDOW;
+    }
+    if (o->method) {
+        if (rtomo_method_parse(o->method, &spec->method.method) != RTOMO_OK)
+            return tool_option_error(program, "--method: '%s' is not fbp, "
+                                     "sirt or cgls", o->method);
+        spec->given |= RTOMO_SPEC_HAS_METHOD;
+    }
+    if (o->iterations > 0) {
+        spec->method.iterations = (int)o->iterations;
+        spec->given |= RTOMO_SPEC_HAS_ITERATIONS;
+    }
+    if (o->publish_every > 0) {
+        spec->method.publish_every = (int)o->publish_every;
+        spec->given |= RTOMO_SPEC_HAS_PUBLISH_EVERY;
     }
     if (!o->slices)
         return 0;
@@ -331,6 +357,9 @@ static int parse_args(int argc, char **argv, push_options *o)
         {"noise", no_argument, NULL, OPT_NOISE},
         {"slices", required_argument, NULL, OPT_SLICES},
         {"filter", required_argument, NULL, OPT_FILTER},
+        {"method", required_argument, NULL, OPT_METHOD},
+        {"iterations", required_argument, NULL, OPT_ITERATIONS},
+        {"publish-every", required_argument, NULL, OPT_PUBLISH_EVERY},
         {"sbdx", no_argument, NULL, OPT_SBDX},
         {"holes", required_argument, NULL, OPT_HOLES},
         {"detector", required_argument, NULL, OPT_DETECTOR},

@@ -57,7 +57,8 @@ TOOL_CURVE_HELP
 "                          published: float32, or uint16 for depth), NAME.json\n"
 "                          (its header) and NAME.png (a preview), where NAME\n"
 "                          is SCAN_TOPIC[_fFRAME]_WHICH and WHICH is rROW for\n"
-"                          slices, pPLANE for planes, else the index\n"
+"                          slices (rROW_iK for iterate K of sirt/cgls),\n"
+"                          pPLANE for planes, else the index\n"
 "      --no-png            do not write PNG previews\n"
 "  -n, --count N           exit after N messages\n"
 "  -T, --timeout SECONDS   exit when nothing arrives for this long\n"
@@ -181,7 +182,10 @@ static int save_image(const sub_options *o, const rtomo_published *m)
     const rtomo_image_header *h = &m->image;
     if (h->frame >= 0)
         snprintf(frame, sizeof frame, "_f%lld", (long long)h->frame);
-    if (h->slice >= 0)
+    /* An iterate of an iterative method keeps its own file: rROW_iK. */
+    if (h->slice >= 0 && h->iteration > 0)
+        snprintf(which, sizeof which, "r%d_i%d", h->slice, h->iteration);
+    else if (h->slice >= 0)
         snprintf(which, sizeof which, "r%d", h->slice);
     else if (h->plane >= 0)
         snprintf(which, sizeof which, "p%d", h->plane);
@@ -254,8 +258,12 @@ static void print_message(const rtomo_published *m)
     const rtomo_event *e = &m->event;
     switch (m->kind) {
     case RTOMO_PUBLISHED_IMAGE: {
-        char which[48] = "";
-        if (h->slice >= 0)
+        char which[96] = "";
+        if (h->slice >= 0 && h->iteration > 0)
+            snprintf(which, sizeof which, " slice %d %s iteration %d%s "
+                     "residual %.4g", h->slice, h->method, h->iteration,
+                     h->final ? " (final)" : "", h->residual);
+        else if (h->slice >= 0)
             snprintf(which, sizeof which, " slice %d", h->slice);
         else if (h->plane >= 0)
             snprintf(which, sizeof which, " plane %d (n = %g)", h->plane,

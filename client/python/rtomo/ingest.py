@@ -295,7 +295,9 @@ def scan_begin_header(scan, detector=None, projections=None, width=None,
       ``phase`` {delta_beta, energy_kev, distance_m, pixel_m}, ``rings``
       ``"off"``/``"column_mean"``, ``rings_width``, ``slices`` (``"all"``,
       a list of rows, or ``{"first", "count", "step"}``), ``slice_size``,
-      ``roi`` [x, y, w, h] in grid pixels).
+      ``roi`` [x, y, w, h] in grid pixels, ``method`` ``"fbp"``/
+      ``"sirt"``/``"cgls"`` with ``iterations``, ``publish_every``,
+      ``tolerance``, ``nonnegative``, ``warm_start`` (PROTOCOL.md 3.12)).
     - ``mode``: ``"scan"`` or ``"continuous"`` (then ``every``: reconstruct
       after every K projections).
     - ``extra``: further fields, sent as they are.
