@@ -44,10 +44,10 @@ static rtomo_status select_backend(rtomo_cone *c, rtomo_error *err)
     if (st != RTOMO_OK)
         return st;
     c->ops = &cone_cpu_ops;
+#ifdef RTOMO_HAVE_CUDA
     if (backend == RTOMO_BACKEND_CUDA)
-        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                               "the cone-beam engine has no CUDA backend "
-                               "yet: ask for the CPU");
+        c->ops = &cone_cuda_ops;
+#endif
     c->backend = backend;
     return RTOMO_OK;
 }
