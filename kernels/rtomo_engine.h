@@ -921,6 +921,14 @@ rtomo_status rtomo_iter_project(rtomo_iter *it, const float *images, int n,
 /* images = A^T sinograms, for n rows one after the other. */
 rtomo_status rtomo_iter_backproject(rtomo_iter *it, const float *sinograms,
                                     int n, float *images, rtomo_error *err);
+/* For measurements: the unmatched forward projector one would write first
+ * (ray-driven, a bilinear sample per pixel step along each ray; on a GPU
+ * the texture unit's), in rtomo_iter_project's layout, so that the price
+ * of matching shows.  No back-projector is its transpose; the solvers do
+ * not use it. */
+rtomo_status rtomo_iter_project_ray(rtomo_iter *it, const float *images,
+                                    int n, float *sinograms,
+                                    rtomo_error *err);
 
 typedef struct rtomo_iter_options {
     rtomo_iter_method method;

@@ -277,6 +277,55 @@ static rtomo_status cpu_backproject(rtomo_iter *it, const iter_vec *y,
     return RTOMO_OK;
 }
 
+/* The image at (x, y), bilinear between pixel centres, 0 outside. */
+static float bilinear(const float *img, int N, float x, float y)
+{
+    float fx = floorf(x), fy = floorf(y);
+    int x0 = (int)fx, y0 = (int)fy;
+    float ax = x - fx, ay = y - fy, v = 0.0f;
+    for (int dy = 0; dy <= 1; dy++)
+        for (int dx = 0; dx <= 1; dx++) {
+            int xi = x0 + dx, yi = y0 + dy;
+            if (xi >= 0 && xi < N && yi >= 0 && yi < N)
+                v += (dx ? ax : 1.0f - ax) * (dy ? ay : 1.0f - ay) *
+                     img[(size_t)yi * (size_t)N + (size_t)xi];
+        }
+    return v;
+}
+
+/* One (row, projection) of the unmatched ray-driven projector. */
+static void ray_task(void *ctx, int task, int worker)
+{
+    (void)worker;
+    const apply_job *j = ctx;
+    const rtomo_iter *it = j->it;
+    const int N = it->geom.slice_size, W = it->geom.det_width;
+    const int P = it->geom.n_proj, row = task / P, p = task % P;
+    const iter_sf_proj *q = &it->proj[p];
+    const float *img = j->in + (size_t)row * it->image_len;
+    float *out = j->out + (size_t)row * it->sino_len + (size_t)p * W;
+    const float c = 0.5f * (float)(N - 1);
+    const int half = iter_ray_half(N);
+    for (int b = 0; b < W; b++) {
+        float x0, y0, sum = 0.0f;
+        iter_ray_centre(q, b, c, &x0, &y0);
+        for (int t = -half; t <= half; t++)
+            sum += bilinear(img, N, x0 + (float)t * q->sin_a,
+                            y0 + (float)t * q->cos_a);
+        out[b] = sum;
+    }
+}
+
+static rtomo_status cpu_ray_project(rtomo_iter *it, const iter_vec *x,
+                                    iter_vec *y, rtomo_error *err)
+{
+    (void)err;
+    cpu_iter *c = it->impl;
+    apply_job j = { it, x->data, y->data, c->acc };
+    cpu_pool_run(c->pool, x->n * it->geom.n_proj, ray_task, &j);
+    return RTOMO_OK;
+}
+
 const rtomo_iter_backend_ops rtomo_cpu_iter_ops = {
     .name = "cpu",
     .create = cpu_create,
@@ -291,4 +340,5 @@ const rtomo_iter_backend_ops rtomo_cpu_iter_ops = {
     .axpby = cpu_axpby,
     .mul = cpu_mul,
     .clamp_nonneg = cpu_clamp,
+    .ray_project = cpu_ray_project,
 };

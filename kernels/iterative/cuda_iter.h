@@ -54,6 +54,13 @@ rtomo_status cuda_iter_project(const cuda_iter_launch *l,
                                int valid, float *sinograms,
                                cudaStream_t stream, rtomo_error *err);
 
+/* sinograms rows [0, n) = the unmatched ray-driven projection of images
+ * rows [0, n) (cuda_iter_ray.cu); synchronises the stream. */
+rtomo_status cuda_iter_ray_project(const cuda_iter_launch *l,
+                                   const float *images, int n,
+                                   float *sinograms, cudaStream_t stream,
+                                   rtomo_error *err);
+
 /* images rows [0, n) = A^T sinograms rows [0, n). */
 rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
                                    const float *sinograms, int n,

@@ -353,6 +353,16 @@ static rtomo_status cuda_clamp(rtomo_iter *it, iter_vec *x, rtomo_error *err)
     return RTOMO_OK;
 }
 
+static rtomo_status cuda_ray(rtomo_iter *it, const iter_vec *x, iter_vec *y,
+                             rtomo_error *err)
+{
+    cuda_iter *c = impl(it);
+    rtomo_status st = use_device(c, err);
+    return st != RTOMO_OK ? st
+                          : cuda_iter_ray_project(&c->launch, x->data, x->n,
+                                                  y->data, c->stream[0], err);
+}
+
 extern "C" const rtomo_iter_backend_ops rtomo_cuda_iter_ops = {
     "cuda",
     cuda_create,
@@ -367,4 +377,5 @@ extern "C" const rtomo_iter_backend_ops rtomo_cuda_iter_ops = {
     cuda_axpby,
     cuda_mul,
     cuda_clamp,
+    cuda_ray,
 };

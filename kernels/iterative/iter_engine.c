@@ -211,9 +211,12 @@ static rtomo_status check_batch(const rtomo_iter *it, const void *in, int n,
 }
 
 /* Apply one of A / A^T to host arrays through backend vectors. */
-static rtomo_status host_apply(rtomo_iter *it, int forward, const float *in,
+typedef enum host_op { OP_PROJECT, OP_BACKPROJECT, OP_RAY } host_op;
+
+static rtomo_status host_apply(rtomo_iter *it, host_op op, const float *in,
                                int n, float *out, rtomo_error *err)
 {
+    const int forward = op != OP_BACKPROJECT;
     iter_vec a, b;
     iter_space sin_ = forward ? ITER_IMAGES : ITER_SINOGRAMS;
     iter_space sout = forward ? ITER_SINOGRAMS : ITER_IMAGES;
@@ -224,8 +227,9 @@ static rtomo_status host_apply(rtomo_iter *it, int forward, const float *in,
     if (st == RTOMO_OK)
         st = it->ops->vec_upload(it, &a, in, err);
     if (st == RTOMO_OK)
-        st = forward ? it->ops->project(it, &a, &b, err)
-                     : it->ops->backproject(it, &a, &b, err);
+        st = op == OP_PROJECT ? it->ops->project(it, &a, &b, err)
+             : op == OP_RAY   ? it->ops->ray_project(it, &a, &b, err)
+                              : it->ops->backproject(it, &a, &b, err);
     if (st == RTOMO_OK)
         st = it->ops->vec_download(it, &b, out, err);
     vec_drop(it, &b);
@@ -238,7 +242,17 @@ rtomo_status rtomo_iter_project(rtomo_iter *it, const float *images, int n,
 {
     rtomo_clear_error(err);
     rtomo_status st = check_batch(it, images, n, sinograms, err);
-    return st != RTOMO_OK ? st : host_apply(it, 1, images, n, sinograms, err);
+    return st != RTOMO_OK ? st : host_apply(it, OP_PROJECT, images, n,
+                                            sinograms, err);
+}
+
+rtomo_status rtomo_iter_project_ray(rtomo_iter *it, const float *images,
+                                    int n, float *sinograms, rtomo_error *err)
+{
+    rtomo_clear_error(err);
+    rtomo_status st = check_batch(it, images, n, sinograms, err);
+    return st != RTOMO_OK ? st : host_apply(it, OP_RAY, images, n, sinograms,
+                                            err);
 }
 
 rtomo_status rtomo_iter_backproject(rtomo_iter *it, const float *sinograms,
@@ -246,7 +260,8 @@ rtomo_status rtomo_iter_backproject(rtomo_iter *it, const float *sinograms,
 {
     rtomo_clear_error(err);
     rtomo_status st = check_batch(it, sinograms, n, images, err);
-    return st != RTOMO_OK ? st : host_apply(it, 0, sinograms, n, images, err);
+    return st != RTOMO_OK ? st : host_apply(it, OP_BACKPROJECT, sinograms, n,
+                                            images, err);
 }
 
 /* ------------------------------------------------------------ solvers ---- */

@@ -135,6 +135,33 @@ ITER_HD int iter_sf_weights(const iter_sf_proj *q, float s_c, float w[3])
     return j0;
 }
 
+/* ------------------------------------------------- unmatched baseline ---- */
+
+/*
+ * The forward projector one would write first, for measurements only
+ * (rtomo_iter_project_ray): ray-driven, the ray of bin j at projection p
+ * sampled bilinearly at unit steps t, P(t) = (c + u cos a + t sin a,
+ * c - u sin a + t cos a) with u = j - (axis + shift), which every pixel
+ * centre on it maps to bin j in the FBP convention; the samples summed
+ * (times the unit step).  Not A: its transpose is no back-projector the
+ * solvers use.
+ */
+/* Half the samples per ray: the grid's half diagonal and one more. */
+ITER_HD int iter_ray_half(int size)
+{
+    return (int)(0.7072f * (float)size) + 1;
+}
+
+/* The ray's centre point (t = 0) in pixel coordinates (x, y). */
+ITER_HD void iter_ray_centre(const iter_sf_proj *q, int j, float c,
+                             float *x0, float *y0)
+{
+    float axis = q->base + c * q->cos_a - c * q->sin_a;
+    float u = (float)j - axis;
+    *x0 = c + u * q->cos_a;
+    *y0 = c - u * q->sin_a;
+}
+
 /* -------------------------------------------------------------- vectors ---- */
 
 typedef enum iter_space {
@@ -195,6 +222,9 @@ typedef struct rtomo_iter_backend_ops {
     /* x = max(x, 0) elementwise. */
     rtomo_status (*clamp_nonneg)(rtomo_iter *it, iter_vec *x,
                                  rtomo_error *err);
+    /* y = the unmatched ray-driven projection of x (above): overwrites y. */
+    rtomo_status (*ray_project)(rtomo_iter *it, const iter_vec *x,
+                                iter_vec *y, rtomo_error *err);
 } rtomo_iter_backend_ops;
 
 /* ----------------------------------------------------------------- plan ---- */
