@@ -141,6 +141,29 @@ static int can_read(rtomod_zwatch *w)
 
 /* -------------------------------------------------------- open/close ---- */
 
+/* A PULL socket that connects to a detector which binds its PUSH socket
+ * (a DECTRIS DCU does, on port 31001): the detector is the server, so
+ * rtomod's CURVE server keys and ZAP filters do not apply. */
+static void *connect_pull(rtomod *d, const char *endpoint, const char *role,
+                          int64_t hard, char *error, size_t error_size)
+{
+    void *s = zmq_socket(d->zmq, ZMQ_PULL);
+    int hwm = d->cfg.ingest.rcvhwm;
+    uint64_t affinity = rtomod_config_zmq_affinity(&d->cfg, 1);
+    if (!s || zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &hard, sizeof hard) != 0 ||
+        zmq_setsockopt(s, ZMQ_AFFINITY, &affinity, sizeof affinity) != 0 ||
+        zmq_connect(s, endpoint) != 0) {
+        snprintf(error, error_size, "%s: cannot connect to %s: %s", role,
+                 endpoint, zmq_strerror(errno));
+        if (s)
+            rtomod_zsock_close_now(s);
+        return NULL;
+    }
+    log_info("%s connecting to %s", role, endpoint);
+    return s;
+}
+
 static int open_input(rtomod *d, rtomod_input *in, const char *endpoint,
                       char *error, size_t error_size)
 {
@@ -151,8 +174,15 @@ static int open_input(rtomod *d, rtomod_input *in, const char *endpoint,
         ZMQ_AFFINITY, (int64_t)rtomod_config_zmq_affinity(&d->cfg, 1), -1};
     char role[RTOMOD_INPUT_NAME_MAX + 16];
     snprintf(role, sizeof role, "input %s", rtomod_input_name(in->kind));
-    in->socket = rtomod_zsock_bind(d->zmq, ZMQ_PULL, endpoint, role, options,
-                                   error, error_size);
+    /* CZMQ's convention: ">endpoint" connects, "@endpoint" (or none)
+     * binds. */
+    if (endpoint[0] == '>')
+        in->socket = connect_pull(d, endpoint + 1, role, hard, error,
+                                  error_size);
+    else
+        in->socket = rtomod_zsock_bind(d->zmq, ZMQ_PULL,
+                                       endpoint + (endpoint[0] == '@'), role,
+                                       options, error, error_size);
     if (!in->socket)
         return -1;
     if (rtomod_zwatch_start(d->loop, &in->watch, in->socket, on_readable,

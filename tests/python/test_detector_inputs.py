@@ -304,3 +304,33 @@ def test_jsonhdr_reconstructs_as_native(inputs_daemon, client):
     same_slices(client.images("jh", timeout=30), want)
     s = client.status()["inputs"]["jsonhdr"]
     assert s["armed"] is None and s["frames"] == DARKS + FLATS + N
+
+
+def test_stream2_input_connects_to_a_binding_detector():
+    """A detector that binds its PUSH socket (a DECTRIS DCU): the input
+    configured as ">endpoint" connects to it, and an armed scan of 4
+    projections completes from its series."""
+    import zmq
+    ctx = zmq.Context.instance()
+    dcu = ctx.socket(zmq.PUSH)
+    port = dcu.bind_to_random_port("tcp://127.0.0.1")
+    d = Daemon(["--set", "inputs.stream2.endpoint=>tcp://127.0.0.1:%d"
+                % port]).start()
+    c = d.client()
+    try:
+        frame = np.full((ROWS, W), 1000, np.uint16)
+        reply = c.control.request({
+            "cmd": "arm", "input": "stream2", "scan": "dcu",
+            "detector": {"width": W, "height": ROWS}, "projections": 4,
+            "reconstruction": {"slices": [0]}})
+        assert reply["expected"] == 4
+        dcu.send(start_message(1, ROWS, W, np.uint16, 4))
+        for i in range(4):
+            dcu.send(image_message(1, i, {"c": frame}, compress=True))
+        dcu.send(end_message(1))
+        assert c.wait_scan("dcu", 30)["frames"] == 4
+        assert c.status()["inputs"]["stream2"]["endpoint"].startswith(">")
+    finally:
+        c.close()
+        dcu.close(linger=0)
+        assert d.stop() == 0
