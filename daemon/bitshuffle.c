@@ -33,10 +33,110 @@ static uint64_t transpose8x8(uint64_t x)
     return x;
 }
 
+static uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);    /* little-endian hosts (configure checks) */
+    return v;
+}
+
+static void store64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Transpose the 8 x 8 byte matrix whose row b is r[b] (byte t of the row
+ * = column t): afterwards r[t] holds byte t of every former row, in row
+ * order.  Three rounds of block swaps: 4 x 4, 2 x 2, 1 x 1 bytes. */
+static void transpose_bytes(uint64_t r[8])
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t a = r[i], c = r[i + 4];
+        r[i] = (a & 0x00000000FFFFFFFFULL) | c << 32;
+        r[i + 4] = a >> 32 | (c & 0xFFFFFFFF00000000ULL);
+    }
+    for (int i = 0; i < 8; i += (i & 1) ? 3 : 1) {     /* 0, 1, 4, 5 */
+        uint64_t a = r[i], c = r[i + 2];
+        r[i] = (a & 0x0000FFFF0000FFFFULL) |
+               (c & 0x0000FFFF0000FFFFULL) << 16;
+        r[i + 2] = (a >> 16 & 0x0000FFFF0000FFFFULL) |
+                   (c & 0xFFFF0000FFFF0000ULL);
+    }
+    for (int i = 0; i < 8; i += 2) {
+        uint64_t a = r[i], c = r[i + 1];
+        r[i] = (a & 0x00FF00FF00FF00FFULL) |
+               (c & 0x00FF00FF00FF00FFULL) << 8;
+        r[i + 1] = (a >> 8 & 0x00FF00FF00FF00FFULL) |
+                   (c & 0xFF00FF00FF00FF00ULL);
+    }
+}
+
+/* The 4 bytes of x spread to every other byte: abcd -> 0a0b0c0d. */
+static uint64_t spread8(uint32_t x)
+{
+    uint64_t v = x;
+    v = (v | v << 16) & 0x0000FFFF0000FFFFULL;
+    return (v | v << 8) & 0x00FF00FF00FF00FFULL;
+}
+
+/* The 2 16-bit halves of x spread to every other 16 bits. */
+static uint64_t spread16(uint32_t x)
+{
+    uint64_t v = x;
+    return (v | v << 16) & 0x0000FFFF0000FFFFULL;
+}
+
+/* 64 elements of 1, 2 or 4 bytes from the bit rows at `rows` (row length
+ * `row` bytes, these elements at byte offset g0 of each): 8 word loads
+ * per bit-row group instead of 64 byte loads. */
+static void unshuffle64(const uint8_t *rows, size_t row, size_t g0,
+                        size_t elem_size, uint8_t *out)
+{
+    uint64_t y[4][8];
+    for (size_t j = 0; j < elem_size; j++) {
+        uint64_t r[8];
+        for (int b = 0; b < 8; b++)
+            r[b] = load64(rows + (8 * j + (size_t)b) * row + g0);
+        transpose_bytes(r);
+        for (int t = 0; t < 8; t++)
+            y[j][t] = transpose8x8(r[t]);
+    }
+    for (int t = 0; t < 8; t++) {
+        uint8_t *dst = out + (size_t)t * 8 * elem_size;
+        if (elem_size == 1) {
+            store64(dst, y[0][t]);
+        } else if (elem_size == 2) {
+            store64(dst, spread8((uint32_t)y[0][t]) |
+                         spread8((uint32_t)y[1][t]) << 8);
+            store64(dst + 8, spread8((uint32_t)(y[0][t] >> 32)) |
+                             spread8((uint32_t)(y[1][t] >> 32)) << 8);
+        } else {
+            for (int h = 0; h < 2; h++) {
+                uint64_t lo = spread8((uint32_t)(y[0][t] >> 32 * h)) |
+                              spread8((uint32_t)(y[1][t] >> 32 * h)) << 8;
+                uint64_t hi = spread8((uint32_t)(y[2][t] >> 32 * h)) |
+                              spread8((uint32_t)(y[3][t] >> 32 * h)) << 8;
+                /* lo, hi: 4 elements' 16-bit halves, low and high. */
+                store64(dst + 16 * h, spread16((uint32_t)lo) |
+                                      spread16((uint32_t)hi) << 16);
+                store64(dst + 16 * h + 8,
+                        spread16((uint32_t)(lo >> 32)) |
+                        spread16((uint32_t)(hi >> 32)) << 16);
+            }
+        }
+    }
+}
+
 void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
                          size_t elem_size)
 {
     size_t row = n_elem / 8;    /* bytes per bit row */
+    if (row % 8 == 0 && (elem_size == 1 || elem_size == 2 ||
+                         elem_size == 4)) {
+        for (size_t g0 = 0; g0 < row; g0 += 8)
+            unshuffle64(in, row, g0, elem_size, out + 8 * g0 * elem_size);
+        return;
+    }
     for (size_t j = 0; j < elem_size; j++) {
         const uint8_t *rows = in + 8 * j * row;
         for (size_t g = 0; g < row; g++) {
@@ -85,66 +185,42 @@ int64_t rtomod_bslz4_size(const uint8_t *in, size_t in_size)
     return size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size;
 }
 
-/* The input being read and the error sink. */
-typedef struct reader {
-    const uint8_t *in;
-    size_t size, pos;
-    char *why;
-    size_t why_size;
-} reader;
+/* One block located in the buffer. */
+typedef struct block_at {
+    size_t in;                  /* offset of its LZ4 data */
+    size_t c;                   /* its compressed bytes */
+    size_t out;                 /* its first element */
+    size_t n;                   /* its elements */
+} block_at;
 
-/* One LZ4 block of n_elem elements into out (tmp: scratch of at least
- * n_elem * elem_size bytes). */
-static int decode_block(reader *r, size_t n_elem, size_t elem_size,
-                        uint8_t *tmp, uint8_t *out, size_t block_number)
-{
-    size_t bytes = n_elem * elem_size;
-    if (r->size - r->pos < 4) {
-        snprintf(r->why, r->why_size, "bslz4 data ends before block %zu's "
-                 "size (at byte %zu of %zu)", block_number, r->pos, r->size);
-        return -1;
-    }
-    uint64_t c = read_be(r->in + r->pos, 4);
-    r->pos += 4;
-    if (c > r->size - r->pos || c > (uint64_t)LZ4_MAX_INPUT_SIZE) {
-        snprintf(r->why, r->why_size, "bslz4 block %zu announces %llu "
-                 "compressed bytes, %zu are left", block_number,
-                 (unsigned long long)c, r->size - r->pos);
-        return -1;
-    }
-    int got = LZ4_decompress_safe((const char *)r->in + r->pos, (char *)tmp,
-                                  (int)c, (int)bytes);
-    if (got < 0 || (size_t)got != bytes) {
-        snprintf(r->why, r->why_size, "bslz4 block %zu is not a valid LZ4 "
-                 "block of %zu bytes (%s)", block_number, bytes,
-                 got < 0 ? "corrupt" : "wrong size");
-        return -1;
-    }
-    r->pos += (size_t)c;
-    rtomod_bitunshuffle(tmp, out, n_elem, elem_size);
-    return 0;
-}
+/* Where every block and the leftover elements lie. */
+typedef struct plan {
+    block_at *blocks;
+    size_t n_blocks;
+    size_t block_elems;         /* of a full block */
+    size_t leftover_in, leftover_out, leftover_bytes;
+} plan;
 
 /* The header: the decompressed size must be out_size, the block size a
  * non-zero multiple of 8 elements.  Returns the block size in elements,
  * 0 on error. */
-static size_t read_header(reader *r, size_t elem_size, size_t out_size)
+static size_t read_header(const uint8_t *in, size_t size, size_t elem_size,
+                          size_t out_size, char *why, size_t why_size)
 {
-    if (r->size < 12) {
-        snprintf(r->why, r->why_size, "bslz4 data of %zu bytes is shorter "
-                 "than its 12-byte header", r->size);
+    if (size < 12) {
+        snprintf(why, why_size, "bslz4 data of %zu bytes is shorter than "
+                 "its 12-byte header", size);
         return 0;
     }
-    uint64_t total = read_be(r->in, 8);
-    uint64_t block = read_be(r->in + 8, 4);
-    r->pos = 12;
+    uint64_t total = read_be(in, 8);
+    uint64_t block = read_be(in + 8, 4);
     if (total != out_size) {
-        snprintf(r->why, r->why_size, "bslz4 header announces %llu bytes, "
-                 "the image has %zu", (unsigned long long)total, out_size);
+        snprintf(why, why_size, "bslz4 header announces %llu bytes, the "
+                 "image has %zu", (unsigned long long)total, out_size);
         return 0;
     }
     if (block == 0 || block % (8 * elem_size) != 0) {
-        snprintf(r->why, r->why_size, "bslz4 block size %llu bytes is not a "
+        snprintf(why, why_size, "bslz4 block size %llu bytes is not a "
                  "positive multiple of 8 elements of %zu bytes",
                  (unsigned long long)block, elem_size);
         return 0;
@@ -152,51 +228,168 @@ static size_t read_header(reader *r, size_t elem_size, size_t out_size)
     return (size_t)(block / elem_size);
 }
 
-int rtomod_bslz4_decode(const uint8_t *in, size_t in_size, size_t elem_size,
-                        uint8_t *out, size_t out_size, char *why,
-                        size_t why_size)
+/* Locate the blocks from their size fields: full blocks, then the last
+ * partial one rounded down to 8 elements, then the leftover elements,
+ * which must end the buffer exactly. */
+static int locate(const uint8_t *in, size_t size, size_t elem_size,
+                  size_t out_size, plan *p, char *why, size_t why_size)
 {
-    reader r = {in, in_size, 0, why, why_size};
+    memset(p, 0, sizeof *p);
+    size_t block = read_header(in, size, elem_size, out_size, why, why_size);
+    if (block == 0)
+        return -1;
+    size_t n_elem = out_size / elem_size;
+    size_t last = (n_elem % block) / 8 * 8;
+    p->block_elems = block;
+    p->n_blocks = n_elem / block + (last > 0);
+    p->blocks = malloc(sizeof *p->blocks * (p->n_blocks ? p->n_blocks : 1));
+    if (!p->blocks) {
+        snprintf(why, why_size, "out of memory for %zu bslz4 blocks",
+                 p->n_blocks);
+        return -1;
+    }
+    size_t pos = 12, done = 0;
+    for (size_t i = 0; i < p->n_blocks; i++) {
+        if (size - pos < 4) {
+            snprintf(why, why_size, "bslz4 data ends before block %zu's "
+                     "size (at byte %zu of %zu)", i, pos, size);
+            return -1;
+        }
+        uint64_t c = read_be(in + pos, 4);
+        pos += 4;
+        if (c > size - pos || c > (uint64_t)LZ4_MAX_INPUT_SIZE) {
+            snprintf(why, why_size, "bslz4 block %zu announces %llu "
+                     "compressed bytes, %zu are left", i,
+                     (unsigned long long)c, size - pos);
+            return -1;
+        }
+        size_t n = n_elem - done >= block ? block : last;
+        p->blocks[i] = (block_at){pos, (size_t)c, done, n};
+        pos += (size_t)c;
+        done += n;
+    }
+    p->leftover_in = pos;
+    p->leftover_out = done;
+    p->leftover_bytes = (n_elem - done) * elem_size;
+    if (size - pos != p->leftover_bytes) {
+        snprintf(why, why_size, "bslz4 data has %zu bytes after its %zu "
+                 "blocks, %zu expected (the %zu elements beyond the last "
+                 "group of 8)", size - pos, p->n_blocks, p->leftover_bytes,
+                 n_elem - done);
+        return -1;
+    }
+    return 0;
+}
+
+/* Block i of the plan into out (tmp: scratch of a block). */
+static int decode_one(const uint8_t *in, const plan *p, size_t i,
+                      size_t elem_size, uint8_t *tmp, uint8_t *out, char *why,
+                      size_t why_size)
+{
+    const block_at *b = &p->blocks[i];
+    size_t bytes = b->n * elem_size;
+    int got = LZ4_decompress_safe((const char *)in + b->in, (char *)tmp,
+                                  (int)b->c, (int)bytes);
+    if (got < 0 || (size_t)got != bytes) {
+        snprintf(why, why_size, "bslz4 block %zu is not a valid LZ4 block "
+                 "of %zu bytes (%s)", i, bytes,
+                 got < 0 ? "corrupt" : "wrong size");
+        return -1;
+    }
+    rtomod_bitunshuffle(tmp, out + b->out * elem_size, b->n, elem_size);
+    return 0;
+}
+
+/* Blocks are decoded in chunks, one chunk per call of the parallel for;
+ * each chunk has its scratch block and its own error slot. */
+#define CHUNKS_MAX 64
+#define ERROR_MAX 200
+
+typedef struct job {
+    const uint8_t *in;
+    const plan *p;
+    size_t elem_size;
+    uint8_t *out;
+    size_t per_chunk;
+    size_t failed[CHUNKS_MAX];  /* first failing block, or SIZE_MAX */
+    char why[CHUNKS_MAX][ERROR_MAX];
+} job;
+
+static void decode_chunk(void *ctx, int chunk)
+{
+    job *j = ctx;
+    size_t first = (size_t)chunk * j->per_chunk;
+    size_t end = first + j->per_chunk < j->p->n_blocks
+                     ? first + j->per_chunk : j->p->n_blocks;
+    j->failed[chunk] = SIZE_MAX;
+    uint8_t *tmp = malloc(j->p->block_elems * j->elem_size);
+    if (!tmp) {
+        j->failed[chunk] = first;
+        snprintf(j->why[chunk], ERROR_MAX, "out of memory for a bslz4 "
+                 "block");
+        return;
+    }
+    for (size_t i = first; i < end; i++)
+        if (decode_one(j->in, j->p, i, j->elem_size, tmp, j->out,
+                       j->why[chunk], ERROR_MAX) != 0) {
+            j->failed[chunk] = i;
+            break;
+        }
+    free(tmp);
+}
+
+int rtomod_bslz4_decode_parallel(const uint8_t *in, size_t in_size,
+                                 size_t elem_size, uint8_t *out,
+                                 size_t out_size, const rtomod_parallel *par,
+                                 char *why, size_t why_size)
+{
     if (elem_size == 0 || elem_size > 8 || out_size % elem_size != 0) {
         snprintf(why, why_size, "bslz4 element size %zu does not divide an "
                  "image of %zu bytes", elem_size, out_size);
         return -1;
     }
-    size_t block = read_header(&r, elem_size, out_size);
-    if (block == 0)
-        return -1;
-    size_t n_elem = out_size / elem_size, done = 0, number = 0;
-    size_t scratch = (block < n_elem ? block : n_elem) * elem_size;
-    uint8_t *tmp = malloc(scratch ? scratch : 1);
-    if (!tmp) {
-        snprintf(why, why_size, "out of memory for a bslz4 block of %zu "
-                 "bytes", scratch);
+    plan p;
+    if (locate(in, in_size, elem_size, out_size, &p, why, why_size) != 0) {
+        free(p.blocks);
         return -1;
     }
+    job *j = malloc(sizeof *j);
+    if (!j) {
+        free(p.blocks);
+        snprintf(why, why_size, "out of memory for a bslz4 job");
+        return -1;
+    }
+    j->in = in;
+    j->p = &p;
+    j->elem_size = elem_size;
+    j->out = out;
+    int chunks = p.n_blocks < CHUNKS_MAX ? (int)p.n_blocks : CHUNKS_MAX;
+    if (!par)
+        chunks = p.n_blocks > 0;
+    j->per_chunk = chunks ? (p.n_blocks + (size_t)chunks - 1) / (size_t)chunks
+                          : 0;
+    if (chunks > 0 && par)
+        par->run(par->pool, chunks, decode_chunk, j);
+    else if (chunks > 0)
+        decode_chunk(j, 0);
     int rc = 0;
-    while (rc == 0 && n_elem - done >= block) {
-        rc = decode_block(&r, block, elem_size, tmp, out + done * elem_size,
-                          number++);
-        done += block;
-    }
-    size_t last = (n_elem - done) - (n_elem - done) % 8;
-    if (rc == 0 && last > 0) {
-        rc = decode_block(&r, last, elem_size, tmp, out + done * elem_size,
-                          number++);
-        done += last;
-    }
-    free(tmp);
-    if (rc != 0)
-        return -1;
-    /* The elements that fill no group of 8 follow as they are. */
-    size_t leftover = (n_elem - done) * elem_size;
-    if (r.size - r.pos != leftover) {
-        snprintf(why, why_size, "bslz4 data has %zu bytes after its %zu "
-                 "blocks, %zu expected (the %zu elements beyond the last "
-                 "group of 8)", r.size - r.pos, number, leftover,
-                 n_elem - done);
-        return -1;
-    }
-    memcpy(out + done * elem_size, in + r.pos, leftover);
-    return 0;
+    for (int c = 0; c < chunks && rc == 0; c++)
+        if (j->failed[c] != SIZE_MAX) {
+            snprintf(why, why_size, "%s", j->why[c]);
+            rc = -1;
+        }
+    if (rc == 0)
+        memcpy(out + p.leftover_out * elem_size, in + p.leftover_in,
+               p.leftover_bytes);
+    free(j);
+    free(p.blocks);
+    return rc;
+}
+
+int rtomod_bslz4_decode(const uint8_t *in, size_t in_size, size_t elem_size,
+                        uint8_t *out, size_t out_size, char *why,
+                        size_t why_size)
+{
+    return rtomod_bslz4_decode_parallel(in, in_size, elem_size, out,
+                                        out_size, NULL, why, why_size);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "rtomod.h"
+#include "rtomod_decode_pool.h"
 #include "rtomod_input.h"
 
 static const char *const input_names[RTOMOD_INPUT_COUNT] = {
@@ -203,6 +204,7 @@ int rtomod_inputs_open(rtomod *d, char *error, size_t error_size)
         snprintf(error, error_size, "out of memory for the inputs");
         return -1;
     }
+    int any = 0;
     for (int k = 0; k < RTOMOD_INPUT_COUNT; k++) {
         rtomod_input *in = &d->inputs->in[k];
         in->d = d;
@@ -213,7 +215,20 @@ int rtomod_inputs_open(rtomod *d, char *error, size_t error_size)
             rtomod_inputs_close(d);
             return -1;
         }
+        any |= endpoint[0] != '\0';
     }
+    /* Helpers for decoding only where a detector may send. */
+    int threads = rtomod_decode_pool_default_threads();
+    if (any && !(d->inputs->pool = rtomod_decode_pool_new(threads))) {
+        snprintf(error, error_size, "inputs: cannot start %d decoding "
+                 "threads", threads);
+        rtomod_inputs_close(d);
+        return -1;
+    }
+    d->inputs->par.run = rtomod_decode_pool_run;
+    d->inputs->par.pool = d->inputs->pool;
+    if (any)
+        log_info("inputs: %d decoding threads beside the loop", threads);
     return 0;
 }
 
@@ -229,6 +244,7 @@ void rtomod_inputs_close(rtomod *d)
         rtomod_zsock_close_now(in->socket);
         in->socket = NULL;
     }
+    rtomod_decode_pool_free(d->inputs->pool);
     free(d->inputs);
     d->inputs = NULL;
 }

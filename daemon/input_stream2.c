@@ -67,10 +67,17 @@ static void on_start(rtomod_input *in, const rtomod_s2_msg *m)
              m->number_of_images, a->scan);
 }
 
+/* What decode_pixels needs: the image and the loop's helpers. */
+typedef struct pixels_ctx {
+    const rtomod_s2_pixels *px;
+    const rtomod_parallel *par;
+} pixels_ctx;
+
 static int decode_pixels(void *ctx, uint8_t *out, size_t out_size,
                          rtomo_reject_info *why)
 {
-    return rtomod_s2_pixels_decode(ctx, out, out_size, why);
+    const pixels_ctx *c = ctx;
+    return rtomod_s2_pixels_decode_on(c->px, out, out_size, c->par, why);
 }
 
 static void on_image(rtomod_input *in, rtomod_s2_msg *m)
@@ -89,12 +96,13 @@ static void on_image(rtomod_input *in, rtomod_s2_msg *m)
                a->series_id, a->scan);
         return;
     }
+    pixels_ctx ctx = {&m->pixels, &in->d->inputs->par};
     rtomod_image im = {
         .frame = (int64_t)m->image_id, .angle = m->angle,
         .height = (int64_t)m->pixels.height,
         .width = (int64_t)m->pixels.width,
         .src_size = m->pixels.elem_size, .src_float = 0,
-        .decode = decode_pixels, .ctx = &m->pixels};
+        .decode = decode_pixels, .ctx = &ctx};
     rtomod_arm_image(in, &im);
 }
 

@@ -44,6 +44,24 @@ int rtomod_bslz4_decode(const uint8_t *in, size_t in_size, size_t elem_size,
                         uint8_t *out, size_t out_size, char *why,
                         size_t why_size);
 
+/* A "parallel for" the caller may lend to the decoder: run(pool, n, fn,
+ * ctx) calls fn(ctx, i) once for every i in [0, n), on any threads, and
+ * returns when all calls have returned (rtomod_decode_pool.h). */
+typedef struct rtomod_parallel {
+    void (*run)(void *pool, int n, void (*fn)(void *ctx, int i), void *ctx);
+    void *pool;
+} rtomod_parallel;
+
+/* rtomod_bslz4_decode with its blocks decoded side by side on `par`
+ * (NULL: in the calling thread).  The blocks are located first, in one
+ * pass over their size fields, so the same buffers are refused for the
+ * same reasons; where several blocks are corrupt, the first one's reason
+ * is given. */
+int rtomod_bslz4_decode_parallel(const uint8_t *in, size_t in_size,
+                                 size_t elem_size, uint8_t *out,
+                                 size_t out_size, const rtomod_parallel *par,
+                                 char *why, size_t why_size);
+
 /* The decompressed size a bslz4 header announces, or -1 when in_size is
  * below the 12-byte header. */
 int64_t rtomod_bslz4_size(const uint8_t *in, size_t in_size);

@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "rtomod_bitshuffle.h"
 #include "rtomod_loop.h"
 #include "rtomo_protocol.h"
 
@@ -87,6 +88,8 @@ typedef struct rtomod_input {
 
 typedef struct rtomod_inputs {
     rtomod_input in[RTOMOD_INPUT_COUNT];
+    struct rtomod_decode_pool *pool;    /* helpers of the loop's decoding */
+    rtomod_parallel par;                /* ... lent to the decoders */
 } rtomod_inputs;
 
 const char *rtomod_input_name(rtomod_input_kind kind);

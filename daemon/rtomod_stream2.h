@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "rtomo_protocol.h"
+#include "rtomod_bitshuffle.h"
 
 #define RTOMOD_S2_CHANNELS_MAX 8
 #define RTOMOD_S2_NAME_MAX 64
@@ -79,6 +80,11 @@ void rtomod_s2_clear(rtomod_s2_msg *msg);
  * (bad_compression, size_mismatch). */
 int rtomod_s2_pixels_decode(const rtomod_s2_pixels *px, uint8_t *out,
                             size_t out_size, rtomo_reject_info *why);
+/* The same with the work spread over `par` (rtomod_bitshuffle.h; NULL: in
+ * the calling thread). */
+int rtomod_s2_pixels_decode_on(const rtomod_s2_pixels *px, uint8_t *out,
+                               size_t out_size, const rtomod_parallel *par,
+                               rtomo_reject_info *why);
 
 /* Check that `buf` is well-formed CBOR whose containers fit the bytes
  * they claim and nest at most RTOMOD_S2_DEPTH_MAX deep, before libcbor

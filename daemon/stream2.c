@@ -481,20 +481,51 @@ void rtomod_s2_clear(rtomod_s2_msg *msg)
     msg->root = NULL;
 }
 
-int rtomod_s2_pixels_decode(const rtomod_s2_pixels *px, uint8_t *out,
-                            size_t out_size, rtomo_reject_info *why)
+/* A large copy in pieces, side by side. */
+#define COPY_PIECES 16
+
+typedef struct copy_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t size;
+} copy_job;
+
+static void copy_piece(void *ctx, int i)
+{
+    const copy_job *c = ctx;
+    size_t piece = (c->size + COPY_PIECES - 1) / COPY_PIECES;
+    size_t first = (size_t)i * piece;
+    if (first < c->size)
+        memcpy(c->dst + first, c->src + first,
+               c->size - first < piece ? c->size - first : piece);
+}
+
+int rtomod_s2_pixels_decode_on(const rtomod_s2_pixels *px, uint8_t *out,
+                               size_t out_size, const rtomod_parallel *par,
+                               rtomo_reject_info *why)
 {
     if (!px->bslz4) {
         if (px->size != out_size)
             return rtomo_reject_set(why, RTOMO_REJECT_SIZE, "image has %zu "
                                     "bytes, %zu expected", px->size,
                                     out_size);
-        memcpy(out, px->data, out_size);
+        copy_job c = {px->data, out, out_size};
+        if (par && out_size >= (1u << 20))
+            par->run(par->pool, COPY_PIECES, copy_piece, &c);
+        else
+            memcpy(out, px->data, out_size);
         return 0;
     }
     char text[RTOMO_REASON_MAX - 32];
-    if (rtomod_bslz4_decode(px->data, px->size, (size_t)px->elem_size, out,
-                            out_size, text, sizeof text) != 0)
+    if (rtomod_bslz4_decode_parallel(px->data, px->size,
+                                     (size_t)px->elem_size, out, out_size,
+                                     par, text, sizeof text) != 0)
         return rtomo_reject_set(why, RTOMO_REJECT_COMPRESSION, "%s", text);
     return 0;
+}
+
+int rtomod_s2_pixels_decode(const rtomod_s2_pixels *px, uint8_t *out,
+                            size_t out_size, rtomo_reject_info *why)
+{
+    return rtomod_s2_pixels_decode_on(px, out, out_size, NULL, why);
 }

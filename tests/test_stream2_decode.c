@@ -19,6 +19,7 @@
 
 #include "check_run.h"
 #include "rtomod_bitshuffle.h"
+#include "rtomod_decode_pool.h"
 #include "rtomod_stream2.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
@@ -185,6 +186,50 @@ START_TEST(bslz4_malformed_refused)
 }
 END_TEST
 
+/* The blocks decoded side by side by the loop's helpers: the same image,
+ * and with two corrupt blocks the first one's reason. */
+START_TEST(bslz4_parallel_matches_sequential)
+{
+    size_t n = 100000 + 5, size = 2, len;
+    uint8_t *data = malloc(n * size), *a = malloc(n * size),
+            *b = malloc(n * size);
+    fill_random(data, n * size);
+    for (size_t i = 0; i < n * size; i += 2)
+        data[i] = 0;
+    uint8_t *packed = encode(data, n, size, 256, &len);
+    rtomod_decode_pool *pool = rtomod_decode_pool_new(3);
+    ck_assert_ptr_nonnull(pool);
+    rtomod_parallel par = {rtomod_decode_pool_run, pool};
+    char why[256];
+    for (int round = 0; round < 20; round++) {
+        memset(b, 0, n * size);
+        ck_assert_int_eq(rtomod_bslz4_decode_parallel(packed, len, size, b,
+                                                      n * size, &par, why,
+                                                      sizeof why), 0);
+        ck_assert(memcmp(b, data, n * size) == 0);
+    }
+    ck_assert_int_eq(rtomod_bslz4_decode(packed, len, size, a, n * size, why,
+                                         sizeof why), 0);
+    ck_assert(memcmp(a, data, n * size) == 0);
+    /* Corrupt blocks 300 and 100 (each LZ4 block's first bytes). */
+    size_t pos = 12, block = 0;
+    while (block <= 300) {
+        size_t c = (size_t)packed[pos] << 24 | (size_t)packed[pos + 1] << 16 |
+                   (size_t)packed[pos + 2] << 8 | packed[pos + 3];
+        if (block == 100 || block == 300)
+            memset(packed + pos + 4, 0xff, c < 16 ? c : 16);
+        pos += 4 + c;
+        block++;
+    }
+    ck_assert_int_eq(rtomod_bslz4_decode_parallel(packed, len, size, b,
+                                                  n * size, &par, why,
+                                                  sizeof why), -1);
+    ck_assert_msg(strstr(why, "block 100 "), "reason: %s", why);
+    rtomod_decode_pool_free(pool);
+    free(packed); free(data); free(a); free(b);
+}
+END_TEST
+
 START_TEST(precheck_refuses_hostile_cbor)
 {
     rtomo_reject_info why;
@@ -231,6 +276,7 @@ int main(void)
     tcase_add_test(tc, transpose_matches_definition);
     tcase_add_test(tc, bslz4_round_trips_every_size_class);
     tcase_add_test(tc, bslz4_malformed_refused);
+    tcase_add_test(tc, bslz4_parallel_matches_sequential);
     tcase_add_test(tc, precheck_refuses_hostile_cbor);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
