@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -126,7 +127,11 @@ void rtomod_decode_pool_run(void *pool, int n, void (*fn)(void *ctx, int i),
 
 int rtomod_decode_pool_default_threads(void)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The cores this process may run on (taskset, cgroups), not the
+     * machine's. */
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0
+                     ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 2)
         return 0;
     return cores - 1 > 8 ? 8 : (int)(cores - 1);

@@ -21,8 +21,8 @@ void rtomod_decode_pool_free(rtomod_decode_pool *pool);
  * when every call has returned.  One run at a time (the loop's thread). */
 void rtomod_decode_pool_run(void *pool, int n, void (*fn)(void *ctx, int i),
                             void *ctx);
-/* The helpers to start when the configuration does not say: the cores
- * beyond one, at most 8. */
+/* The helpers to start: the cores this process may use beyond one, at
+ * most 8. */
 int rtomod_decode_pool_default_threads(void);
 
 #endif /* RTOMOD_DECODE_POOL_H */
