@@ -182,6 +182,24 @@ typedef struct rtomo_cone_stats {
 
 void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
 
+/*
+ * Iterative reconstruction with the separable-footprint cone-beam pair
+ * (SF-TR, Long, Fessler & Balter, IEEE TMI 29 (2010) 1839, with the A2
+ * amplitudes; kernels/cone/cone_sf.h has the footprints).  The plan is an
+ * rtomo_iter of rtomo_engine.h with one row: rtomo_iter_project,
+ * rtomo_iter_backproject and rtomo_iter_solve (SIRT, CGLS) take n = 1,
+ * images are the ROI volume (rtomo_cone_volume_size floats, layout as
+ * above) in 1/L, sinograms all n_proj projections of det_v x det_u line
+ * integrals (what FDK takes).  A^T is A's exact transpose (a matched
+ * pair), to float rounding.  Voxels outside the ROI count as 0.  window
+ * and cutoff do not apply.  CPU only for now: RTOMO_BACKEND_AUTO takes
+ * the CPU, RTOMO_BACKEND_CUDA is RTOMO_E_UNAVAILABLE.  Free with
+ * rtomo_iter_destroy.
+ */
+rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
+                                   const rtomo_engine_options *opt,
+                                   rtomo_error *err);
+
 #ifdef __cplusplus
 }
 #endif
