@@ -103,6 +103,16 @@ int proto_decode_scan_begin(const json_t *root, const char *scan,
 int proto_decode_sbdx_begin(const json_t *root, const char *scan,
                             rtomo_sbdx_spec **out, rtomo_reject_info *why);
 
+/* "beam": "cone" (proto_cone.c): decode "beam" and the "cone" object
+ * (spec->cone stays NULL for a parallel beam); after the rest of the
+ * begin, check what FDK can do and validate through the cone engine; and
+ * add "beam" and "cone" to an encoded begin. */
+int proto_decode_beam(const json_t *root, rtomo_scan_spec *spec,
+                      rtomo_reject_info *why);
+int proto_check_cone(const json_t *root, rtomo_scan_spec *spec,
+                     rtomo_reject_info *why);
+int proto_encode_cone(json_t *root, const rtomo_scan_spec *spec);
+
 /* Degrees <-> radians, the one conversion between wire and engine. */
 double proto_radians(double degrees);
 double proto_degrees(double radians);

@@ -37,6 +37,7 @@ void rtomo_scan_spec_clear(rtomo_scan_spec *spec)
         return;
     free(spec->angles);
     free(spec->axis_shift);
+    free(spec->cone);
     rtomo_slice_selection_clear(&spec->slices);
     rtomo_scan_spec_init(spec);
 }
@@ -494,11 +495,13 @@ int proto_decode_scan_begin(const json_t *root, const char *scan,
     if (decode_detector(root, g, why) < 0 ||
         proto_get_int32(root, NULL, "projections", REQUIRED, 1,
                         PROTO_MAX_PROJECTIONS, &g->n_proj, why) < 0 ||
+        proto_decode_beam(root, spec, why) < 0 ||
         decode_angles(root, spec, why) < 0 || decode_axis(root, spec, why) < 0 ||
         decode_frames(root, spec, why) < 0 ||
         decode_reconstruction(root, spec, why) < 0 ||
         decode_mode(root, spec, why) < 0 || check_method(spec, why) < 0 ||
-        validate_geometry(spec, why) < 0) {
+        (spec->cone ? proto_check_cone(root, spec, why)
+                    : validate_geometry(spec, why)) < 0) {
         rtomo_scan_spec_clear(spec);
         free(spec);
         return -1;
@@ -647,6 +650,8 @@ char *rtomo_proto_encode_scan_begin(const rtomo_scan_spec *spec)
         e |= json_object_set_new(root, "flats_after",
                                  json_integer(spec->n_flats_after));
     e |= encode_reconstruction(root, spec);
+    if (spec->cone)
+        e |= proto_encode_cone(root, spec);
     if (spec->continuous)
         e |= json_object_set_new(root, "mode", json_string("continuous"));
     if (spec->continuous && spec->window_every > 0)

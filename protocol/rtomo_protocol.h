@@ -201,6 +201,20 @@ typedef struct rtomo_method_settings {
 /* fbp; 50 iterations, the last published, no tolerance, no clamp, warm. */
 void rtomo_method_settings_init(rtomo_method_settings *m);
 
+/* "beam": "cone" (PROTOCOL.md 3.13): a point source on a circular orbit
+ * and a flat detector, reconstructed by FDK into a volume (proto_cone.c;
+ * rtomo_proto_cone.h turns it into the cone engine's geometry).  Lengths
+ * in one unit L of the sender's choice (mm, typically). */
+typedef struct rtomo_cone_spec {
+    double source_to_axis;          /* L, > 0 */
+    double source_to_detector;      /* L, > source_to_axis */
+    double pitch[2];                /* detector pixel pitch u, v: L, > 0 */
+    double offset[2];               /* detector offsets u, v: L */
+    double voxel;                   /* voxel edge, L, > 0 */
+    int volume[3];                  /* nx, ny, nz voxels */
+    int roi[6];                     /* x, y, z, nx, ny, nz; nx = 0: none */
+} rtomo_cone_spec;
+
 /* A tomography scan as announced by "scan_begin". */
 typedef struct rtomo_scan_spec {
     char scan[RTOMO_ID_MAX];
@@ -223,6 +237,8 @@ typedef struct rtomo_scan_spec {
     int window_every;               /* continuous: reconstruct every K
                                        projections (K >= 1) */
     rtomo_method_settings method;   /* valid where flagged */
+    rtomo_cone_spec *cone;          /* "beam": "cone" (owned); NULL for a
+                                       parallel beam */
 } rtomo_scan_spec;
 
 void rtomo_scan_spec_init(rtomo_scan_spec *spec);

@@ -602,6 +602,10 @@ typedef struct bad_case {
 #define SBDX_OK ",'holes':[10,10],'shift':4"
 #define PROJ(extra) "{'protocol':1,'type':'projection','scan':'s1'" extra "}"
 #define PROJ_OK ",'index':3,'dtype':'uint16','shape':[2,3]"
+#define CONE(members) ",'beam':'cone','cone':{" members "}"
+#define CONE_DIST "'source_to_axis':200,'source_to_detector':400"
+#define CONE_OK "'beam':'cone','cone':{'source_to_axis':200," \
+    "'source_to_detector':400,'pitch':[2,2],'volume':[32,32,32]}"
 
 static const bad_case bad_cases[] = {
     /* envelope */
@@ -831,6 +835,54 @@ static const bad_case bad_cases[] = {
     {"{'protocol':1,'type':'sbdx_frame','scan':'x','index':0,"
      "'dtype':'uint8','shape':[2,3,4,5]}", 2, 119, RTOMO_REJECT_SIZE,
      "[2, 3, 4, 5]"},
+    /* cone-beam scan_begin (PROTOCOL.md 3.13); CONE_OK alone is valid */
+    {BEGIN(",'beam':'fan'"), 1, 0, RTOMO_REJECT_FIELD, "beam"},
+    {BEGIN(",'beam':'cone'"), 1, 0, RTOMO_REJECT_FIELD, "cone"},
+    {BEGIN(",'cone':{'source_to_axis':200}"), 1, 0, RTOMO_REJECT_FIELD,
+     "\"beam\": \"cone\""},
+    {BEGIN(CONE("'source_to_axis':200,'source_to_detector':150,"
+                "'pitch':[2,2],'volume':[32,32,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.source_to_detector"},
+    {BEGIN(CONE("'source_to_axis':-1,'source_to_detector':150,"
+                "'pitch':[2,2],'volume':[32,32,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.source_to_axis"},
+    {BEGIN(CONE(CONE_DIST ",'volume':[32,32,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.pitch"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,0],'volume':[32,32,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.pitch[1]"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,0,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.volume"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,32]")), 1, 0,
+     RTOMO_REJECT_FIELD, "cone.volume"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,32,32],"
+                "'voxel':0")), 1, 0, RTOMO_REJECT_FIELD, "cone.voxel"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,32,32],"
+                "'offset':[1,'x']")), 1, 0, RTOMO_REJECT_FIELD,
+     "cone.offset[1]"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,32,32],"
+                "'roi':[0,0,20,32,32,13]")), 1, 0, RTOMO_REJECT_FIELD,
+     "cone.roi"},
+    {BEGIN(",'axis':31.5," CONE_OK), 1, 0, RTOMO_REJECT_FIELD, "\"axis\""},
+    {BEGIN(",'half_acquisition':true," CONE_OK), 1, 0, RTOMO_REJECT_FIELD,
+     "half_acquisition"},
+    {BEGIN(",'mode':'continuous'," CONE_OK), 1, 0, RTOMO_REJECT_FIELD,
+     "mode"},
+    {BEGIN(",'reconstruction':{'slices':[1,2]}," CONE_OK), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.slices"},
+    {BEGIN(",'reconstruction':{'method':'sirt'}," CONE_OK), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.method"},
+    /* set-ups the engine's validator refuses: its reason, as bad_geometry */
+    {BEGIN(",'angle_step':2," CONE_OK), 1, 0, RTOMO_REJECT_GEOMETRY,
+     "short scan"},
+    {BEGIN(",'angle_step':3" CONE(CONE_DIST ",'pitch':[2,2],"
+           "'volume':[32,32,32],'offset':[20,0]")), 1, 0,
+     RTOMO_REJECT_GEOMETRY, "offset detector"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[200,200,32],"
+                "'roi':[0,0,0,10,10,32]")), 1, 0, RTOMO_REJECT_GEOMETRY,
+     "field of view"},
+    {BEGIN(CONE(CONE_DIST ",'pitch':[2,2],'volume':[32,32,32],"
+                "'offset':[80,0]")), 1, 0, RTOMO_REJECT_GEOMETRY,
+     "never seen"},
 };
 
 START_TEST(reject_reasons)
@@ -1448,6 +1500,130 @@ START_TEST(fuzz_mutated)
 }
 END_TEST
 
+/* -------------------------------------------------- cone-beam begins ---- */
+
+/* A cone-beam scan the engine accepts: a full turn (angles from a start
+ * and step, or a list with jittered inner angles spanning the same),
+ * a detector possibly offset (a half fan), a centred volume inside the
+ * field of view, possibly an ROI about its centre. */
+static void random_cone_spec(uint64_t *s, rtomo_scan_spec *spec)
+{
+    rtomo_scan_spec_init(spec);
+    rtomo_fbp_geometry *g = &spec->geometry;
+    snprintf(spec->scan, sizeof spec->scan, "cone-%d", test_rand_int(s, 0, 999));
+    g->det_width = test_rand_int(s, 16, 256);
+    g->det_height = test_rand_int(s, 8, 128);
+    g->n_proj = test_rand_int(s, 8, 720);
+    double step = 2 * M_PI / g->n_proj;
+    g->angle_start = test_rand_real(s, -M_PI, M_PI);
+    if (test_rand_int(s, 0, 1)) {
+        spec->angles = malloc((size_t)g->n_proj * sizeof *spec->angles);
+        ck_assert_ptr_nonnull(spec->angles);
+        for (int p = 0; p < g->n_proj; p++)
+            spec->angles[p] = g->angle_start + p * step +
+                (p > 0 && p < g->n_proj - 1
+                     ? test_rand_real(s, -0.2, 0.2) * step : 0.0);
+        g->angles = spec->angles;
+    } else {
+        g->angle_step = step;
+    }
+    spec->dtype = (rtomo_dtype)test_rand_int(s, 0, 2);
+    spec->n_darks = test_rand_int(s, 0, 20);
+    spec->n_flats = test_rand_int(s, 0, 20);
+    spec->given = (unsigned)test_rand_int(s, 0, 3) *
+                  RTOMO_SPEC_HAS_WINDOW;    /* window and cutoff */
+    if (spec->given & RTOMO_SPEC_HAS_WINDOW)
+        g->window = (rtomo_window)test_rand_int(s, 0, RTOMO_WINDOW_HANN);
+    if (spec->given & RTOMO_SPEC_HAS_CUTOFF)
+        g->cutoff = test_rand_real(s, 0.05, 1.0);
+    if (test_rand_int(s, 0, 1))
+        spec->given |= RTOMO_SPEC_HAS_METHOD;       /* "fbp" */
+    rtomo_cone_spec *c = spec->cone = calloc(1, sizeof *spec->cone);
+    ck_assert_ptr_nonnull(c);
+    c->source_to_axis = test_rand_real(s, 100, 1000);
+    c->source_to_detector = c->source_to_axis * test_rand_real(s, 1.2, 4);
+    c->pitch[0] = test_rand_real(s, 0.05, 1);
+    c->pitch[1] = c->pitch[0] * test_rand_real(s, 0.5, 2);
+    double half = 0.5 * (g->det_width - 1) * c->pitch[0];
+    c->offset[0] = test_rand_int(s, 0, 1) ? test_rand_real(s, -0.4, 0.4) * half
+                                          : 0.0;
+    c->offset[1] = test_rand_real(s, -0.1, 0.1) * g->det_height * c->pitch[1];
+    c->voxel = c->pitch[0] * c->source_to_axis / c->source_to_detector *
+               test_rand_real(s, 0.5, 1);
+    for (int a = 0; a < 3; a++)
+        c->volume[a] = test_rand_int(s, 4, a < 2 ? g->det_width
+                                                 : g->det_height);
+    if (test_rand_int(s, 0, 1))
+        for (int a = 0; a < 3; a++) {
+            c->roi[a] = test_rand_int(s, 0, (c->volume[a] - 1) / 2);
+            c->roi[3 + a] = c->volume[a] - 2 * c->roi[a];
+        }
+}
+
+START_TEST(cone_begin_round_trip)
+{
+    uint64_t s = test_seed(0xc0e, _i);
+    rtomo_scan_spec spec;
+    random_cone_spec(&s, &spec);
+    char *text = rtomo_proto_encode_scan_begin(&spec);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "\"beam\":\"cone\""));
+    rtomo_ingest_msg msg;
+    decode_ok(text, 1, NULL, 0, &msg);
+    const rtomo_scan_spec *got = msg.scan_spec;
+    assert_same_scan(&spec, got);
+    ck_assert_ptr_nonnull(got->cone);
+    const rtomo_cone_spec *a = spec.cone, *b = got->cone;
+    assert_close(a->source_to_axis, b->source_to_axis, 0, "sad", 0);
+    assert_close(a->source_to_detector, b->source_to_detector, 0, "sdd", 0);
+    assert_close(a->voxel, b->voxel, 0, "voxel", 0);
+    for (int i = 0; i < 2; i++) {
+        assert_close(a->pitch[i], b->pitch[i], 0, "pitch", i);
+        assert_close(a->offset[i], b->offset[i], 0, "offset", i);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(a->volume[i], b->volume[i]);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(a->roi[i], b->roi[i]);
+    rtomo_ingest_msg_clear(&msg);
+    free(text);
+    rtomo_scan_spec_clear(&spec);
+    ck_assert_ptr_null(spec.cone);
+}
+END_TEST
+
+/* A minimal cone-beam begin: a full turn of 2 pi / n steps, the voxel
+ * of a detector pixel at the axis, the whole volume, no offsets. */
+START_TEST(cone_begin_defaults)
+{
+    char *text = quoted("{'protocol':1,'type':'scan_begin','scan':'k',"
+                        "'detector':{'width':64,'height':48},"
+                        "'projections':90,'beam':'cone','cone':{"
+                        "'source_to_axis':200,'source_to_detector':500,"
+                        "'pitch':[0.5,0.25],'volume':[40,40,30]}}");
+    rtomo_ingest_msg msg;
+    decode_ok(text, 1, NULL, 0, &msg);
+    const rtomo_scan_spec *spec = msg.scan_spec;
+    ck_assert_ptr_nonnull(spec->cone);
+    ck_assert_double_eq_tol(spec->geometry.angle_step, 2 * M_PI / 90, 1e-15);
+    ck_assert_double_eq_tol(spec->cone->voxel, 0.2, 1e-15);
+    ck_assert_double_eq(spec->cone->offset[0], 0.0);
+    ck_assert_int_eq(spec->cone->roi[3], 0);
+    ck_assert_int_eq(spec->method.method, RTOMO_METHOD_FBP);
+    rtomo_ingest_msg_clear(&msg);
+    free(text);
+
+    /* "beam": "parallel" is the default and may be said. */
+    text = quoted("{'protocol':1,'type':'scan_begin','scan':'p',"
+                  "'detector':{'width':16,'height':2},'projections':10,"
+                  "'beam':'parallel'}");
+    decode_ok(text, 1, NULL, 0, &msg);
+    ck_assert_ptr_null(msg.scan_spec->cone);
+    rtomo_ingest_msg_clear(&msg);
+    free(text);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- main ---- */
 
 static Suite *codec_suite(void)
@@ -1463,6 +1639,8 @@ static Suite *codec_suite(void)
     tcase_add_test(round, sbdx_encoder_refuses_what_the_decoder_refuses);
     tcase_add_loop_test(round, frame_round_trip, 0, 200);
     tcase_add_test(round, end_round_trip);
+    tcase_add_loop_test(round, cone_begin_round_trip, 0, 100);
+    tcase_add_test(round, cone_begin_defaults);
     suite_add_tcase(suite, round);
 
     TCase *rejects = tcase_create("rejects");
