@@ -334,3 +334,45 @@ def test_stream2_input_connects_to_a_binding_detector():
         c.close()
         dcu.close(linger=0)
         assert d.stop() == 0
+
+
+def test_sbdx_armed_on_stream2_as_native(inputs_daemon, client):
+    """An SBDX stream armed on Stream V2: each uint8 detector image holds
+    every hole's readout (holes_y x holes_x x det_height rows of det_width,
+    the sbdx_frame layout); its planes equal those of the same frames sent
+    natively, and the series' end ends the stream."""
+    holes, det, ratios = (10, 8), (16, 8), [0.8, 1.25, 2.1]
+    rng = np.random.default_rng(11)
+    frames = rng.integers(0, 255, (3, 8, 10, 8, 16), dtype=np.uint8)
+    s = client.sbdx("sbdx-native", holes=holes, detector=det, shift=4,
+                    ratios=ratios, dtype="uint8")
+    for f, frame in enumerate(frames):
+        s.frame(f, frame)
+    s.end()
+    want = [client.images("sbdx-native", topic="plane", frame=f, timeout=30)
+            for f in range(len(frames))]
+    reply = client.control.request({
+        "cmd": "arm", "input": "stream2", "type": "sbdx_begin",
+        "scan": "sbdx-s2", "holes": list(holes),
+        "detector": {"width": det[0], "height": det[1]}, "shift": 4,
+        "ratios": ratios, "dtype": "uint8"})
+    assert reply["expected"] == -1
+    det_ = Pusher(inputs_daemon.stream2)
+    try:
+        series = 500
+        det_.send(start_message(series, 8 * 10 * 8, 16, np.uint8,
+                                len(frames)))
+        for f, frame in enumerate(frames):
+            det_.send(image_message(series, f, {"c": frame.reshape(-1, 16)},
+                                    compress=f == 1))
+        det_.send(end_message(series))
+    finally:
+        det_.close()
+    outcome = client.scan_outcome("sbdx-s2", 30)
+    assert outcome["kind"] == "sbdx" and outcome["state"] == "complete"
+    assert outcome["frames"] == len(frames) and outcome["rejected"] == 0
+    for f in range(len(frames)):
+        got = client.images("sbdx-s2", topic="plane", frame=f, timeout=30)
+        assert sorted(got) == sorted(want[f])
+        for k in got:
+            assert np.array_equal(got[k].data, want[f][k].data), (f, k)
