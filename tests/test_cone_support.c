@@ -118,3 +118,45 @@ int cone_test_mid_slice(const rtomo_cone_geometry *g)
     /* z of ROI slice k: (roi_z + k - (nz - 1)/2) voxel. */
     return (int)floor(0.5 * (g->nz - 1) - g->roi_z + 0.5);
 }
+
+rtomo_cone_geometry cone_test_pair_case(int i)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.nx = g.ny = g.nz = 32;
+    g.det_u = 40;
+    g.det_v = 36;
+    g.n_proj = 24;
+    g.voxel = 1.5;
+    switch (i) {
+    case 1:
+        g.nx = 33;
+        g.ny = 29;
+        g.nz = 31;
+        g.roi_x = 4;
+        g.roi_nx = 25;
+        g.roi_y = 2;
+        g.roi_z = 5;
+        g.roi_nz = 21;
+        g.det_u = 41;
+        g.det_v = 37;
+        g.n_proj = 17;
+        break;
+    case 2:
+        g.det_u = 30;
+        g.offset_u = 20.0;
+        break;
+    case 3:
+        g.sad = 100.0;
+        g.sdd = 200.0;
+        g.offset_v = 5.0;
+        g.n_proj = 30;
+        g.angle_step = -7.0 * M_PI / 180.0;
+        break;
+    }
+    return g;
+}
+
+size_t cone_test_roi_voxels(const rtomo_cone_geometry *g)
+{
+    return roi_size(g, 0) * roi_size(g, 1) * roi_size(g, 2);
+}

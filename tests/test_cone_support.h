@@ -39,6 +39,14 @@ float *cone_test_fdk(rtomo_cone *c, const float *projections);
 double cone_test_slab_error(const rtomo_cone_geometry *g, const float *vol,
                             const float *truth, int k_lo, int k_hi, double r);
 
+/* Geometries for the projector pair's tests (CPU and GPU): 0 even sizes,
+ * 1 odd sizes and a ROI off centre, 2 an offset detector, 3 a short scan
+ * with a cone angle of 2 x 20 degrees and a row offset. */
+#define CONE_TEST_PAIR_CASES 4
+rtomo_cone_geometry cone_test_pair_case(int i);
+/* ROI voxels of g. */
+size_t cone_test_roi_voxels(const rtomo_cone_geometry *g);
+
 /* The ROI slice index nearest to z = 0. */
 int cone_test_mid_slice(const rtomo_cone_geometry *g);
 

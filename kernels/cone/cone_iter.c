@@ -9,9 +9,10 @@
  * images are the ROI volume, sinograms all n_proj projections.  Only what
  * the front end reads is set (geom.row_count = 1 and geom.n_proj for its
  * checks and counts, the vector lengths, the ops); it never reads the
- * parallel-beam footprints (it->proj) through these ops.  The vector ops
- * are this file's own host loops, so nothing here depends on the CPU
- * parallel-beam backend's state.
+ * parallel-beam footprints (it->proj) through these ops.  The CPU's
+ * vector ops are this file's own host loops, so nothing here depends on
+ * the CPU parallel-beam backend's state; the CUDA pair brings its own
+ * (cuda_cone_sf_backend.cu).
  */
 #include "config.h"
 
@@ -19,16 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../iterative/iter_internal.h"
-#include "cone_internal.h"
+#include "cone_iter.h"
 #include "cpu_cone_sf.h"
 #include "engine_internal.h"
-
-typedef struct cone_iter {
-    rtomo_cone *geo;            /* the geometry (no FDK backend) */
-    float *amp_theta;           /* det_v x det_u */
-    cpu_cone_sf *pair;
-} cone_iter;
 
 static cone_iter *state(rtomo_iter *it) { return (cone_iter *)it->impl; }
 
@@ -140,7 +134,7 @@ static rtomo_status project(rtomo_iter *it, const iter_vec *x, iter_vec *y,
 {
     (void)err;
     for (int i = 0; i < x->n; i++)
-        cpu_cone_sf_project(state(it)->pair, x->data + (size_t)i * x->row_len,
+        cpu_cone_sf_project((cpu_cone_sf *)state(it)->pair, x->data + (size_t)i * x->row_len,
                             y->data + (size_t)i * y->row_len);
     return RTOMO_OK;
 }
@@ -150,18 +144,23 @@ static rtomo_status backproject(rtomo_iter *it, const iter_vec *y,
 {
     (void)err;
     for (int i = 0; i < y->n; i++)
-        cpu_cone_sf_backproject(state(it)->pair,
+        cpu_cone_sf_backproject((cpu_cone_sf *)state(it)->pair,
                                 y->data + (size_t)i * y->row_len,
                                 x->data + (size_t)i * x->row_len);
     return RTOMO_OK;
 }
 
-static void destroy(rtomo_iter *it)
+void cone_iter_destroy(rtomo_iter *it)
 {
     cone_iter *s = state(it);
     if (!s)
         return;
-    cpu_cone_sf_destroy(s->pair);
+#ifdef RTOMO_HAVE_CUDA
+    if (it->backend == RTOMO_BACKEND_CUDA)
+        cuda_cone_sf_destroy(s->pair);
+    else
+#endif
+        cpu_cone_sf_destroy((cpu_cone_sf *)s->pair);
     rtomo_cone_destroy(s->geo);
     free(s->amp_theta);
     free(s);
@@ -180,7 +179,7 @@ static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
 static const rtomo_iter_backend_ops cone_sf_cpu_ops = {
     .name = "cpu-cone-sf",
     .create = refuse_create,
-    .destroy = destroy,
+    .destroy = cone_iter_destroy,
     .vec_alloc = vec_alloc,
     .vec_free = vec_free,
     .vec_upload = vec_upload,
@@ -215,19 +214,28 @@ static rtomo_status make_amplitudes(cone_iter *s, rtomo_error *err)
     return RTOMO_OK;
 }
 
+/* The backend's pair into s->pair, and its ops. */
+static rtomo_status make_pair(rtomo_iter *it, cone_iter *s, rtomo_error *err)
+{
+#ifdef RTOMO_HAVE_CUDA
+    if (it->backend == RTOMO_BACKEND_CUDA) {
+        it->ops = &cone_sf_cuda_ops;
+        return cuda_cone_sf_create(it, s, err);
+    }
+#endif
+    it->ops = &cone_sf_cpu_ops;
+    cpu_cone_sf *pair = NULL;
+    rtomo_status st = cpu_cone_sf_create(s->geo, s->amp_theta, &it->opt,
+                                         &pair, err);
+    s->pair = pair;
+    return st;
+}
+
 static rtomo_status setup(rtomo_iter *it, const rtomo_cone_geometry *g,
                           rtomo_error *err)
 {
     rtomo_backend backend;
-    rtomo_engine_options want = it->opt;
-    /* AUTO takes the CPU: the pair has no GPU version yet. */
-    if (want.backend == RTOMO_BACKEND_AUTO)
-        want.backend = RTOMO_BACKEND_CPU;
-    if (want.backend == RTOMO_BACKEND_CUDA)
-        return rtomo_set_error(err, RTOMO_E_UNAVAILABLE,
-                               "the cone-beam separable-footprint pair runs "
-                               "on the CPU only (no CUDA version yet)");
-    rtomo_status st = rtomo_resolve_backend(want.backend, &backend, err);
+    rtomo_status st = rtomo_resolve_backend(it->opt.backend, &backend, err);
     if (st != RTOMO_OK)
         return st;
     it->backend = backend;
@@ -241,8 +249,7 @@ static rtomo_status setup(rtomo_iter *it, const rtomo_cone_geometry *g,
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     if ((st = cone_geometry_setup(s->geo, g, err)) != RTOMO_OK ||
         (st = make_amplitudes(s, err)) != RTOMO_OK ||
-        (st = cpu_cone_sf_create(s->geo, s->amp_theta, &it->opt, &s->pair,
-                                 err)) != RTOMO_OK)
+        (st = make_pair(it, s, err)) != RTOMO_OK)
         return st;
     /* What the front end reads: one row, the counts, the lengths. */
     rtomo_fbp_geometry_init(&it->geom);
@@ -271,7 +278,7 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
         rtomo_engine_options_init(&it->opt);
     if (setup(it, g, err) != RTOMO_OK) {
         if (it->impl)
-            destroy(it);
+            cone_iter_destroy(it);
         free(it);
         return NULL;
     }

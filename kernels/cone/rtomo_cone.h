@@ -192,9 +192,9 @@ void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
  * above) in 1/L, sinograms all n_proj projections of det_v x det_u line
  * integrals (what FDK takes).  A^T is A's exact transpose (a matched
  * pair), to float rounding.  Voxels outside the ROI count as 0.  window
- * and cutoff do not apply.  CPU only for now: RTOMO_BACKEND_AUTO takes
- * the CPU, RTOMO_BACKEND_CUDA is RTOMO_E_UNAVAILABLE.  Free with
- * rtomo_iter_destroy.
+ * and cutoff do not apply.  On CUDA every vector lives on the plan's
+ * first device (one GPU; the volume and all projections must fit).  Free
+ * with rtomo_iter_destroy.
  */
 rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
                                    const rtomo_engine_options *opt,

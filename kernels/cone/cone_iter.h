@@ -1,0 +1,38 @@
+/*
+ * cone_iter.h — the state of a cone-beam iterative plan (cone_iter.c),
+ * shared with the CUDA pair's ops (cuda_cone_sf*.cu): the geometry, the
+ * l_theta amplitudes and the backend's pair.
+ */
+#ifndef RTOMO_CONE_ITER_H
+#define RTOMO_CONE_ITER_H
+
+#include "../iterative/iter_internal.h"
+#include "cone_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cone_iter {
+    rtomo_cone *geo;            /* the geometry (no FDK backend) */
+    float *amp_theta;           /* det_v x det_u, host */
+    void *pair;                 /* cpu_cone_sf or cuda_cone_sf */
+} cone_iter;
+
+/* Free a plan's state (every backend): its ops' destroy. */
+void cone_iter_destroy(rtomo_iter *it);
+
+#ifdef RTOMO_HAVE_CUDA
+/* The CUDA pair and its vector ops (cuda_cone_sf_backend.cu): device
+ * vectors on the first of it->opt's devices.  create fills s->pair. */
+extern const rtomo_iter_backend_ops cone_sf_cuda_ops;
+rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *s,
+                                 rtomo_error *err);
+void cuda_cone_sf_destroy(void *pair);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
