@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include <lz4.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "rtomod_bitshuffle.h"
 
@@ -127,10 +130,96 @@ static void unshuffle64(const uint8_t *rows, size_t row, size_t g0,
     }
 }
 
+#ifdef __SSE2__
+/* 16 groups of 8 elements (g0 .. g0 + 15) of plane j: d[q] holds groups
+ * 2 q and 2 q + 1, 8 bytes each, byte b = bit row 8 j + b's byte of the
+ * group (a byte transpose in three rounds of unpacks). */
+static void gather16(const uint8_t *rows, size_t row, size_t g0, size_t j,
+                     __m128i d[8])
+{
+    __m128i v[8], a[8], c[8];
+    for (int b = 0; b < 8; b++)
+        v[b] = _mm_loadu_si128((const __m128i *)(rows + (8 * j + (size_t)b) *
+                                                 row + g0));
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm_unpacklo_epi8(v[2 * i], v[2 * i + 1]);
+        a[2 * i + 1] = _mm_unpackhi_epi8(v[2 * i], v[2 * i + 1]);
+    }
+    /* a[0], a[2], a[4], a[6]: groups 0-7; a[1], ...: groups 8-15 */
+    for (int h = 0; h < 2; h++) {
+        c[4 * h] = _mm_unpacklo_epi16(a[h], a[h + 2]);
+        c[4 * h + 1] = _mm_unpackhi_epi16(a[h], a[h + 2]);
+        c[4 * h + 2] = _mm_unpacklo_epi16(a[h + 4], a[h + 6]);
+        c[4 * h + 3] = _mm_unpackhi_epi16(a[h + 4], a[h + 6]);
+    }
+    for (int h = 0; h < 2; h++) {
+        d[4 * h] = _mm_unpacklo_epi32(c[4 * h], c[4 * h + 2]);
+        d[4 * h + 1] = _mm_unpackhi_epi32(c[4 * h], c[4 * h + 2]);
+        d[4 * h + 2] = _mm_unpacklo_epi32(c[4 * h + 1], c[4 * h + 3]);
+        d[4 * h + 3] = _mm_unpackhi_epi32(c[4 * h + 1], c[4 * h + 3]);
+    }
+}
+
+/* Bit k of each of the 16 bytes of v, byte i's in bit i. */
+static unsigned bits_k(__m128i v, int k)
+{
+    return (unsigned)_mm_movemask_epi8(
+        _mm_sll_epi16(v, _mm_cvtsi32_si128(7 - k)));
+}
+
+/* 128 elements of 1, 2 or 4 bytes (16 groups from g0). */
+static void unshuffle128(const uint8_t *rows, size_t row, size_t g0,
+                         size_t elem_size, uint8_t *out)
+{
+    __m128i d[4][8];
+    for (size_t j = 0; j < elem_size; j++)
+        gather16(rows, row, g0, j, d[j]);
+    for (int q = 0; q < 8; q++)
+        for (int half = 0; half < 2; half++) {
+            size_t g = 2 * (size_t)q + (size_t)half;
+            uint8_t *dst = out + 8 * g * elem_size;
+            if (elem_size == 1) {
+                /* d[0][q] holds groups 2q and 2q + 1 already. */
+                if (half)
+                    continue;
+                for (int k = 0; k < 8; k++) {
+                    unsigned m = bits_k(d[0][q], k);
+                    dst[k] = (uint8_t)m;
+                    dst[8 + k] = (uint8_t)(m >> 8);
+                }
+                continue;
+            }
+            __m128i p01 = half ? _mm_unpackhi_epi64(d[0][q], d[1][q])
+                               : _mm_unpacklo_epi64(d[0][q], d[1][q]);
+            if (elem_size == 2) {
+                for (int k = 0; k < 8; k++) {
+                    uint16_t m = (uint16_t)bits_k(p01, k);
+                    memcpy(dst + 2 * k, &m, 2);
+                }
+                continue;
+            }
+            __m128i p23 = half ? _mm_unpackhi_epi64(d[2][q], d[3][q])
+                               : _mm_unpacklo_epi64(d[2][q], d[3][q]);
+            for (int k = 0; k < 8; k++) {
+                uint32_t m = bits_k(p01, k) | bits_k(p23, k) << 16;
+                memcpy(dst + 4 * k, &m, 4);
+            }
+        }
+}
+#endif
+
 void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
                          size_t elem_size)
 {
     size_t row = n_elem / 8;    /* bytes per bit row */
+#ifdef __SSE2__
+    if (row % 16 == 0 && (elem_size == 1 || elem_size == 2 ||
+                          elem_size == 4)) {
+        for (size_t g0 = 0; g0 < row; g0 += 16)
+            unshuffle128(in, row, g0, elem_size, out + 8 * g0 * elem_size);
+        return;
+    }
+#endif
     if (row % 8 == 0 && (elem_size == 1 || elem_size == 2 ||
                          elem_size == 4)) {
         for (size_t g0 = 0; g0 < row; g0 += 8)
