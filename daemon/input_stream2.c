@@ -36,6 +36,15 @@ static void reject(rtomod_input *in, rtomo_reject reason, int64_t index,
                         index);
 }
 
+/* Whether detector pixels of elem_size bytes fit the scan's dtype
+ * (PROTOCOL.md 10.4). */
+static int fits(int elem_size, rtomo_dtype dtype)
+{
+    return dtype == RTOMO_DTYPE_F32 ||
+           (dtype == RTOMO_DTYPE_U16 && elem_size <= 2) ||
+           (dtype == RTOMO_DTYPE_U8 && elem_size == 1);
+}
+
 /* The start binds the series: its image size and pixel type must suit
  * the armed scan, so that a misconfigured detector is refused once, at
  * its start, with the reason. */
@@ -55,6 +64,14 @@ static void on_start(rtomod_input *in, const rtomod_s2_msg *m)
                "image_size_x), scan %s expects %lld x %lld", m->series_id,
                m->height, m->width, a->scan, (long long)a->height,
                (long long)a->width);
+        return;
+    }
+    if (m->elem_size && !fits(m->elem_size, a->dtype)) {
+        reject(in, RTOMO_REJECT_DTYPE, -1, "series %" PRIu64 " has %s "
+               "pixels, which scan %s's dtype %s cannot hold (arm with "
+               "\"dtype\": \"float32\")", m->series_id,
+               m->elem_size == 4 ? "uint32" : "uint16", a->scan,
+               rtomo_dtype_name(a->dtype));
         return;
     }
     a->series_started = 1;

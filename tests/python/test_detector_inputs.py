@@ -162,7 +162,8 @@ def expect_reject(client, reason, scan=None):
 
 def test_stream2_malformed_messages_each_rejected(inputs_daemon, client):
     """Bad CBOR, a non-map, an unknown type, an image before its start, a
-    start of the wrong size, an unknown compression, corrupt and truncated
+    start of the wrong size or of pixels the scan cannot hold, an unknown
+    compression, corrupt and truncated
     bslz4, a size that disagrees with the dimensions, signed pixels, a
     missing channel map, a frame number beyond the arm's blocks, two parts,
     and any message with nothing armed: each rejected with its reason and
@@ -186,6 +187,8 @@ def test_stream2_malformed_messages_each_rejected(inputs_daemon, client):
         expect_reject(client, "bad_state", scan)   # before its start
         det.send(start_message(9, ROWS + 1, W, np.uint16, len(frames)))
         expect_reject(client, "shape_mismatch", scan)
+        det.send(start_message(9, ROWS, W, np.uint32, len(frames)))
+        expect_reject(client, "dtype_mismatch", scan)
         det.send(start_message(9, ROWS, W, np.uint16, len(frames)))
         bad = []
         zstd = cbor2.CBORTag(40, [[ROWS, W], cbor2.CBORTag(69, cbor2.CBORTag(
@@ -231,7 +234,7 @@ def test_stream2_malformed_messages_each_rejected(inputs_daemon, client):
     for reason, n in (("not_armed", 2), ("bad_cbor", 2), ("unknown_type", 1),
                       ("bad_state", 1), ("shape_mismatch", 1),
                       ("bad_compression", 3), ("size_mismatch", 1),
-                      ("dtype_mismatch", 1), ("bad_field", 1),
+                      ("dtype_mismatch", 2), ("bad_field", 1),
                       ("index_out_of_range", 1), ("bad_parts", 1),
                       ("duplicate_frame", 1)):
         assert s["rejects"].get(reason) == n, (reason, s["rejects"])
