@@ -107,6 +107,7 @@ void rtomo_cone_destroy(rtomo_cone *c)
     free(c->filter);
     free(c->queue);
     free(c->row_weights);
+    free(c->frame_scratch);
     free(c);
 }
 

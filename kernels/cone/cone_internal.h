@@ -162,6 +162,8 @@ struct rtomo_cone {
     size_t frame_len;           /* det_u det_v */
     size_t volume_len;          /* ROI voxels */
     float *row_weights;         /* det_u scratch */
+    float *frame_scratch;       /* frame_len: rtomo_cone_add_frame's line
+                                   integrals (made at its first call) */
     rtomo_cone_stats stats;
 };
 

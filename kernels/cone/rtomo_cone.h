@@ -147,6 +147,20 @@ size_t rtomo_cone_volume_size(const rtomo_cone *c);
 rtomo_status rtomo_cone_add_projection(rtomo_cone *c, int index,
                                        const float *line_integrals,
                                        rtomo_error *err);
+/* Raw frames.  The line integrals of a frame (det_v x det_u samples of
+ * dtype) into out: p = -log((raw - dark) / (flat - dark)) with the FBP
+ * engine's clamps (a transmission in [1e-6, FLT_MAX]: never NaN or inf),
+ * dark and flat averaged frames of det_v x det_u floats; dark NULL = 0;
+ * flat NULL (then dark must be too): the samples are line integrals
+ * already and are only converted. */
+rtomo_status rtomo_cone_line_integrals(const rtomo_cone *c, const void *frame,
+                                       rtomo_dtype dtype, const float *dark,
+                                       const float *flat, float *out,
+                                       rtomo_error *err);
+/* rtomo_cone_line_integrals, then rtomo_cone_add_projection. */
+rtomo_status rtomo_cone_add_frame(rtomo_cone *c, int index, const void *frame,
+                                  rtomo_dtype dtype, const float *dark,
+                                  const float *flat, rtomo_error *err);
 /* Back-project what is queued now. */
 rtomo_status rtomo_cone_flush(rtomo_cone *c, rtomo_error *err);
 /* Flush, then copy the ROI volume into out (rtomo_cone_volume_size
