@@ -220,33 +220,34 @@ static char *begin_text(const json_t *request, json_t **error)
     return text;
 }
 
-/* The begin was refused: the reply says why, as the scan's record does. */
+static json_t *refused(const char *reason, const char *message)
+{
+    return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "error", "refused",
+                     "reason", reason, "message", message);
+}
+
+/* The begin was refused by its handler: the reply says why, as the
+ * scan's record does. */
 static json_t *refused_reply(rtomod *d, const char *id)
 {
-    const rtomod_outcome *o = id[0] ? rtomod_history_find(&d->history, id)
-                                    : NULL;
-    json_t *reply = json_pack("{s:b, s:s}", "ok", 0, "error", "refused");
-    json_object_set_new(reply, "reason", json_string(o && o->code[0]
-                                                         ? o->code
-                                                         : "bad_field"));
-    json_object_set_new(reply, "message", json_string(o && o->reason[0]
-                                                          ? o->reason
-                                                          : "refused"));
-    return reply;
+    const rtomod_outcome *o = rtomod_history_find(&d->history, id);
+    if (o && o->code[0])
+        return refused(o->code, o->reason);
+    return refused("unknown", "the begin was refused (see the log)");
 }
 
 /* Decode the begin as the ingest decoder would; a refusal is a native
- * refusal (counted, published, recorded). */
-static int decode_begin(rtomod *d, const char *text, rtomo_ingest_msg *msg)
+ * refusal (counted, published, recorded) and *why says it. */
+static int decode_begin(rtomod *d, const char *text, rtomo_ingest_msg *msg,
+                        rtomo_reject_info *why)
 {
-    rtomo_reject_info why;
     memset(msg, 0, sizeof *msg);
     msg->type = RTOMO_MSG_TYPE_COUNT;
     if (rtomo_proto_decode_ingest(1, text, strlen(text), NULL, 0, msg,
-                                  &why) == 0)
+                                  why) == 0)
         return 0;
     d->handling_begin = 1;
-    rtomod_reject(d, &why, msg->scan[0] ? msg->scan : NULL, -1);
+    rtomod_reject(d, why, msg->scan[0] ? msg->scan : NULL, -1);
     d->handling_begin = 0;
     return -1;
 }
@@ -271,10 +272,10 @@ json_t *rtomod_cmd_arm(rtomod *d, const json_t *request)
     if (!text)
         return error;
     rtomo_ingest_msg msg;
-    if (decode_begin(d, text, &msg) != 0) {
-        json_t *reply = refused_reply(d, msg.scan);
+    rtomo_reject_info why;
+    if (decode_begin(d, text, &msg, &why) != 0) {
         free(text);
-        return reply;
+        return refused(rtomo_reject_name(why.reason), why.message);
     }
     rtomod_arm a;
     memset(&a, 0, sizeof a);

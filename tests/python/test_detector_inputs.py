@@ -253,6 +253,10 @@ def test_arm_refusals(inputs_daemon, client):
     assert reply["reason"] == "bad_field" and "detector.width" in \
         reply["message"]
     assert client.scan_state("arm-bad")["state"] == "refused"
+    reply = client.control.request({"cmd": "arm", "input": "stream2",
+                                    "projections": 4}, check=False)
+    assert reply["error"] == "refused" and reply["reason"] == "bad_field"
+    assert "scan" in reply["message"]       # the id it lacks
     reply = client.control.request({"cmd": "arm", "input": "epics",
                                     "scan": "x"}, check=False)
     assert reply["error"] == "bad_argument"
