@@ -89,13 +89,15 @@ static rtomo_status allocate(const rtomo_cone *c, cuda_cone *s,
                                    sizeof(cufftComplex) * rows * bins));
     RTOMO_CUDA_TRY(err, cudaMalloc((void **)&s->filter,
                                    sizeof(float) * bins));
-    /* Tables made once on the host: the same floats as the CPU uses. */
-    RTOMO_CUDA_TRY(err, cudaMemcpy(s->cos_weight, c->cos_weight,
-                                   sizeof(float) * c->frame_len,
-                                   cudaMemcpyHostToDevice));
-    RTOMO_CUDA_TRY(err, cudaMemcpy(s->filter, c->filter,
-                                   sizeof(float) * bins,
-                                   cudaMemcpyHostToDevice));
+    /* Tables made once on the host: the same floats as the CPU uses.  On
+     * the plan's stream: a copy on the legacy stream would not be ordered
+     * before the plan's (non-blocking) kernels. */
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->cos_weight, c->cos_weight,
+                                        sizeof(float) * c->frame_len,
+                                        cudaMemcpyHostToDevice, s->stream));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->filter, c->filter,
+                                        sizeof(float) * bins,
+                                        cudaMemcpyHostToDevice, s->stream));
     return RTOMO_OK;
 }
 

@@ -54,15 +54,16 @@ static rtomo_status upload_tables(cuda_cone_sf *s, const cone_iter *ci,
                                    sizeof(double) * CUDA_SF_DOT_BLOCKS));
     RTOMO_CUDA_TRY(err, cudaMallocHost((void **)&s->partial_host,
                                        sizeof(double) * CUDA_SF_DOT_BLOCKS));
-    RTOMO_CUDA_TRY(err, cudaMemcpy(s->amp_theta, ci->amp_theta,
-                                   sizeof(float) * s->frame_len,
-                                   cudaMemcpyHostToDevice));
-    RTOMO_CUDA_TRY(err, cudaMemcpy(s->cos_b, geo->cos_beta,
-                                   sizeof(float) * np,
-                                   cudaMemcpyHostToDevice));
-    RTOMO_CUDA_TRY(err, cudaMemcpy(s->sin_b, geo->sin_beta,
-                                   sizeof(float) * np,
-                                   cudaMemcpyHostToDevice));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->amp_theta, ci->amp_theta,
+                                        sizeof(float) * s->frame_len,
+                                        cudaMemcpyHostToDevice, s->stream));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->cos_b, geo->cos_beta,
+                                        sizeof(float) * np,
+                                        cudaMemcpyHostToDevice, s->stream));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->sin_b, geo->sin_beta,
+                                        sizeof(float) * np,
+                                        cudaMemcpyHostToDevice, s->stream));
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->stream));
     return RTOMO_OK;
 }
 
@@ -111,7 +112,13 @@ static rtomo_status vec_alloc(rtomo_iter *it, iter_vec *v, rtomo_error *err)
         return st;
     RTOMO_CUDA_TRY(err, cudaMalloc((void **)&v->data,
                                    sizeof(float) * floats(v)));
-    cudaError_t rc = cudaMemset(v->data, 0, sizeof(float) * floats(v));
+    /* Every transfer on the pair's stream, waited for: the legacy
+     * stream's would not be ordered before the pair's kernels. */
+    cudaStream_t stream = pair_of(it)->stream;
+    cudaError_t rc = cudaMemsetAsync(v->data, 0, sizeof(float) * floats(v),
+                                     stream);
+    if (rc == cudaSuccess)
+        rc = cudaStreamSynchronize(stream);
     if (rc != cudaSuccess) {
         (void)cudaFree(v->data);
         v->data = NULL;
@@ -133,8 +140,11 @@ static rtomo_status vec_upload(rtomo_iter *it, iter_vec *v, const float *host,
     rtomo_status st = use_device(it, err);
     if (st != RTOMO_OK)
         return st;
-    RTOMO_CUDA_TRY(err, cudaMemcpy(v->data, host, sizeof(float) * floats(v),
-                                   cudaMemcpyHostToDevice));
+    cudaStream_t stream = pair_of(it)->stream;
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(v->data, host,
+                                        sizeof(float) * floats(v),
+                                        cudaMemcpyHostToDevice, stream));
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(stream));
     return RTOMO_OK;
 }
 
@@ -144,8 +154,11 @@ static rtomo_status vec_download(rtomo_iter *it, const iter_vec *v,
     rtomo_status st = use_device(it, err);
     if (st != RTOMO_OK)
         return st;
-    RTOMO_CUDA_TRY(err, cudaMemcpy(host, v->data, sizeof(float) * floats(v),
-                                   cudaMemcpyDeviceToHost));
+    cudaStream_t stream = pair_of(it)->stream;
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(host, v->data,
+                                        sizeof(float) * floats(v),
+                                        cudaMemcpyDeviceToHost, stream));
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(stream));
     return RTOMO_OK;
 }
 
