@@ -286,7 +286,9 @@ typedef struct block_at {
 typedef struct plan {
     block_at *blocks;
     size_t n_blocks;
-    size_t block_elems;         /* of a full block */
+    size_t block_elems;         /* of the largest block present (not the
+                                   header's block size, which a hostile
+                                   header may make huge) */
     size_t leftover_in, leftover_out, leftover_bytes;
 } plan;
 
@@ -329,7 +331,7 @@ static int locate(const uint8_t *in, size_t size, size_t elem_size,
         return -1;
     size_t n_elem = out_size / elem_size;
     size_t last = (n_elem % block) / 8 * 8;
-    p->block_elems = block;
+    p->block_elems = n_elem >= block ? block : last;
     p->n_blocks = n_elem / block + (last > 0);
     p->blocks = malloc(sizeof *p->blocks * (p->n_blocks ? p->n_blocks : 1));
     if (!p->blocks) {
@@ -411,7 +413,7 @@ static void decode_chunk(void *ctx, int chunk)
     size_t end = first + j->per_chunk < j->p->n_blocks
                      ? first + j->per_chunk : j->p->n_blocks;
     j->failed[chunk] = SIZE_MAX;
-    uint8_t *tmp = malloc(j->p->block_elems * j->elem_size);
+    uint8_t *tmp = malloc(j->p->block_elems * j->elem_size + 1);
     if (!tmp) {
         j->failed[chunk] = first;
         snprintf(j->why[chunk], ERROR_MAX, "out of memory for a bslz4 "

@@ -181,6 +181,22 @@ START_TEST(bslz4_malformed_refused)
     refused(bad, len + 1, n, size, "after its");
     refused(p, len - 1, n, size, "");           /* truncated anywhere */
     refused(p, len, n, 0, "does not divide");
+    /* A block size far beyond the image (2^31 bytes): the image is then
+     * one partial block, which is how these 20 elements were framed, and
+     * the scratch is sized by it, not by the header (the fuzzer found a
+     * 512 MB allocation for a 60-byte image). */
+    uint8_t small[40];
+    fill_random(small, sizeof small);
+    size_t slen;
+    uint8_t *sp = encode(small, 20, 2, 16, &slen);
+    sp[8] = 0x80;
+    sp[9] = sp[10] = sp[11] = 0;
+    uint8_t back[40];
+    char text[256];
+    ck_assert_msg(rtomod_bslz4_decode(sp, slen, 2, back, 40, text,
+                                      sizeof text) == 0, "%s", text);
+    ck_assert(memcmp(back, small, sizeof small) == 0);
+    free(sp);
     free(bad);
     free(p);
 }
