@@ -333,6 +333,13 @@ static int locate(const uint8_t *in, size_t size, size_t elem_size,
     size_t last = (n_elem % block) / 8 * 8;
     p->block_elems = n_elem >= block ? block : last;
     p->n_blocks = n_elem / block + (last > 0);
+    /* Each block takes 4 bytes at least: no table for more blocks than
+     * the data can hold. */
+    if (p->n_blocks > (size - 12) / 4) {
+        snprintf(why, why_size, "bslz4 data of %zu bytes cannot hold the "
+                 "%zu blocks its header implies", size, p->n_blocks);
+        return -1;
+    }
     p->blocks = malloc(sizeof *p->blocks * (p->n_blocks ? p->n_blocks : 1));
     if (!p->blocks) {
         snprintf(why, why_size, "out of memory for %zu bslz4 blocks",

@@ -169,7 +169,7 @@ START_TEST(bslz4_malformed_refused)
     bad[11] = 12;                               /* 6 elements: not 8k */
     bad[10] = 0;
     refused(bad, len, n, size, "not a positive multiple of 8");
-    refused(p, 14, n, size, "ends before block 0's size");
+    refused(p, 14, n, size, "cannot hold the 4 blocks");
     memcpy(bad, p, len);
     bad[12] = 0x7f;                             /* compressed size huge */
     refused(bad, len, n, size, "compressed bytes");
