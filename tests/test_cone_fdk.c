@@ -232,6 +232,33 @@ START_TEST(test_offset_detector)
 }
 END_TEST
 
+/* Irregular angles (a full turn, each angle off its regular place by up
+ * to a quarter step): every projection weighted by its own interval, as
+ * good as the regular scan (measured 0.0272). */
+START_TEST(test_irregular_angles)
+{
+    uint64_t seed = test_seed(0xc0f1, 0);
+    rtomo_cone_geometry g = cone_test_geometry();
+    central_slab(&g);
+    double angles[180];
+    const double step = 2.0 * M_PI / 180;
+    for (int p = 0; p < 180; p++)
+        angles[p] = 0.1 + step * (p + test_rand_real(&seed, -0.25, 0.25));
+    g.angles = angles;
+    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
+    int n = cone_test_spheres(e);
+    rtomo_cone *c = cone_test_create(&g, RTOMO_BACKEND_CPU,
+                                     RTOMO_CONE_KERNEL_AUTO);
+    ck_assert_int_eq(rtomo_cone_weighting_of(c), RTOMO_CONE_FULL);
+    rtomo_cone_destroy(c);
+    const int mid = cone_test_mid_slice(&g);
+    double error = fdk_error(&g, e, n, mid, mid, NULL, NULL);
+    fprintf(stderr, "full scan, irregular angles: central slice relative "
+            "L2 %.4f (bound %.3f)\n", error, FULL_BOUND);
+    ck_assert_double_le(error, FULL_BOUND);
+}
+END_TEST
+
 /* The Shepp-Logan phantom (one unit 28 mm: the head 19 x 26 x 25 mm):
  * the ray along the x axis meets only the skull's two ellipsoids, so the
  * detector's centre reads 2 x 28 (0.69 - 0.8 x 0.6624) mu exactly; FDK of
@@ -275,6 +302,7 @@ int main(void)
     tcase_add_test(tc, test_short_scan);
     tcase_add_test(tc, test_offset_detector);
     tcase_add_test(tc, test_shepp_logan);
+    tcase_add_test(tc, test_irregular_angles);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }

@@ -12,9 +12,13 @@
 
 #include "cone_internal.h"
 
-/* A scan covers 360 degrees when n_proj x its mean step is within this
- * fraction of 2 pi. */
-#define FULL_TOLERANCE 1e-6
+/* A scan covers 360 degrees when n_proj x its mean step is within half a
+ * mean step of 2 pi: so irregular angles (an encoder's) of a full turn
+ * count as one, and a turn and a half-step more is still one turn. */
+static double turn_slack(double coverage, int n_proj)
+{
+    return 0.5 * coverage / n_proj;
+}
 
 void rtomo_cone_geometry_init(rtomo_cone_geometry *g)
 {
@@ -145,7 +149,7 @@ static rtomo_status check_angles(const rtomo_cone_geometry *g, derived *d,
     }
     double span = fabs(rtomo_cone_angle(g, g->n_proj - 1) - a0);
     d->coverage = span * g->n_proj / (g->n_proj - 1);
-    if (d->coverage > 2.0 * M_PI * (1.0 + FULL_TOLERANCE))
+    if (d->coverage > 2.0 * M_PI + turn_slack(d->coverage, g->n_proj))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "the angles cover %.3f degrees (n_proj times "
                                "their mean step): more than one turn",
@@ -167,7 +171,8 @@ static rtomo_status classify(const rtomo_cone_geometry *g, derived *d,
                                "the axis is never seen", g->offset_u,
                                d->u_first, d->u_last);
     const int offset = fabs(g->offset_u) > g->pitch_u;
-    const int full = d->coverage >= 2.0 * M_PI * (1.0 - FULL_TOLERANCE);
+    const int full = d->coverage >= 2.0 * M_PI -
+                                    turn_slack(d->coverage, g->n_proj);
     const double reach = fmax(-d->u_first, d->u_last) + 0.5 * g->pitch_u;
     const double fan = atan(reach / g->sdd);        /* half fan angle */
     d->r_fov = g->sad * sin(fan);

@@ -35,8 +35,8 @@
  *
  * Scans: angles in radians, strictly increasing or decreasing (the
  * direction of rotation does not matter).  The engine picks the weighting:
- *   - full: the angles cover 360 degrees (n_proj x mean step, within 1e-6):
- *     every ray is measured twice, each with weight 1/2;
+ *   - full: the angles cover 360 degrees (n_proj x their mean step, within
+ *     half a step): every ray is measured twice, each with weight 1/2;
  *   - half fan: a full scan with an offset detector: Wang's weights
  *     (Med. Phys. 29 (2002) 1736) that go smoothly from 0 to 1 across the
  *     band both sides see and are 1 beyond it;
