@@ -32,6 +32,11 @@
  * message nests 5 deep; the bound keeps hostile input from costing
  * stack). */
 #define RTOMOD_S2_DEPTH_MAX 32
+/* CBOR items in one message at most: libcbor allocates a few dozen bytes
+ * per item, so a message of a million one-byte items would cost far more
+ * memory than its size; a Stream V2 message has a few hundred (images
+ * and tables are byte strings, one item each). */
+#define RTOMOD_S2_ITEMS_MAX 65536
 
 typedef enum rtomod_s2_kind {
     RTOMOD_S2_START,
@@ -87,8 +92,8 @@ int rtomod_s2_pixels_decode_on(const rtomod_s2_pixels *px, uint8_t *out,
                                rtomo_reject_info *why);
 
 /* Check that `buf` is well-formed CBOR whose containers fit the bytes
- * they claim and nest at most RTOMOD_S2_DEPTH_MAX deep, before libcbor
- * allocates for it.  0, or -1 with a bad_cbor reject in *why. */
+ * they claim, nest at most RTOMOD_S2_DEPTH_MAX deep and hold at most
+ * RTOMOD_S2_ITEMS_MAX items, before libcbor allocates for it.  0, or -1 with a bad_cbor reject in *why. */
 int rtomod_s2_precheck(const uint8_t *buf, size_t size,
                        rtomo_reject_info *why);
 

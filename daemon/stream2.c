@@ -84,11 +84,15 @@ int rtomod_s2_precheck(const uint8_t *buf, size_t size,
 {
     open_item stack[RTOMOD_S2_DEPTH_MAX];
     int depth = 0;
-    size_t pos = 0;
+    size_t pos = 0, items = 0;
     int done = 0;
     while (!done) {
         if (pos >= size)
             return pre_fail(why, pos, "the message ends inside an item");
+        if (++items > RTOMOD_S2_ITEMS_MAX)
+            return rtomo_reject_set(why, RTOMO_REJECT_CBOR, "more than %d "
+                                    "CBOR items in one message",
+                                    RTOMOD_S2_ITEMS_MAX);
         int major = buf[pos] >> 5, info = buf[pos] & 31;
         size_t at = pos;
         if (info == 31) {               /* indefinite length, or break */

@@ -260,6 +260,15 @@ START_TEST(precheck_refuses_hostile_cbor)
     const uint8_t liar[] = {0x9b, 0, 0, 0, 1, 0, 0, 0, 0};
     ck_assert_int_eq(rtomod_s2_precheck(liar, sizeof liar, &why), -1);
     ck_assert(strstr(why.message, "larger than the message"));
+    /* 100000 one-byte items: each would cost libcbor an allocation */
+    size_t many_n = 5 + 100000;
+    uint8_t *many = malloc(many_n);
+    many[0] = 0x9a;                             /* array of 100000 */
+    many[1] = 0; many[2] = 0x01; many[3] = 0x86; many[4] = 0xa0;
+    memset(many + 5, 0x01, 100000);
+    ck_assert_int_eq(rtomod_s2_precheck(many, many_n, &why), -1);
+    ck_assert(strstr(why.message, "items"));
+    free(many);
     /* a byte string longer than the message */
     const uint8_t long_bytes[] = {0x5a, 0, 1, 0, 0, 1, 2};
     ck_assert_int_eq(rtomod_s2_precheck(long_bytes, sizeof long_bytes, &why),
