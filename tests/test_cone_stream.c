@@ -192,6 +192,14 @@ START_TEST(test_subsets_and_reset)
     }
     double e_all = test_rel_l2(all, whole, nv);
     ck_assert_double_le(e_all, STREAM_BOUND);
+    /* slices 5..11 alone are those of the whole read */
+    const size_t plane = (size_t)rtomo_cone_geometry_of(c)->roi_nx *
+                         rtomo_cone_geometry_of(c)->roi_ny;
+    ck_assert_int_eq(rtomo_cone_read_slices(c, 5, 7, even, &err), RTOMO_OK);
+    ck_assert_double_eq(test_max_abs_diff(even, all + 5 * plane, 7 * plane),
+                        0.0);
+    ck_assert_int_eq(rtomo_cone_read_slices(c, 40, 2, even, &err),
+                     RTOMO_E_RANGE);
     /* the even half alone is not the whole */
     ck_assert_double_gt(test_rel_l2(even, whole, nv), 0.1);
     free(even);

@@ -209,7 +209,22 @@ rtomo_status rtomo_cone_read(rtomo_cone *c, float *out, rtomo_error *err)
     rtomo_status st = check_plan(c, out, out, err);
     if (st == RTOMO_OK)
         st = backproject_queue(c, err);
-    return st == RTOMO_OK ? c->ops->read(c, out, err) : st;
+    return st == RTOMO_OK ? c->ops->read(c, 0, c->bp.nz, out, err) : st;
+}
+
+rtomo_status rtomo_cone_read_slices(rtomo_cone *c, int z_first, int z_count,
+                                    float *out, rtomo_error *err)
+{
+    rtomo_status st = check_plan(c, out, out, err);
+    if (st != RTOMO_OK)
+        return st;
+    if (z_first < 0 || z_count < 1 || z_first + z_count > c->bp.nz)
+        return rtomo_set_error(err, RTOMO_E_RANGE,
+                               "slices %d..%d outside the ROI's 0..%d",
+                               z_first, z_first + z_count - 1,
+                               c->bp.nz - 1);
+    st = backproject_queue(c, err);
+    return st == RTOMO_OK ? c->ops->read(c, z_first, z_count, out, err) : st;
 }
 
 rtomo_status rtomo_cone_reset(rtomo_cone *c, rtomo_error *err)

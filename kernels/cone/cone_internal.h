@@ -121,7 +121,9 @@ typedef struct cone_backend_ops {
      * volume. */
     rtomo_status (*backproject)(rtomo_cone *c, const int *indices, int n,
                                 rtomo_error *err);
-    rtomo_status (*read)(rtomo_cone *c, float *out, rtomo_error *err);
+    /* ROI slices z_first .. z_first + z_count - 1 into out (waits). */
+    rtomo_status (*read)(rtomo_cone *c, int z_first, int z_count, float *out,
+                         rtomo_error *err);
     rtomo_status (*reset)(rtomo_cone *c, rtomo_error *err);
 } cone_backend_ops;
 

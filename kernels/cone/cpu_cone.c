@@ -88,11 +88,14 @@ static rtomo_status cpu_backproject(rtomo_cone *c, const int *indices, int n,
     return RTOMO_OK;
 }
 
-static rtomo_status cpu_read(rtomo_cone *c, float *out, rtomo_error *err)
+static rtomo_status cpu_read(rtomo_cone *c, int z_first, int z_count,
+                             float *out, rtomo_error *err)
 {
     (void)err;
     const cpu_cone *s = c->impl;
-    memcpy(out, s->volume, sizeof(float) * c->volume_len);
+    const size_t plane = (size_t)c->bp.nx * (size_t)c->bp.ny;
+    memcpy(out, s->volume + (size_t)z_first * plane,
+           sizeof(float) * plane * (size_t)z_count);
     return RTOMO_OK;
 }
 

@@ -129,12 +129,16 @@ static rtomo_status cuda_backproject(rtomo_cone *c, const int *indices, int n,
     return cuda_cone_bp_launch(c, s, c->kernel, &views, 0, c->bp.nz, err);
 }
 
-static rtomo_status cuda_read(rtomo_cone *c, float *out, rtomo_error *err)
+static rtomo_status cuda_read(rtomo_cone *c, int z_first, int z_count,
+                              float *out, rtomo_error *err)
 {
     cuda_cone *s = impl(c);
+    const size_t plane = (size_t)c->bp.nx * (size_t)c->bp.ny;
     RTOMO_CUDA_TRY(err, cudaSetDevice(s->device));
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(out, s->volume,
-                                        sizeof(float) * c->volume_len,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(out,
+                                        s->volume + (size_t)z_first * plane,
+                                        sizeof(float) * plane *
+                                            (size_t)z_count,
                                         cudaMemcpyDeviceToHost, s->stream));
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->stream));
     return RTOMO_OK;

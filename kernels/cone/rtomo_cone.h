@@ -166,6 +166,11 @@ rtomo_status rtomo_cone_flush(rtomo_cone *c, rtomo_error *err);
 /* Flush, then copy the ROI volume into out (rtomo_cone_volume_size
  * floats).  The volume stays resident. */
 rtomo_status rtomo_cone_read(rtomo_cone *c, float *out, rtomo_error *err);
+/* The same for ROI slices z_first .. z_first + z_count - 1 only (each
+ * roi_nx x roi_ny, z_first counted from the ROI's first slice): a daemon
+ * publishes slices as it reads them.  RTOMO_E_RANGE beyond the ROI. */
+rtomo_status rtomo_cone_read_slices(rtomo_cone *c, int z_first, int z_count,
+                                    float *out, rtomo_error *err);
 /* Zero the volume and drop the queue. */
 rtomo_status rtomo_cone_reset(rtomo_cone *c, rtomo_error *err);
 
