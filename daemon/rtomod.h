@@ -9,6 +9,7 @@
  *                their history, admission (budget.c, history.c)
  *   scan_tomo.c  tomography scans: begin, frames, end -> reconstruction jobs
  *   scan_sbdx.c  SBDX streams: begin, frames, end
+ *   scan_cone.c  cone-beam tomography scans (a "tomo" scan with `cone`)
  *   control.c    the REP socket: status, configuration, abort
  *   telemetry.c  rates, state and the periodic telemetry message
  *   publish.c    the PUB socket
@@ -89,6 +90,7 @@ typedef enum rtomod_scan_phase {
 
 typedef struct rtomod_tomo_scan rtomod_tomo_scan;   /* scan_tomo.c */
 typedef struct rtomod_sbdx_scan rtomod_sbdx_scan;   /* scan_sbdx.c */
+typedef struct rtomod_cone_scan rtomod_cone_scan;   /* scan_cone.c */
 
 typedef struct rtomod_scan {
     struct rtomod_scan *next;   /* in d->scans, oldest first */
@@ -121,6 +123,8 @@ typedef struct rtomod_scan {
     char start_reason[32];      /* its reason code ("" = none) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;
+    rtomod_cone_scan *cone;     /* a cone-beam tomography scan: kind TOMO,
+                                   tomo NULL */
     int output_file;            /* has an HDF5 file (rtomod_output.h) */
 } rtomod_scan;
 
@@ -256,6 +260,20 @@ void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
                             const rtomod_result *r);
 /* Continuous windows queued and not yet published (0 for other scans). */
 int rtomod_tomo_pending_windows(const rtomod_scan *scan);
+
+/* Cone-beam scans (scan_cone.c): kind RTOMOD_SCAN_TOMO with scan->cone
+ * set; the rtomod_tomo_* entry points hand such a scan to these.  As
+ * their rtomod_tomo_* counterparts. */
+int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg);
+int rtomod_cone_frame(rtomod *d, rtomod_scan *scan, rtomo_ingest_msg *msg,
+                      zmq_msg_t *payload);
+void rtomod_cone_finish(rtomod *d, rtomod_scan *scan);
+long rtomod_cone_missing(const rtomod_scan *scan);
+int rtomod_cone_complete(const rtomod_scan *scan);
+int rtomod_cone_awaits_fields(const rtomod_scan *scan);
+void rtomod_cone_status(const rtomod_scan *scan, json_t *out);
+void rtomod_cone_end_note(const rtomod_scan *scan, char *out, size_t size);
+void rtomod_cone_free(rtomod_cone_scan *cone);
 
 /* SBDX (scan_sbdx.c). */
 int rtomod_sbdx_begin(rtomod *d, rtomo_ingest_msg *msg);

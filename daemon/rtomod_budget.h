@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "rtomo_cone.h"
 #include "rtomo_engine.h"
 #include "rtomod_config.h"
 
@@ -72,6 +73,14 @@ void rtomod_budget_iter_part(const rtomo_fbp_geometry *g, int rows,
 void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
                              int composite, int buffers, int on_gpu,
                              size_t *host, size_t *device);
+
+/* What one worker's cone-beam plan holds (budget_cone.c): g is the
+ * geometry of its z-slab (the ROI it reconstructs), whose volume lives
+ * on the GPU when on_gpu (and in host memory again when read out). */
+void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
+                             size_t *host, size_t *device);
+/* Voxels of g's ROI. */
+size_t rtomod_budget_cone_volume(const rtomo_cone_geometry *g);
 
 /* Take the claim when it fits beside everything claimed so far, less
  * `leaving` (memory claimed by scans whose plans will be closed before

@@ -27,6 +27,7 @@
 #include <zmq.h>
 
 #include "rtomod_buffer.h"
+#include "rtomo_cone.h"
 #include "rtomo_engine.h"
 #include "rtomo_protocol.h"
 
@@ -39,6 +40,9 @@ typedef enum rtomod_job_kind {
     RTOMOD_JOB_TOMO_RECONSTRUCT,/* back-project rows, publish, maybe close */
     RTOMOD_JOB_SBDX_BEGIN,      /* create an SBDX plan */
     RTOMOD_JOB_SBDX_FRAME,
+    RTOMOD_JOB_CONE_BEGIN,      /* create a cone-beam plan (worker_cone.c);
+                                   its frames are TOMO_DARK, TOMO_FLAT and
+                                   TOMO_PROJECTION jobs, its end a CLOSE */
     RTOMOD_JOB_CLOSE            /* finish (SBDX: flush) or abort, free plans */
 } rtomod_job_kind;
 
@@ -113,6 +117,15 @@ typedef struct rtomod_sbdx_begin_job {
     int composite;
 } rtomod_sbdx_begin_job;
 
+/* A cone-beam plan: FDK of this worker's z-slab of the scan's volume. */
+typedef struct rtomod_cone_begin_job {
+    rtomo_cone_geometry geometry;   /* the slab as the ROI; owns angles */
+    rtomo_cone_kernel kernel;       /* CUDA back-projector */
+    int set_first;              /* index of the slab's first slice among
+                                   the scan's published slices */
+    int set_count;              /* slices of the whole scan */
+} rtomod_cone_begin_job;
+
 typedef struct rtomod_job {
     struct rtomod_job *next;
     rtomod_job_kind kind;
@@ -134,6 +147,7 @@ typedef struct rtomod_job {
         rtomod_tomo_begin_job tomo;
         rtomod_tomo_reconstruct_job recon;
         rtomod_sbdx_begin_job sbdx;
+        rtomod_cone_begin_job cone;
         int abort;              /* CLOSE: 1 = discard, 0 = finish */
     } u;
 } rtomod_job;

@@ -198,6 +198,7 @@ void rtomod_scan_free(rtomod_scan *scan)
     if (scan->d)
         rtomod_budget_release(&scan->d->budget, &scan->claim);
     rtomod_tomo_free(scan->tomo);
+    rtomod_cone_free(scan->cone);
     rtomod_sbdx_free(scan->sbdx);
     free(scan);
 }

@@ -854,6 +854,8 @@ static void open_output(rtomod *d, rtomod_scan *scan,
 int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
 {
     rtomo_scan_spec *spec = msg->scan_spec;
+    if (spec->cone)
+        return rtomod_cone_begin(d, msg);
     if (!rtomod_scan_may_begin(d, msg))
         return -1;
     /* A list gives n_proj angles, but a continuous stream turns on and on:
@@ -1111,6 +1113,8 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
     rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_TOMO);
     if (!scan)
         return -1;
+    if (scan->cone)
+        return rtomod_cone_frame(d, scan, msg, payload);
     rtomod_tomo_scan *t = scan->tomo;
     rtomo_reject_info why;
     if (rtomo_proto_check_tomo_frame(&msg->frame, t->spec, &why) != 0) {
@@ -1159,6 +1163,8 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
 
 int rtomod_tomo_awaits_fields(const rtomod_scan *scan)
 {
+    if (scan->cone)
+        return rtomod_cone_awaits_fields(scan);
     const rtomod_tomo_scan *t = scan->tomo;
     return scan->kind == RTOMOD_SCAN_TOMO && !t->projections_started &&
            (t->darks.count < t->spec->n_darks ||
@@ -1168,6 +1174,8 @@ int rtomod_tomo_awaits_fields(const rtomod_scan *scan)
 /* A continuous stream owes nothing at any moment: it may end at once. */
 int rtomod_tomo_complete(const rtomod_scan *scan)
 {
+    if (scan->cone)
+        return rtomod_cone_complete(scan);
     const rtomod_tomo_scan *t = scan->tomo;
     return scan->kind == RTOMOD_SCAN_TOMO &&
            (t->spec->continuous ||
@@ -1454,7 +1462,8 @@ static void continuous_arrival(rtomod *d, rtomod_scan *scan, int64_t index,
 
 int rtomod_tomo_pending_windows(const rtomod_scan *scan)
 {
-    return scan->kind == RTOMOD_SCAN_TOMO ? scan->tomo->n_pending : 0;
+    return scan->kind == RTOMOD_SCAN_TOMO && scan->tomo
+               ? scan->tomo->n_pending : 0;
 }
 
 /* A worker's part of a window is out; the last part completes it. */
@@ -1480,7 +1489,7 @@ static void window_part_done(rtomod *d, rtomod_scan *scan,
 void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 {
     rtomod_tomo_scan *t = scan->tomo;
-    if (scan->kind != RTOMOD_SCAN_TOMO)
+    if (scan->kind != RTOMOD_SCAN_TOMO || !t)
         return;
     plane_sum **link = &t->plane_sums;
     while (*link && ((*link)->frame != r->header.frame ||
@@ -1528,6 +1537,10 @@ void rtomod_tomo_plane_part(rtomod *d, rtomod_scan *scan, rtomod_result *r)
 
 void rtomod_tomo_end_note(const rtomod_scan *scan, char *out, size_t size)
 {
+    if (scan->cone) {
+        rtomod_cone_end_note(scan, out, size);
+        return;
+    }
     const rtomod_tomo_scan *t = scan->tomo;
     out[0] = '\0';
     if (!t->spec->axis_auto)
@@ -1565,7 +1578,7 @@ void rtomod_tomo_axis_found(rtomod *d, rtomod_scan *scan,
                             const rtomod_result *r)
 {
     rtomod_tomo_scan *t = scan->tomo;
-    if (scan->kind != RTOMOD_SCAN_TOMO)
+    if (scan->kind != RTOMOD_SCAN_TOMO || !t)
         return;
     t->axis_found = r->axis;
     t->axis_quality = r->axis_quality;
@@ -1595,6 +1608,8 @@ void rtomod_tomo_set_done(rtomod *d, rtomod_scan *scan, const rtomod_result *r)
 
 long rtomod_tomo_missing(const rtomod_scan *scan)
 {
+    if (scan->cone)
+        return rtomod_cone_missing(scan);
     const rtomod_tomo_scan *t = scan->tomo;
     return t->spec->continuous ? 0 : t->spec->geometry.n_proj -
                                          (long)t->projections.count;
@@ -1602,11 +1617,15 @@ long rtomod_tomo_missing(const rtomod_scan *scan)
 
 long rtomod_tomo_frames_used(const rtomod_scan *scan)
 {
-    return scan->tomo->frames_used;
+    return scan->tomo ? scan->tomo->frames_used : 0;
 }
 
 void rtomod_tomo_finish(rtomod *d, rtomod_scan *scan)
 {
+    if (scan->cone) {
+        rtomod_cone_finish(d, scan);
+        return;
+    }
     if (scan->failed) {
         rtomod_scan_finish(d, scan, rtomod_scan_close_plans(d, scan, 1));
         return;
@@ -1645,6 +1664,10 @@ int rtomod_tomo_end(rtomod *d, rtomo_ingest_msg *msg)
 
 void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
 {
+    if (scan->cone) {
+        rtomod_cone_status(scan, out);
+        return;
+    }
     const rtomod_tomo_scan *t = scan->tomo;
     int continuous = t->spec->continuous;
     long missing = rtomod_tomo_missing(scan);

@@ -21,6 +21,7 @@
 #include "rtomod_log.h"
 #include "rtomod_output.h"
 #include "rtomod_worker.h"
+#include "worker_cone.h"
 #include "worker_internal.h"
 
 /* ------------------------------------------------------------ jobs ---- */
@@ -61,6 +62,9 @@ void rtomod_job_free(rtomod_job *job)
         break;
     case RTOMOD_JOB_SBDX_BEGIN:
         free((double *)job->u.sbdx.geometry.ratios);
+        break;
+    case RTOMOD_JOB_CONE_BEGIN:
+        free((double *)job->u.cone.geometry.angles);
         break;
     default:
         break;
@@ -280,6 +284,7 @@ void plan_close(plan_state *s)
     iter_free(s);
     rtomo_fbp_destroy(s->fbp);
     rtomo_sbdx_destroy(s->sbdx);
+    cone_plan_free(s);
     rtomod_buffer_pool_close(s->slices);
     rtomod_buffer_pool_close(s->planes);
     rtomod_buffer_pool_close(s->composite);
@@ -368,12 +373,15 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
     switch (job->kind) {
     case RTOMOD_JOB_TOMO_BEGIN:
     case RTOMOD_JOB_SBDX_BEGIN:
+    case RTOMOD_JOB_CONE_BEGIN:
         if (s)
             plan_close(s);      /* cannot happen: serials are unique */
         if (!(s = plan_new(w, t, job)))
             return;
         if (job->kind == RTOMOD_JOB_TOMO_BEGIN)
             tomo_begin(w, s, job);
+        else if (job->kind == RTOMOD_JOB_CONE_BEGIN)
+            cone_begin(w, s, job);
         else
             sbdx_begin(w, s, job);
         return;
@@ -381,6 +389,9 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
         if (s) {
             if (s->sbdx && !s->failed)
                 sbdx_flush(w, s, job->u.abort);
+            if (s->cone && !s->failed && !job->u.abort &&
+                atomic_load(&w->abort_serial) != job->serial)
+                cone_finish(w, s, job);
             plan_close(s);
         }
         post_done(w, job->serial);
@@ -403,7 +414,7 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
     /* Frames: used by a live plan of their scan, else dropped. */
     int usable = job_matches_plan(s, job) &&
                  (job->kind == RTOMOD_JOB_SBDX_FRAME ? s->sbdx != NULL
-                                                     : s->fbp != NULL) &&
+                                                     : s->fbp || s->cone) &&
                  atomic_load(&w->abort_serial) != job->serial;
     if (!usable) {
         post_dropped(w, job->serial, 1, job->seq);
@@ -412,6 +423,8 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
                           job->t_input);
     } else if (job->kind == RTOMOD_JOB_SBDX_FRAME)
         sbdx_frame(w, s, job);
+    else if (s->cone)
+        cone_frame(w, s, job);
     else
         tomo_frame(w, s, job);
 }

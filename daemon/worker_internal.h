@@ -55,6 +55,7 @@ typedef struct plan_state {
     struct axis_lines_kept *track;  /* line integrals kept for pairs */
     int n_track, track_capacity;
     iter_state *iter;           /* NULL: FBP only */
+    struct cone_plan *cone;     /* a cone-beam scan's plan (worker_cone.c) */
     rtomo_sbdx *sbdx;
     rtomod_sbdx_begin_job sbdx_out; /* output choices (ratios not owned) */
     pending_frame pending[MAX_PIPELINE];
