@@ -2,8 +2,8 @@
  * budget_cone.c — what a cone-beam scan's plan holds on one worker, for
  * admission (rtomod_budget.h): the engine's resident volume (its z-slab
  * of the ROI) and its chunk of filtered projections, the filter's working
- * set, the dark and flat fields the worker normalises with, and the host
- * copy of the volume that the slices are published from.
+ * set, the dark and flat fields the worker normalises with, and the
+ * buffers its slices are read out into and published from.
  */
 #include "config.h"
 
@@ -43,7 +43,7 @@ size_t rtomod_budget_cone_volume(const rtomo_cone_geometry *g)
 }
 
 void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
-                             size_t *host, size_t *device)
+                             size_t out_bytes, size_t *host, size_t *device)
 {
     const size_t f = sizeof(float);
     const size_t frame = mul((size_t)g->det_u, (size_t)g->det_v);
@@ -60,11 +60,11 @@ void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
     /* Padded rows, their spectrum and the transform's own work. */
     const size_t filter = mul(mul(mul(fft, (size_t)g->det_v), f), 3);
     /* Engine tables (cosine weights), the daemon's dark and flat sums
-     * (double) and means (float), one frame of line integrals. */
+     * (double) and means (float), the engine's frame of line integrals. */
     const size_t fields = add(mul(frame, 2 * sizeof(double) + 2 * f),
                               mul(frame, 2 * f));
     size_t engine = add(add(volume, slots), filter);
-    *host = add(volume, fields);
+    *host = add(out_bytes, fields);
     if (on_gpu) {
         *device = add(add(engine, mul(frame, 2 * f)), CUDA_SLACK);
     } else {

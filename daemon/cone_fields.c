@@ -1,26 +1,18 @@
 /*
- * cone_fields.c — the dark and flat fields of a cone-beam plan and the
- * line integrals of its projections.  The cone engine takes line
- * integrals (rtomo_cone_add_projection), so the daemon normalises raw
- * frames itself, exactly as the FBP engine does for parallel beams
- * (kernels/fbp/fbp_engine.c, cpu_fbp_normalise.c): running sums in
- * double, means rounded to float, and a float ratio clamped so that a
- * dead pixel or a sample at or below the dark gives a large finite line
- * integral (13.8) instead of NaN or infinity, which the filter would
- * spread over a whole detector row and the back-projection over the
- * volume.
+ * cone_fields.c — the dark and flat fields of a cone-beam plan: the darks
+ * and flats summed as they come, and their means once the projections
+ * begin, averaged exactly as the FBP engine averages them for parallel
+ * beams (kernels/fbp/fbp_engine.c: running sums in double, means rounded
+ * to float), so that both beams normalise a frame alike.  The cone
+ * engine makes the line integrals from them (rtomo_cone_add_frame, with
+ * the clamps of PROTOCOL.md 3.10).
  */
 #include "config.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "worker_cone.h"
-
-/* -ln(1e-6) = 13.8: more attenuation than any sample shows, yet finite. */
-#define MIN_TRANSMISSION 1e-6f
 
 struct cone_fields {
     size_t samples;
@@ -91,27 +83,16 @@ static void take_means(cone_fields *f)
     }
 }
 
-static float line_integral(float raw, float dark, float flat)
-{
-    float open = flat - dark;
-    float ratio = open > 0.0f ? (raw - dark) / open : MIN_TRANSMISSION;
-    /* The negated test also catches a NaN from inf/inf. */
-    if (!(ratio >= MIN_TRANSMISSION))
-        ratio = MIN_TRANSMISSION;
-    if (ratio > FLT_MAX)
-        ratio = FLT_MAX;
-    return -logf(ratio);
-}
-
-void cone_fields_line_integrals(cone_fields *f, const void *frame,
-                                rtomo_dtype dtype, float *out)
+const float *cone_fields_dark(cone_fields *f)
 {
     if (!f->started)
         take_means(f);
-    for (size_t i = 0; i < f->samples; i++)
-        out[i] = (float)sample(frame, dtype, i);
-    if (f->n_flat == 0)
-        return;
-    for (size_t i = 0; i < f->samples; i++)
-        out[i] = line_integral(out[i], f->dark[i], f->flat[i]);
+    return f->n_flat > 0 && f->n_dark > 0 ? f->dark : NULL;
+}
+
+const float *cone_fields_flat(cone_fields *f)
+{
+    if (!f->started)
+        take_means(f);
+    return f->n_flat > 0 ? f->flat : NULL;
 }

@@ -76,9 +76,10 @@ void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
 
 /* What one worker's cone-beam plan holds (budget_cone.c): g is the
  * geometry of its z-slab (the ROI it reconstructs), whose volume lives
- * on the GPU when on_gpu (and in host memory again when read out). */
+ * on the GPU when on_gpu, else in host memory; out_bytes: the buffers
+ * its slices are read out into while they are published. */
 void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
-                             size_t *host, size_t *device);
+                             size_t out_bytes, size_t *host, size_t *device);
 /* Voxels of g's ROI. */
 size_t rtomod_budget_cone_volume(const rtomo_cone_geometry *g);
 

@@ -110,15 +110,24 @@ static void split_slabs(rtomod *d, rtomod_cone_scan *c)
     }
 }
 
+/* Slices a worker reads out and publishes as one unit, and such units
+ * alive at once: one being read, those in its finisher and a few being
+ * sent (worker_cone.c, worker.c's buffers_kept). */
+#define SLICES_PER_UNIT 16
+
 /* The memory of the slabs' plans (budget_cone.c). */
 static void estimate(const rtomod *d, const rtomod_cone_scan *c,
                      rtomod_budget_claim *claim)
 {
     memset(claim, 0, sizeof *claim);
+    const int buffers = d->cfg.publish.stats_threads + 1 + 3;
     for (int w = 0; w < c->n_slabs; w++) {
         rtomo_cone_geometry g = slab_geometry(c, w);
+        int unit = g.roi_nz < SLICES_PER_UNIT ? g.roi_nz : SLICES_PER_UNIT;
+        size_t out = sizeof(float) * (size_t)g.roi_nx * (size_t)g.roi_ny *
+                     (size_t)unit * (size_t)buffers;
         size_t host, device;
-        rtomod_budget_cone_part(&g, d->n_gpus > 0, &host, &device);
+        rtomod_budget_cone_part(&g, d->n_gpus > 0, out, &host, &device);
         claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
                                                     : claim->host + host;
         claim->device[w] = device;

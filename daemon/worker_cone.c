@@ -1,12 +1,12 @@
 /*
  * worker_cone.c — cone-beam scans on an engine thread: the FDK plan of
  * one z-slab of the scan's volume (the whole volume with one worker).
- * Darks and flats are summed as they come; each projection is turned into
- * line integrals and handed to the cone engine at once, which weights and
+ * Darks and flats are summed as they come; each projection goes to the
+ * cone engine at once with their means, which normalises, weights and
  * filters it and back-projects every full chunk into the resident slab,
  * so that when the scan ends only the last chunk is left.  At the end the
- * slab is read into one buffer and published as its z-slices, a batch at
- * a time, straight from that buffer.
+ * slab is read out a batch of z-slices at a time into pooled buffers and
+ * published from them: the host never holds a second copy of the volume.
  */
 #include "config.h"
 
@@ -18,15 +18,13 @@
 #include "rtomod_log.h"
 #include "worker_cone.h"
 
-/* Slices handed to the finisher as one unit: their statistics are taken
- * while the next batch is posted. */
+/* Slices read out and handed to the finisher as one unit: their
+ * statistics are taken while the next batch is read. */
 #define SLICES_PER_UNIT 16
 
 struct cone_plan {
     rtomo_cone *cone;
     cone_fields *fields;
-    float *line;                /* one frame of line integrals */
-    size_t frame_len;
     int set_first, set_count;   /* the slab's place among the slices */
     long projections;           /* fed to the engine */
 };
@@ -38,7 +36,6 @@ void cone_plan_free(plan_state *s)
         return;
     rtomo_cone_destroy(p->cone);
     cone_fields_free(p->fields);
-    free(p->line);
     free(p);
     s->cone = NULL;
 }
@@ -55,12 +52,11 @@ void cone_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
         s->failed = 1;
         return;
     }
-    p->frame_len = (size_t)b->geometry.det_u * (size_t)b->geometry.det_v;
     p->set_first = b->set_first;
     p->set_count = b->set_count;
-    p->fields = cone_fields_new(p->frame_len);
-    p->line = malloc(sizeof(float) * p->frame_len);
-    if (!p->fields || !p->line)
+    p->fields = cone_fields_new((size_t)b->geometry.det_u *
+                                (size_t)b->geometry.det_v);
+    if (!p->fields)
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the dark "
                         "and flat fields of a %dx%d detector",
                         b->geometry.det_u, b->geometry.det_v);
@@ -83,10 +79,10 @@ void cone_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
                         job->dtype);
         return;
     }
-    cone_fields_line_integrals(p->fields, frame, job->dtype, p->line);
     rtomo_error err;
-    if (rtomo_cone_add_projection(p->cone, (int)job->index, p->line, &err) !=
-        RTOMO_OK) {
+    if (rtomo_cone_add_frame(p->cone, (int)job->index, frame, job->dtype,
+                             cone_fields_dark(p->fields),
+                             cone_fields_flat(p->fields), &err) != RTOMO_OK) {
         char what[64];
         snprintf(what, sizeof what, "projection %lld", (long long)job->index);
         engine_failed(w, s, job->serial, what, &err);
@@ -120,62 +116,79 @@ static void slice_header(const plan_state *s, int k, rtomo_image_header *h)
      * beams; a cone-beam slice is FDK's (PROTOCOL.md 3.13). */
 }
 
-/* Publish the slab's slices from `buf`, a unit of SLICES_PER_UNIT at a
- * time. */
-static void publish_slab(rtomod_worker *w, const plan_state *s,
-                         const rtomod_job *job, rtomod_buffer *buf)
+/* Read the slab's slices k .. k + n - 1 into a pooled buffer and post
+ * them.  Returns 0, or -1 when the engine failed (reported). */
+static int publish_batch(rtomod_worker *w, plan_state *s,
+                         const rtomod_job *job, int k, int n)
 {
-    const rtomo_cone_geometry *g = rtomo_cone_geometry_of(s->cone->cone);
+    struct cone_plan *p = s->cone;
+    const rtomo_cone_geometry *g = rtomo_cone_geometry_of(p->cone);
     const size_t pixels = (size_t)g->roi_nx * (size_t)g->roi_ny;
-    const float *vol = (const float *)buf->data;
-    for (int k = 0; k < g->roi_nz; k++) {
-        if (atomic_load(&w->abort_serial) == job->serial)
-            return;             /* the loop discards the rest anyway */
-        rtomo_image_header h;
-        slice_header(s, k, &h);
-        post_image(w, job->serial, -1, job->t_input, &h, buf,
-                   vol + pixels * (size_t)k, pixels * sizeof(float));
-        if ((k + 1) % SLICES_PER_UNIT == 0)
-            flush_results(w);
+    int unit = g->roi_nz < SLICES_PER_UNIT ? g->roi_nz : SLICES_PER_UNIT;
+    rtomod_buffer *buf = pooled_buffer(w, &s->slices, pixels * sizeof(float) *
+                                                      (size_t)unit);
+    rtomo_error err;
+    rtomo_status st = buf ? rtomo_cone_read_slices(p->cone, k, n,
+                                                   (float *)buf->data, &err)
+                          : rtomo_set_error(&err, RTOMO_E_NOMEM, "out of "
+                                            "memory for %d slices", n);
+    if (st != RTOMO_OK) {
+        engine_failed(w, s, job->serial, "reading the volume", &err);
+        rtomod_buffer_unref(buf);
+        return -1;
     }
+    const float *out = (const float *)buf->data;
+    for (int i = 0; i < n; i++) {
+        rtomo_image_header h;
+        slice_header(s, k + i, &h);
+        post_image(w, job->serial, -1, job->t_input, &h, buf,
+                   out + pixels * (size_t)i, pixels * sizeof(float));
+    }
+    rtomod_buffer_unref(buf);
+    return 0;
 }
 
 void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
 {
     struct cone_plan *p = s->cone;
-    rtomo_cone_stats after;
+    const int nz = rtomo_cone_geometry_of(p->cone)->roi_nz;
     double t0 = now_seconds();
-    size_t bytes = sizeof(float) * rtomo_cone_volume_size(p->cone);
-    rtomod_buffer *buf = rtomod_buffer_new(bytes);
     rtomo_error err;
-    rtomo_status st = buf ? rtomo_cone_read(p->cone, (float *)buf->data, &err)
-                          : rtomo_set_error(&err, RTOMO_E_NOMEM, "out of "
-                                            "memory for a volume of %zu MB",
-                                            bytes >> 20);
-    if (st != RTOMO_OK) {
-        engine_failed(w, s, job->serial, "reading the volume", &err);
+    /* The last chunk first, so that the reads below only copy. */
+    if (rtomo_cone_flush(p->cone, &err) != RTOMO_OK) {
+        engine_failed(w, s, job->serial, "back-projecting the last chunk",
+                      &err);
         post_dropped(w, job->serial, p->projections, -1);
-        rtomod_buffer_unref(buf);
         return;
     }
-    rtomo_cone_get_stats(p->cone, &after);
-    s->set_seconds = now_seconds() - t0;
+    double t_flushed = now_seconds();
+    s->set_seconds = t_flushed - t0;
+    for (int k = 0; k < nz; k += SLICES_PER_UNIT) {
+        if (atomic_load(&w->abort_serial) == job->serial)
+            return;             /* the loop discards the rest anyway */
+        int n = nz - k < SLICES_PER_UNIT ? nz - k : SLICES_PER_UNIT;
+        if (publish_batch(w, s, job, k, n) != 0) {
+            post_dropped(w, job->serial, p->projections, -1);
+            return;
+        }
+        /* Statistics and publication of this batch overlap the next. */
+        flush_results(w);
+    }
     s->t_ready = now_seconds();
-    publish_slab(w, s, job, buf);
-    rtomod_buffer_unref(buf);
+    rtomo_cone_stats st;
+    rtomo_cone_get_stats(p->cone, &st);
     /* The whole scan's back-projection, most of it done while the frames
      * came: GU/s of the engine's own time. */
-    post_stats(w, job->serial, -1, rtomo_cone_geometry_of(p->cone)->roi_nz,
-               0, after.updates, after.backproject_seconds);
+    post_stats(w, job->serial, -1, nz, 0, st.updates,
+               st.backproject_seconds);
     post_set_done(w, job->serial, -1, -1, job->t_input);
     if (w->outbox_tail)
         w->outbox_tail->t_ready = s->t_ready;
     log_info("scan %s: cone-beam slab of %d slices from %ld projections; "
-             "filter %.3f s, back-projection %.3f s (%.2f GU/s), last chunk "
-             "and read %.3f s", s->scan,
-             rtomo_cone_geometry_of(p->cone)->roi_nz, p->projections,
-             after.filter_seconds, after.backproject_seconds,
-             after.backproject_seconds > 0
-                 ? 1e-9 * after.updates / after.backproject_seconds : 0.0,
-             s->set_seconds);
+             "filter %.3f s, back-projection %.3f s (%.2f GU/s); last chunk "
+             "%.3f s, read-out %.3f s", s->scan, nz, p->projections,
+             st.filter_seconds, st.backproject_seconds,
+             st.backproject_seconds > 0
+                 ? 1e-9 * st.updates / st.backproject_seconds : 0.0,
+             t_flushed - t0, s->t_ready - t_flushed);
 }

@@ -3,8 +3,7 @@
  * the worker's files:
  *   worker_cone.c   the FDK plan of one z-slab of a scan's volume: frames
  *                   in as they arrive, the slab's slices out at the end
- *   cone_fields.c   the darks and flats it averages and the line
- *                   integrals it makes of each projection
+ *   cone_fields.c   the darks and flats it averages
  */
 #ifndef RTOMOD_WORKER_CONE_H
 #define RTOMOD_WORKER_CONE_H
@@ -24,13 +23,13 @@ void cone_fields_free(cone_fields *f);
 /* Add a dark (flat = 0) or flat frame of `dtype` samples to its sum. */
 void cone_fields_add(cone_fields *f, int flat, const void *frame,
                      rtomo_dtype dtype);
-/* The line integrals of a projection, as PROTOCOL.md 3.10 defines them
- * and the FBP engine computes them: -ln((raw - dark) / (flat - dark))
- * with the mean dark (0 without darks) and flat, clamped at a
- * transmission of 1e-6; without flats the samples as they are.  The
- * means are taken at the first call; fields added later are ignored. */
-void cone_fields_line_integrals(cone_fields *f, const void *frame,
-                                rtomo_dtype dtype, float *out);
+/* The mean dark and flat fields as rtomo_cone_add_frame takes them: the
+ * flat NULL without flats (the samples are line integrals already), the
+ * dark NULL without darks or flats (0).  The means are taken at the
+ * first call, when the projections begin; fields added later are
+ * ignored. */
+const float *cone_fields_dark(cone_fields *f);
+const float *cone_fields_flat(cone_fields *f);
 
 /* ------------------------------------------------------ worker_cone.c ---- */
 
