@@ -5,7 +5,7 @@
  * classified as full, half fan or short scan; Parker's weights of a ray
  * and its conjugates add up to 1 everywhere in the scan; Wang's half-fan
  * weights of u and -u add up to 1 across the band both sides see; names
- * parse and print.
+ * parse and print; the memory a plan would hold is estimated.
  */
 #include "config.h"
 
@@ -208,6 +208,40 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* What a plan would hold: at least its volume and slots, the CPU's on the
+ * host, the GPU's on the device; an invalid geometry says why. */
+START_TEST(test_bytes)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    size_t host = 0, device = 1;
+    rtomo_error err;
+    const size_t volume = 64 * 64 * 64 * sizeof(float);
+    const size_t slots = 33 * 80 * 64 * sizeof(float);
+    ck_assert_int_eq(rtomo_cone_bytes(&g, RTOMO_BACKEND_CPU, &host, &device,
+                                      &err), RTOMO_OK);
+    ck_assert_uint_ge(host, volume + slots);
+    ck_assert_uint_le(host, 2 * (volume + slots));
+    ck_assert_uint_eq(device, 0);
+    ck_assert_int_eq(rtomo_cone_bytes(&g, RTOMO_BACKEND_CUDA, &host, &device,
+                                      &err), RTOMO_OK);
+    ck_assert_uint_ge(device, volume + slots);
+    ck_assert_uint_le(device, 3 * (volume + slots));
+    /* a ROI holds less */
+    g.roi_z = 32;
+    size_t roi_device = 0;
+    ck_assert_int_eq(rtomo_cone_bytes(&g, RTOMO_BACKEND_CUDA, NULL,
+                                      &roi_device, &err), RTOMO_OK);
+    ck_assert_uint_lt(roi_device, device);
+    g.sdd = 100.0;
+    ck_assert_int_eq(rtomo_cone_bytes(&g, RTOMO_BACKEND_CPU, &host, NULL,
+                                      &err), RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "is not beyond sad"));
+    g = cone_test_geometry();
+    ck_assert_int_eq(rtomo_cone_bytes(&g, RTOMO_BACKEND_AUTO, &host, NULL,
+                                      &err), RTOMO_E_INVALID);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cone_geometry");
@@ -217,6 +251,7 @@ int main(void)
     tcase_add_test(tc, test_parker_sums);
     tcase_add_test(tc, test_half_fan_sums);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_bytes);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }

@@ -13,6 +13,7 @@
 
 #include "cone_internal.h"
 #include "engine_internal.h"
+#include "fbp_filter_design.h"
 
 const char *rtomo_cone_kernel_name(rtomo_cone_kernel k)
 {
@@ -281,4 +282,59 @@ rtomo_status rtomo_cone_reconstruct(rtomo_cone *c, const float *projections,
                                                               c->frame_len,
                                        err);
     return st == RTOMO_OK ? rtomo_cone_read(c, volume, err) : st;
+}
+
+/* ----------------------------------------------------- memory needed ---- */
+
+/* Bytes of one FFT buffer set per worker or device: the padded rows and
+ * their spectra. */
+static size_t filter_bytes(const rtomo_cone *c)
+{
+    const size_t n = (size_t)c->filter_length, rows = (size_t)c->geom.det_v;
+    return sizeof(float) * rows * n + 2 * sizeof(float) * rows * (n / 2 + 1);
+}
+
+rtomo_status rtomo_cone_bytes(const rtomo_cone_geometry *g,
+                              rtomo_backend backend, size_t *host,
+                              size_t *device, rtomo_error *err)
+{
+    rtomo_clear_error(err);
+    if (backend != RTOMO_BACKEND_CPU && backend != RTOMO_BACKEND_CUDA)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "rtomo_cone_bytes: the CPU or CUDA backend, "
+                               "not %s", rtomo_backend_name(backend));
+    rtomo_cone *c = calloc(1, sizeof *c);
+    if (!c)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    c->chunk = CONE_CHUNK;
+    rtomo_status st = cone_geometry_setup(c, g, err);
+    if (st == RTOMO_OK)
+        st = rtomo_fbp_filter_design(c->filt_u, c->geom.window,
+                                     c->geom.cutoff, 1.0, NULL, 0,
+                                     &c->filter_length, err);
+    if (st == RTOMO_OK) {
+        const size_t slots = sizeof(float) * c->filt_len *
+                             (size_t)(c->chunk + 1);
+        const size_t volume = sizeof(float) * c->volume_len;
+        const size_t tables = sizeof(float) * (2 * c->frame_len +
+                              (size_t)c->filter_length + (size_t)g->det_u);
+        size_t h = tables, d = 0;
+        if (backend == RTOMO_BACKEND_CPU) {
+            /* Per core: a complex FFT row and the back-projector's
+             * scratch, counted for 64 cores. */
+            h += volume + slots +
+                 64 * (8 * (size_t)c->filter_length + 12 * (size_t)c->bp.nx);
+        } else {
+            /* The slots again as texture layers; the FFT buffers twice
+             * (cuFFT's work area is about their size). */
+            d = volume + slots + sizeof(float) * c->filt_len *
+                (size_t)c->chunk + tables + 2 * filter_bytes(c);
+        }
+        if (host)
+            *host = h;
+        if (device)
+            *device = d;
+    }
+    rtomo_cone_destroy(c);
+    return st;
 }

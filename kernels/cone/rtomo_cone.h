@@ -114,6 +114,15 @@ rtomo_status rtomo_cone_kernel_parse(const char *name, rtomo_cone_kernel *out);
 
 typedef struct rtomo_cone rtomo_cone;
 
+/* Memory a plan of g on `backend` (CPU or CUDA) holds, without making
+ * one, for admission against budgets: *host and *device (either may be
+ * NULL) in bytes, an upper estimate (cuFFT's work area estimated as the
+ * size of its buffers).  RTOMO_E_INVALID for an invalid geometry (the
+ * reason as rtomo_cone_geometry_validate gives it). */
+rtomo_status rtomo_cone_bytes(const rtomo_cone_geometry *g,
+                              rtomo_backend backend, size_t *host,
+                              size_t *device, rtomo_error *err);
+
 /* A plan holding the ROI volume (zero) where the backend computes (device
  * memory on CUDA).  kernel: the CUDA back-projector (ignored by the CPU).
  * NULL and *err on failure. */
