@@ -8,9 +8,10 @@
  * CUDA_SF_ZBLOCK voxels of it, accumulated in registers over every
  * projection (the paper's z column per thread).  Per projection the
  * column's transaxial footprint (cone_sf_column_at: four corners, the
- * amplitude, the magnification) is computed once for the thread's voxels;
- * each voxel then sums F2(t) F1(s) over its 2 or 3 rows and the
- * footprint's cells.
+ * amplitude, the magnification) and its cells' weights F1 (in registers,
+ * up to SF_CELLS cells) are computed once for the thread's voxels; each
+ * voxel then sums F2(t) F1(s) over its 2 or 3 rows and the footprint's
+ * cells.
  *
  * A (project) scatters: one thread per column and z block; it gathers its
  * voxels' contributions per detector row first (C[t] = sum_z F2_z(t)
@@ -28,6 +29,41 @@
 #define SF_BLOCK_X 32
 #define SF_BLOCK_Y 4
 #define VEC_THREADS 256
+/* Cells of a footprint whose weights F1 a thread keeps in registers, once
+ * per column and projection (wider footprints, of voxels much larger than
+ * the detector's pixels, compute them where they are used). */
+#define SF_CELLS 8
+
+/* F1 of cells s0 .. s0 + SF_CELLS - 1 (0 beyond s1) into f; 1 when the
+ * footprint fits, else 0 (and f is not used). */
+__device__ __forceinline__ int sf_weights(const cone_sf_column *c, int s0,
+                                          int s1, float f[SF_CELLS])
+{
+    const int fits = s1 - s0 < SF_CELLS;
+#pragma unroll
+    for (int q = 0; q < SF_CELLS; q++)
+        f[q] = fits && s0 + q <= s1 ? cone_sf_f1(c, s0 + q) : 0.0f;
+    return fits;
+}
+
+/* sum_s F1(s) row[s] over the footprint. */
+__device__ __forceinline__ float sf_row_sum(const cone_sf_column *c, int s0,
+                                            int s1, int fits,
+                                            const float f[SF_CELLS],
+                                            const float *row)
+{
+    float r = 0.0f;
+    if (fits) {
+#pragma unroll
+        for (int q = 0; q < SF_CELLS; q++)
+            if (s0 + q <= s1)
+                r += f[q] * __ldg(row + s0 + q);
+    } else {
+        for (int s = s0; s <= s1; s++)
+            r += cone_sf_f1(c, s) * __ldg(row + s);
+    }
+    return r;
+}
 
 /* Cells s0..s1 of the footprint on the detector; 0 when none. */
 __device__ __forceinline__ int sf_cells(const cone_bp_const *k,
@@ -77,6 +113,8 @@ cone_sf_backproject_kernel(const cone_bp_const k, int n_proj,
         int s0, s1;
         if (!sf_cells(&k, &c, &s0, &s1))
             continue;
+        float f[SF_CELLS];
+        const int fits = sf_weights(&c, s0, s1, f);
         const float *q = proj + (size_t)p * frame_len;
 #pragma unroll
         for (int m = 0; m < CUDA_SF_ZBLOCK; m++) {
@@ -86,13 +124,9 @@ cone_sf_backproject_kernel(const cone_bp_const k, int n_proj,
             int ta, tb;
             sf_voxel_rows(&k, &c, z0 + m, &lo, &hi, &ta, &tb);
             float b = 0.0f;
-            for (int t = ta; t <= tb; t++) {
-                const float *row = q + (size_t)t * k.det_u;
-                float r = 0.0f;
-                for (int s = s0; s <= s1; s++)
-                    r += cone_sf_f1(&c, s) * __ldg(row + s);
-                b += cone_sf_f2(lo, hi, t) * r;
-            }
+            for (int t = ta; t <= tb; t++)
+                b += cone_sf_f2(lo, hi, t) *
+                     sf_row_sum(&c, s0, s1, fits, f, q + (size_t)t * k.det_u);
             acc[m] += c.amp * b;
         }
     }
@@ -104,12 +138,21 @@ cone_sf_backproject_kernel(const cone_bp_const k, int n_proj,
             out[(size_t)m * plane] = acc[m];
 }
 
-/* Add amp F1(s) value into the cells of row t. */
+/* Add F1(s) value into the cells of a row. */
 __device__ __forceinline__ void sf_spread(const cone_sf_column *c, int s0,
-                                          int s1, float value, float *row)
+                                          int s1, int fits,
+                                          const float f[SF_CELLS],
+                                          float value, float *row)
 {
-    for (int s = s0; s <= s1; s++)
-        atomicAdd(row + s, cone_sf_f1(c, s) * value);
+    if (fits) {
+#pragma unroll
+        for (int q = 0; q < SF_CELLS; q++)
+            if (s0 + q <= s1)
+                atomicAdd(row + s0 + q, f[q] * value);
+    } else {
+        for (int s = s0; s <= s1; s++)
+            atomicAdd(row + s, cone_sf_f1(c, s) * value);
+    }
 }
 
 __global__ void __launch_bounds__(SF_BLOCK_X * SF_BLOCK_Y)
@@ -127,6 +170,8 @@ cone_sf_project_kernel(const cone_bp_const k, int p, float cos_b, float sin_b,
     int s0, s1;
     if (!sf_cells(&k, &c, &s0, &s1))
         return;
+    float f1w[SF_CELLS];
+    const int fits = sf_weights(&c, s0, s1, f1w);
     const int z_end = z0 + CUDA_SF_ZBLOCK < k.nz ? z0 + CUDA_SF_ZBLOCK : k.nz;
     /* The block's rows: from its first voxel's first to its last's last. */
     float lo, hi;
@@ -152,7 +197,7 @@ cone_sf_project_kernel(const cone_bp_const k, int p, float cos_b, float sin_b,
             if (gather)
                 rows[t - t_first] += w;
             else
-                sf_spread(&c, s0, s1, c.amp * w,
+                sf_spread(&c, s0, s1, fits, f1w, c.amp * w,
                           proj + (size_t)t * k.det_u);
         }
     }
@@ -161,7 +206,7 @@ cone_sf_project_kernel(const cone_bp_const k, int p, float cos_b, float sin_b,
     for (int t = t_first; t <= t_last; t++) {
         const float v = c.amp * rows[t - t_first];
         if (v != 0.0f)
-            sf_spread(&c, s0, s1, v, proj + (size_t)t * k.det_u);
+            sf_spread(&c, s0, s1, fits, f1w, v, proj + (size_t)t * k.det_u);
     }
 }
 
