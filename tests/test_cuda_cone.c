@@ -13,6 +13,8 @@
  *     volume (PHANTOM_ALU_BOUND, PHANTOM_TEXTURE_BOUND) and against the
  *     truth in the central slice (the CPU test's bound, 0.035);
  *   - streamed in random order equals the whole scan within 1e-6;
+ *   - the volume dealt in slabs (several devices, or one split by
+ *     RTOMO_CUDA_CONE_SPLIT) equals one slab's, read across the borders;
  *   - the autotuned kernel is one of the two; GU/s of both kernels
  *     printed (RTOMO_CONE_BENCH="volume,projections,detector", default
  *     256,256,256; the issue's figure is 1024,1024,1024);
@@ -493,6 +495,50 @@ START_TEST(test_pair_speed)
 }
 END_TEST
 
+/* The ROI's slices dealt to 3 slabs on one GPU (the test hook
+ * RTOMO_CUDA_CONE_SPLIT, as several GPUs would hold them): the same volume
+ * as one slab (the ALU kernel; slab origins round a little differently:
+ * SPLIT_BOUND), and slices read across the slabs' borders. */
+#define SPLIT_BOUND 1e-5
+
+START_TEST(test_split)
+{
+    uint64_t seed = test_seed(0xc0c8, 0);
+    rtomo_cone_geometry g = case_geometry(3);
+    const size_t frame = (size_t)g.det_u * g.det_v;
+    float *proj = random_frames(&seed, frame * g.n_proj);
+    rtomo_cone *one = cone_test_create(&g, RTOMO_BACKEND_CUDA,
+                                       RTOMO_CONE_KERNEL_ALU);
+    float *a = cone_test_fdk(one, proj);
+    setenv("RTOMO_CUDA_CONE_SPLIT", "3", 1);
+    rtomo_cone *three = cone_test_create(&g, RTOMO_BACKEND_CUDA,
+                                         RTOMO_CONE_KERNEL_ALU);
+    unsetenv("RTOMO_CUDA_CONE_SPLIT");
+    float *b = cone_test_fdk(three, proj);
+    const size_t nv = rtomo_cone_volume_size(one);
+    double e = test_rel_l2(b, a, nv);
+    fprintf(stderr, "3 slabs vs 1: relative L2 %.2e (bound %.0e)\n", e,
+            SPLIT_BOUND);
+    ck_assert_double_le(e, SPLIT_BOUND);
+    /* slices 10..39 of 44 span the three slabs' borders (15, 30) */
+    const rtomo_cone_geometry *n = rtomo_cone_geometry_of(three);
+    const size_t plane = (size_t)n->roi_nx * n->roi_ny;
+    float *part = malloc(sizeof(float) * plane * 30);
+    ck_assert_ptr_nonnull(part);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_cone_read_slices(three, 10, 30, part, &err),
+                     RTOMO_OK);
+    ck_assert_double_eq(test_max_abs_diff(part, b + 10 * plane, 30 * plane),
+                        0.0);
+    free(part);
+    free(a);
+    free(b);
+    free(proj);
+    rtomo_cone_destroy(one);
+    rtomo_cone_destroy(three);
+}
+END_TEST
+
 static double now(void)
 {
     struct timespec t;
@@ -569,6 +615,7 @@ int main(void)
     tcase_add_loop_test(tc, test_backproject, 0, N_CASES);
     tcase_add_test(tc, test_phantom);
     tcase_add_test(tc, test_stream);
+    tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_speed);
     tcase_add_loop_test(tc, test_pair_adjoint, 0, CONE_TEST_PAIR_CASES);
     tcase_add_loop_test(tc, test_pair_vs_cpu, 0, CONE_TEST_PAIR_CASES);

@@ -71,7 +71,7 @@ cone_bp_kernel(const cone_bp_const k, const cuda_cone_views views,
             out[(size_t)m * plane] += acc[m];
 }
 
-rtomo_status cuda_cone_bp_create(const rtomo_cone *c, cuda_cone *s,
+rtomo_status cuda_cone_bp_create(const rtomo_cone *c, cuda_cone_dev *s,
                                  rtomo_error *err)
 {
     const cudaChannelFormatDesc desc = cudaCreateChannelDesc<float>();
@@ -96,7 +96,7 @@ rtomo_status cuda_cone_bp_create(const rtomo_cone *c, cuda_cone *s,
     return RTOMO_OK;
 }
 
-void cuda_cone_bp_destroy(cuda_cone *s)
+void cuda_cone_bp_destroy(cuda_cone_dev *s)
 {
     if (s->tex)
         (void)cudaDestroyTextureObject(s->tex);
@@ -107,7 +107,7 @@ void cuda_cone_bp_destroy(cuda_cone *s)
 }
 
 /* Slots 0..n-1 into the texture's layers. */
-static rtomo_status copy_layers(const rtomo_cone *c, cuda_cone *s, int n,
+static rtomo_status copy_layers(const rtomo_cone *c, cuda_cone_dev *s, int n,
                                 rtomo_error *err)
 {
     cudaMemcpy3DParms p;
@@ -121,14 +121,14 @@ static rtomo_status copy_layers(const rtomo_cone *c, cuda_cone *s, int n,
     return RTOMO_OK;
 }
 
-rtomo_status cuda_cone_bp_launch(const rtomo_cone *c, cuda_cone *s,
+rtomo_status cuda_cone_bp_launch(const rtomo_cone *c, cuda_cone_dev *s,
                                  rtomo_cone_kernel kernel,
                                  const cuda_cone_views *views, int z_first,
                                  int z_count, rtomo_error *err)
 {
     if (views->n < 1 || z_count < 1)
         return RTOMO_OK;
-    const cone_bp_const k = c->bp;
+    const cone_bp_const k = s->k;
     const dim3 block(BP_BLOCK_X, BP_BLOCK_Y);
     const dim3 grid((k.nx + BP_BLOCK_X - 1) / BP_BLOCK_X,
                     (k.ny + BP_BLOCK_Y - 1) / BP_BLOCK_Y,
@@ -192,7 +192,7 @@ static void tuned_store(const tuned *t)
 
 /* Best of 3 timed runs (after one warm-up) of `kernel` on a full chunk of
  * the zeroed slots into the volume: zeros add nothing to it. */
-static rtomo_status time_kernel(const rtomo_cone *c, cuda_cone *s,
+static rtomo_status time_kernel(const rtomo_cone *c, cuda_cone_dev *s,
                                 rtomo_cone_kernel kernel, float *best_ms,
                                 rtomo_error *err)
 {
@@ -202,7 +202,7 @@ static rtomo_status time_kernel(const rtomo_cone *c, cuda_cone *s,
         views.cos_b[p] = c->cos_beta[p % c->geom.n_proj];
         views.sin_b[p] = c->sin_beta[p % c->geom.n_proj];
     }
-    const int z_count = c->bp.nz < TUNE_SLICES ? c->bp.nz : TUNE_SLICES;
+    const int z_count = s->k.nz < TUNE_SLICES ? s->k.nz : TUNE_SLICES;
     cudaEvent_t start, stop;
     RTOMO_CUDA_TRY(err, cudaEventCreate(&start));
     cudaError_t rc = cudaEventCreate(&stop);
@@ -235,11 +235,11 @@ static rtomo_status time_kernel(const rtomo_cone *c, cuda_cone *s,
     return st;
 }
 
-rtomo_status cuda_cone_autotune(rtomo_cone *c, cuda_cone *s, rtomo_error *err)
+rtomo_status cuda_cone_autotune(rtomo_cone *c, cuda_cone_dev *s, rtomo_error *err)
 {
     if (c->kernel != RTOMO_CONE_KERNEL_AUTO)
         return RTOMO_OK;
-    tuned key = {s->device, c->bp.nx, c->bp.ny, c->bp.nz, c->filt_u,
+    tuned key = {s->device, s->k.nx, s->k.ny, s->k.nz, c->filt_u,
                  c->geom.det_v, RTOMO_CONE_KERNEL_AUTO};
     if (tuned_find(&key, &c->kernel))
         return RTOMO_OK;

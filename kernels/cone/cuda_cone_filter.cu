@@ -54,7 +54,7 @@ __global__ void cone_crop_kernel(const float *padded, int length, int width,
     out[(size_t)j * width + i] = padded[(size_t)j * length + i];
 }
 
-void cuda_cone_filter_destroy(cuda_cone *s)
+void cuda_cone_filter_destroy(cuda_cone_dev *s)
 {
     /* Teardown: nothing to report failures to. */
     if (s->have_r2c)
@@ -72,7 +72,7 @@ void cuda_cone_filter_destroy(cuda_cone *s)
     s->spectrum = NULL;
 }
 
-static rtomo_status allocate(const rtomo_cone *c, cuda_cone *s,
+static rtomo_status allocate(const rtomo_cone *c, cuda_cone_dev *s,
                              rtomo_error *err)
 {
     const size_t rows = (size_t)c->geom.det_v;
@@ -101,7 +101,7 @@ static rtomo_status allocate(const rtomo_cone *c, cuda_cone *s,
     return RTOMO_OK;
 }
 
-rtomo_status cuda_cone_filter_create(const rtomo_cone *c, cuda_cone *s,
+rtomo_status cuda_cone_filter_create(const rtomo_cone *c, cuda_cone_dev *s,
                                      rtomo_error *err)
 {
     rtomo_status st = allocate(c, s, err);
@@ -120,7 +120,7 @@ rtomo_status cuda_cone_filter_create(const rtomo_cone *c, cuda_cone *s,
     return RTOMO_OK;
 }
 
-rtomo_status cuda_cone_filter_run(const rtomo_cone *c, cuda_cone *s,
+rtomo_status cuda_cone_filter_run(const rtomo_cone *c, cuda_cone_dev *s,
                                   int slot, rtomo_error *err)
 {
     const int n = c->filter_length, bins = n / 2 + 1;

@@ -117,15 +117,18 @@ typedef struct rtomo_cone rtomo_cone;
 /* Memory a plan of g on `backend` (CPU or CUDA) holds, without making
  * one, for admission against budgets: *host and *device (either may be
  * NULL) in bytes, an upper estimate (cuFFT's work area estimated as the
- * size of its buffers).  RTOMO_E_INVALID for an invalid geometry (the
+ * size of its buffers); *device for one GPU holding the whole ROI (with
+ * n GPUs each holds 1/n of the volume and all of the rest).  RTOMO_E_INVALID for an invalid geometry (the
  * reason as rtomo_cone_geometry_validate gives it). */
 rtomo_status rtomo_cone_bytes(const rtomo_cone_geometry *g,
                               rtomo_backend backend, size_t *host,
                               size_t *device, rtomo_error *err);
 
-/* A plan holding the ROI volume (zero) where the backend computes (device
- * memory on CUDA).  kernel: the CUDA back-projector (ignored by the CPU).
- * NULL and *err on failure. */
+/* A plan holding the ROI volume (zero) where the backend computes.  On
+ * CUDA the ROI's slices are dealt in slabs over opt's devices (all
+ * visible ones when opt->n_devices is 0), each device filtering every
+ * projection and back-projecting into its own slab.  kernel: the CUDA
+ * back-projector (ignored by the CPU).  NULL and *err on failure. */
 rtomo_cone *rtomo_cone_create(const rtomo_cone_geometry *g,
                               const rtomo_engine_options *opt,
                               rtomo_cone_kernel kernel, rtomo_error *err);
