@@ -80,8 +80,6 @@ void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
  * its slices are read out into while they are published. */
 void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
                              size_t out_bytes, size_t *host, size_t *device);
-/* Voxels of g's ROI. */
-size_t rtomod_budget_cone_volume(const rtomo_cone_geometry *g);
 
 /* Take the claim when it fits beside everything claimed so far, less
  * `leaving` (memory claimed by scans whose plans will be closed before
