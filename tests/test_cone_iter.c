@@ -204,6 +204,17 @@ START_TEST(test_refused)
     float dummy[4];
     ck_assert_int_eq(rtomo_iter_project(it, dummy, 2, dummy, &err),
                      RTOMO_E_INVALID);
+    /* The parallel-beam ray-driven baseline has no cone form: refused,
+     * not called through an empty slot. */
+    size_t vol = (size_t)g.nx * (size_t)g.ny * (size_t)g.nz;
+    float *img = calloc(vol, sizeof(float));
+    float *sino = calloc((size_t)g.n_proj * (size_t)g.det_u * (size_t)g.det_v,
+                         sizeof(float));
+    ck_assert_int_eq(rtomo_iter_project_ray(it, img, 1, sino, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "parallel beam only"));
+    free(img);
+    free(sino);
     rtomo_iter_destroy(it);
 }
 END_TEST

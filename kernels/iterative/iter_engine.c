@@ -251,6 +251,10 @@ rtomo_status rtomo_iter_project_ray(rtomo_iter *it, const float *images,
 {
     rtomo_clear_error(err);
     rtomo_status st = check_batch(it, images, n, sinograms, err);
+    if (st == RTOMO_OK && !it->ops->ray_project)
+        st = rtomo_set_error(err, RTOMO_E_INVALID, "the ray-driven baseline "
+                             "projector is parallel beam only (this plan's "
+                             "backend is %s)", it->ops->name);
     return st != RTOMO_OK ? st : host_apply(it, OP_RAY, images, n, sinograms,
                                             err);
 }
