@@ -4,7 +4,7 @@
  * (rtomo_cone_bytes: the resident volume of its z-slab of the ROI, its
  * chunk of filtered projections, the filter's working set), the dark and
  * flat fields the worker averages, and the buffers its slices are read
- * out into and published from.
+ * out into and published from; and what an iterative solve adds.
  */
 #include "config.h"
 
@@ -41,4 +41,24 @@ void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
     const size_t fields = mul(frame, 2 * sizeof(double) + 2 * sizeof(float));
     *host = add(add(plan_host, fields), out_bytes);
     *device = on_gpu ? plan_device : 0;
+}
+
+void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
+                             size_t *host, size_t *device)
+{
+    const size_t f = sizeof(float);
+    const size_t sino = mul(mul(mul((size_t)g->det_u, (size_t)g->det_v),
+                                (size_t)g->n_proj), f);
+    const size_t nx = (size_t)(g->roi_nx ? g->roi_nx : g->nx - g->roi_x);
+    const size_t ny = (size_t)(g->roi_ny ? g->roi_ny : g->ny - g->roi_y);
+    const size_t nz = (size_t)(g->roi_nz ? g->roi_nz : g->nz - g->roi_z);
+    const size_t volume = mul(mul(mul(nx, ny), nz), f);
+    /* The solvers (kernels/iterative): CGLS's residual and direction in
+     * both spaces, SIRT's row and column weights and its update, at most
+     * 3 sinograms and 4 volumes; beside the daemon's line integrals, the
+     * solve's volume and an iterate being published. */
+    const size_t solver = add(mul(sino, 3), mul(volume, 4));
+    const size_t daemon = add(sino, mul(volume, 2));
+    *host = on_gpu ? daemon : add(daemon, solver);
+    *device = on_gpu ? solver : 0;
 }

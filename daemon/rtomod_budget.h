@@ -80,6 +80,11 @@ void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
  * its slices are read out into while they are published. */
 void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
                              size_t out_bytes, size_t *host, size_t *device);
+/* What a cone-beam solve adds (worker_cone_iter.c): every projection's
+ * line integrals, the solve's volume and the solver's vectors and
+ * weights (on the GPU when on_gpu). */
+void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
+                             size_t *host, size_t *device);
 
 /* Take the claim when it fits beside everything claimed so far, less
  * `leaving` (memory claimed by scans whose plans will be closed before

@@ -124,6 +124,8 @@ typedef struct rtomod_cone_begin_job {
     int set_first;              /* index of the slab's first slice among
                                    the scan's published slices */
     int set_count;              /* slices of the whole scan */
+    rtomo_method_settings method;   /* sirt / cgls: solved after FDK
+                                   (worker_cone_iter.c; one slab) */
 } rtomod_cone_begin_job;
 
 typedef struct rtomod_job {

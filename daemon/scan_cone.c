@@ -18,6 +18,11 @@
  * The end queues a finishing CLOSE on each slab's worker: it back-projects
  * the last chunk, reads the slab and publishes its z-slices on topic
  * "slice", numbered over the whole ROI; scan_complete follows the last.
+ *
+ * reconstruction.method "sirt" or "cgls" solves the volume after its FDK
+ * with the separable-footprint pair (worker_cone_iter.c).  The pair
+ * projects the whole ROI at once, so such a scan is one slab on one
+ * worker, which keeps every projection's line integrals.
  */
 #include "config.h"
 
@@ -38,6 +43,7 @@ struct rtomod_cone_scan {
                                        angles point into spec */
     rtomod_seen projections, darks, flats;
     int projections_started;
+    rtomo_method_settings method;   /* composed: fbp (FDK) or a solve */
     int n_slabs;                    /* workers 0 .. n_slabs - 1 */
     int slab_first[RTOMO_MAX_DEVICES];  /* z within the ROI */
     int slab_count[RTOMO_MAX_DEVICES];
@@ -78,6 +84,31 @@ static void compose_geometry(const rtomod_config *cfg,
     }
 }
 
+/* The method: the scan's own; FDK ("fbp") when it names none (the
+ * daemon's configured method is for parallel beams: a solve of a whole
+ * volume is asked for, not a default).  The iterative options the scan
+ * left out come from the configuration. */
+static void compose_method(const rtomod_config *cfg,
+                           const rtomo_scan_spec *spec,
+                           rtomo_method_settings *m)
+{
+    const rtomo_method_settings *dflt = &cfg->reconstruction.method;
+    const unsigned has = spec->given;
+    *m = spec->method;
+    if (!(has & RTOMO_SPEC_HAS_METHOD))
+        m->method = RTOMO_METHOD_FBP;
+    if (!(has & RTOMO_SPEC_HAS_ITERATIONS))
+        m->iterations = dflt->iterations;
+    if (!(has & RTOMO_SPEC_HAS_PUBLISH_EVERY))
+        m->publish_every = dflt->publish_every;
+    if (!(has & RTOMO_SPEC_HAS_TOLERANCE))
+        m->tolerance = dflt->tolerance;
+    if (!(has & RTOMO_SPEC_HAS_WARM_START))
+        m->warm_start = dflt->warm_start;
+    if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
+        m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
+}
+
 /* Slab w of n: the geometry whose ROI is its z range. */
 static rtomo_cone_geometry slab_geometry(const rtomod_cone_scan *c, int w)
 {
@@ -93,6 +124,8 @@ static void split_slabs(rtomod *d, rtomod_cone_scan *c)
 {
     int nz = c->geometry.roi_nz;
     int n = d->pool.n < nz ? d->pool.n : nz;
+    if (c->method.method != RTOMO_METHOD_FBP)
+        n = 1;                  /* the solve projects the whole ROI */
     for (;;) {
         c->n_slabs = n;
         int ok = 1;
@@ -128,6 +161,12 @@ static void estimate(const rtomod *d, const rtomod_cone_scan *c,
                      (size_t)unit * (size_t)buffers;
         size_t host, device;
         rtomod_budget_cone_part(&g, d->n_gpus > 0, out, &host, &device);
+        if (c->method.method != RTOMO_METHOD_FBP) {
+            size_t ih, id;
+            rtomod_budget_cone_iter(&g, d->n_gpus > 0, &ih, &id);
+            host = host > SIZE_MAX - ih ? SIZE_MAX : host + ih;
+            device = device > SIZE_MAX - id ? SIZE_MAX : device + id;
+        }
         claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
                                                     : claim->host + host;
         claim->device[w] = device;
@@ -147,6 +186,7 @@ static rtomod_job *begin_job(const rtomod_scan *scan,
     b->kernel = RTOMO_CONE_KERNEL_AUTO;
     b->set_first = c->slab_first[w];
     b->set_count = c->geometry.roi_nz;
+    b->method = c->method;
     if (c->geometry.angles) {
         size_t bytes = sizeof(double) * (size_t)c->geometry.n_proj;
         double *angles = malloc(bytes);
@@ -210,10 +250,19 @@ static void note_start(rtomod *d, rtomod_scan *scan)
              g->roi_nz, g->voxel, g->n_proj);
     if (c->n_slabs > 1)
         note(scan, ", in z-slabs on several workers");
-    if (d->cfg.reconstruction.method.method != RTOMO_METHOD_FBP &&
-        !(c->spec->given & RTOMO_SPEC_HAS_METHOD))
+    const rtomo_method_settings *m = &c->method;
+    if (m->method != RTOMO_METHOD_FBP) {
+        char text[160];
+        snprintf(text, sizeof text, "; method: %s after fdk, %d iterations"
+                 "%s%s, published %s", rtomo_method_name(m->method),
+                 m->iterations, m->tolerance > 0 ? " at most" : "",
+                 m->warm_start ? " from the fdk volume" : " from zero",
+                 m->publish_every > 0 ? "progressively" : "at the end");
+        note(scan, text);
+    } else if (d->cfg.reconstruction.method.method != RTOMO_METHOD_FBP) {
         note(scan, "; method: fdk (the configured iterative method is for "
-                   "parallel beams)");
+                   "parallel beams; a cone-beam scan asks for its own)");
+    }
     if (d->output)
         note(scan, "; no HDF5 file (cone-beam volumes are not written)");
 }
@@ -243,6 +292,7 @@ int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
     }
     rtomod_cone_scan *c = scan->cone;
     c->geometry = g;
+    compose_method(&d->cfg, msg->scan_spec, &c->method);
     split_slabs(d, c);
     char what[160];
     snprintf(what, sizeof what, "a cone-beam scan of %dx%dx%d voxels from %d "
@@ -493,7 +543,14 @@ void rtomod_cone_status(const rtomod_scan *scan, json_t *out)
     json_object_set_new(out, "slabs", json_integer(c->n_slabs));
     json_object_set_new(out, "axis", json_null());
     json_object_set_new(out, "axis_auto", json_false());
-    json_object_set_new(out, "method", json_pack("{s:s}", "name", "fdk"));
+    const rtomo_method_settings *m = &c->method;
+    json_object_set_new(out, "method", m->method == RTOMO_METHOD_FBP
+        ? json_pack("{s:s}", "name", "fdk")
+        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b}", "name",
+                    rtomo_method_name(m->method), "iterations", m->iterations,
+                    "publish_every", m->publish_every, "tolerance",
+                    m->tolerance, "nonnegative", m->nonnegative,
+                    "warm_start", m->warm_start));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", g->roi_nz, "of", g->roi_nz, "mode",
         "streaming"));

@@ -22,13 +22,6 @@
  * statistics are taken while the next batch is read. */
 #define SLICES_PER_UNIT 16
 
-struct cone_plan {
-    rtomo_cone *cone;
-    cone_fields *fields;
-    int set_first, set_count;   /* the slab's place among the slices */
-    long projections;           /* fed to the engine */
-};
-
 void cone_plan_free(plan_state *s)
 {
     struct cone_plan *p = s->cone;
@@ -36,6 +29,7 @@ void cone_plan_free(plan_state *s)
         return;
     rtomo_cone_destroy(p->cone);
     cone_fields_free(p->fields);
+    cone_iter_free(p);
     free(p);
     s->cone = NULL;
 }
@@ -56,7 +50,7 @@ void cone_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
     p->set_count = b->set_count;
     p->fields = cone_fields_new((size_t)b->geometry.det_u *
                                 (size_t)b->geometry.det_v);
-    if (!p->fields)
+    if (!p->fields || cone_iter_begin(p, b) != 0)
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the dark "
                         "and flat fields of a %dx%d detector",
                         b->geometry.det_u, b->geometry.det_v);
@@ -80,9 +74,12 @@ void cone_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
         return;
     }
     rtomo_error err;
-    if (rtomo_cone_add_frame(p->cone, (int)job->index, frame, job->dtype,
-                             cone_fields_dark(p->fields),
-                             cone_fields_flat(p->fields), &err) != RTOMO_OK) {
+    rtomo_status st =
+        p->sino ? cone_iter_frame(p, (int)job->index, frame, job->dtype, &err)
+                : rtomo_cone_add_frame(p->cone, (int)job->index, frame,
+                                       job->dtype, cone_fields_dark(p->fields),
+                                       cone_fields_flat(p->fields), &err);
+    if (st != RTOMO_OK) {
         char what[64];
         snprintf(what, sizeof what, "projection %lld", (long long)job->index);
         engine_failed(w, s, job->serial, what, &err);
@@ -92,8 +89,7 @@ void cone_frame(rtomod_worker *w, plan_state *s, rtomod_job *job)
     p->projections++;
 }
 
-/* The header of slab slice k (z index within the slab). */
-static void slice_header(const plan_state *s, int k, rtomo_image_header *h)
+void cone_slice_header(const plan_state *s, int k, rtomo_image_header *h)
 {
     const struct cone_plan *p = s->cone;
     const rtomo_cone_geometry *g = rtomo_cone_geometry_of(p->cone);
@@ -112,14 +108,15 @@ static void slice_header(const plan_state *s, int k, rtomo_image_header *h)
     h->dtype = RTOMO_DTYPE_F32;
     h->projections = p->projections;
     h->compute_ms = 1e3 * s->set_seconds;
-    /* No "method": the header's names are fbp, sirt and cgls of parallel
-     * beams; a cone-beam slice is FDK's (PROTOCOL.md 3.13). */
+    /* FDK is the cone beam's "fbp" (PROTOCOL.md 3.13). */
+    snprintf(h->method, sizeof h->method, "fbp");
+    h->final = p->method.method == RTOMO_METHOD_FBP;
 }
 
 /* Read the slab's slices k .. k + n - 1 into a pooled buffer and post
  * them.  Returns 0, or -1 when the engine failed (reported). */
 static int publish_batch(rtomod_worker *w, plan_state *s,
-                         const rtomod_job *job, int k, int n)
+                         const rtomod_job *job, int k, int n, int final)
 {
     struct cone_plan *p = s->cone;
     const rtomo_cone_geometry *g = rtomo_cone_geometry_of(p->cone);
@@ -140,7 +137,8 @@ static int publish_batch(rtomod_worker *w, plan_state *s,
     const float *out = (const float *)buf->data;
     for (int i = 0; i < n; i++) {
         rtomo_image_header h;
-        slice_header(s, k + i, &h);
+        cone_slice_header(s, k + i, &h);
+        h.final = final;
         post_image(w, job->serial, -1, job->t_input, &h, buf,
                    out + pixels * (size_t)i, pixels * sizeof(float));
     }
@@ -148,10 +146,30 @@ static int publish_batch(rtomod_worker *w, plan_state *s,
     return 0;
 }
 
-void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
+/* The FDK slab's slices, a unit at a time; -1 when aborted or failed
+ * (a failure reported, its projections dropped). */
+static int publish_fdk(rtomod_worker *w, plan_state *s, const rtomod_job *job,
+                       int final)
 {
     struct cone_plan *p = s->cone;
     const int nz = rtomo_cone_geometry_of(p->cone)->roi_nz;
+    for (int k = 0; k < nz; k += SLICES_PER_UNIT) {
+        if (atomic_load(&w->abort_serial) == job->serial)
+            return -1;          /* the loop discards the rest anyway */
+        int n = nz - k < SLICES_PER_UNIT ? nz - k : SLICES_PER_UNIT;
+        if (publish_batch(w, s, job, k, n, final) != 0) {
+            post_dropped(w, job->serial, p->projections, -1);
+            return -1;
+        }
+        /* Statistics and publication of this batch overlap the next. */
+        flush_results(w);
+    }
+    return 0;
+}
+
+void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
+{
+    struct cone_plan *p = s->cone;
     double t0 = now_seconds();
     rtomo_error err;
     /* The last chunk first, so that the reads below only copy. */
@@ -163,27 +181,23 @@ void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
     }
     double t_flushed = now_seconds();
     s->set_seconds = t_flushed - t0;
-    for (int k = 0; k < nz; k += SLICES_PER_UNIT) {
-        if (atomic_load(&w->abort_serial) == job->serial)
-            return;             /* the loop discards the rest anyway */
-        int n = nz - k < SLICES_PER_UNIT ? nz - k : SLICES_PER_UNIT;
-        if (publish_batch(w, s, job, k, n) != 0) {
-            post_dropped(w, job->serial, p->projections, -1);
-            return;
-        }
-        /* Statistics and publication of this batch overlap the next. */
-        flush_results(w);
+    /* Whether a solve follows decides whether these slices are final. */
+    rtomo_iter *solver = NULL;
+    if (p->method.method != RTOMO_METHOD_FBP &&
+        !(solver = cone_iter_solver(w, p, &err)))
+        post_error(w, job->serial, 0, "iterative_skipped", err.message);
+    if (publish_fdk(w, s, job, !solver) != 0) {
+        rtomo_iter_destroy(solver);
+        return;
     }
     s->t_ready = now_seconds();
     rtomo_cone_stats st;
     rtomo_cone_get_stats(p->cone, &st);
     /* The whole scan's back-projection, most of it done while the frames
      * came: GU/s of the engine's own time. */
+    const int nz = rtomo_cone_geometry_of(p->cone)->roi_nz;
     post_stats(w, job->serial, -1, nz, 0, st.updates,
                st.backproject_seconds);
-    post_set_done(w, job->serial, -1, -1, job->t_input);
-    if (w->outbox_tail)
-        w->outbox_tail->t_ready = s->t_ready;
     log_info("scan %s: cone-beam slab of %d slices from %ld projections; "
              "filter %.3f s, back-projection %.3f s (%.2f GU/s); last chunk "
              "%.3f s, read-out %.3f s", s->scan, nz, p->projections,
@@ -191,4 +205,9 @@ void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
              st.backproject_seconds > 0
                  ? 1e-9 * st.updates / st.backproject_seconds : 0.0,
              t_flushed - t0, s->t_ready - t_flushed);
+    if (solver)
+        cone_iter_solve(w, s, job, solver);
+    post_set_done(w, job->serial, -1, -1, job->t_input);
+    if (w->outbox_tail)
+        w->outbox_tail->t_ready = s->t_ready;
 }

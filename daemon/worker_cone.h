@@ -4,6 +4,9 @@
  *   worker_cone.c   the FDK plan of one z-slab of a scan's volume: frames
  *                   in as they arrive, the slab's slices out at the end
  *   cone_fields.c   the darks and flats it averages
+ *   worker_cone_iter.c  reconstruction.method sirt / cgls: the line
+ *                   integrals kept, and the volume solved with the
+ *                   separable-footprint pair after its FDK
  */
 #ifndef RTOMOD_WORKER_CONE_H
 #define RTOMOD_WORKER_CONE_H
@@ -11,6 +14,20 @@
 #include <stddef.h>
 
 #include "worker_internal.h"
+
+/* The cone-beam state of a plan (plan_state.cone). */
+struct cone_plan {
+    rtomo_cone *cone;           /* FDK of this worker's slab */
+    struct cone_fields *fields;
+    int set_first, set_count;   /* the slab's place among the slices */
+    long projections;           /* fed to the engine */
+    /* reconstruction.method sirt or cgls (worker_cone_iter.c; the slab
+     * is then the whole ROI): every projection's line integrals in its
+     * slot (n_proj x det_v x det_u), and which came. */
+    rtomo_method_settings method;
+    float *sino;
+    unsigned char *received;
+};
 
 /* ------------------------------------------------------ cone_fields.c ---- */
 
@@ -43,5 +60,28 @@ void cone_frame(rtomod_worker *w, plan_state *s, rtomod_job *job);
 void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job);
 /* Release the plan's cone state (plan_close). */
 void cone_plan_free(plan_state *s);
+/* The header of slice k of the plan's slab: FDK's ("fbp", iteration 0;
+ * final unless a solve follows). */
+void cone_slice_header(const plan_state *s, int k, rtomo_image_header *h);
+
+/* ------------------------------------------------- worker_cone_iter.c ---- */
+
+/* Keep what an iterative method needs (nothing for FDK alone); -1 when
+ * out of memory. */
+int cone_iter_begin(struct cone_plan *p, const rtomod_cone_begin_job *b);
+/* Projection `index`: its line integrals into its slot, then to FDK. */
+rtomo_status cone_iter_frame(struct cone_plan *p, int index,
+                             const void *frame, rtomo_dtype dtype,
+                             rtomo_error *err);
+/* The solver of the projections that came (their line integrals moved
+ * together); NULL with *err when there is none to make (the FDK slices
+ * are then the final ones). */
+rtomo_iter *cone_iter_solver(rtomod_worker *w, struct cone_plan *p,
+                             rtomo_error *err);
+/* Solve from the FDK volume (or zero) and publish the iterates and the
+ * final volume's slices; the solver is destroyed. */
+void cone_iter_solve(rtomod_worker *w, plan_state *s, const rtomod_job *job,
+                     rtomo_iter *solver);
+void cone_iter_free(struct cone_plan *p);
 
 #endif /* RTOMOD_WORKER_CONE_H */

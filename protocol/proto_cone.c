@@ -3,7 +3,7 @@
  * PROTOCOL.md 3.13): the "beam" field, the "cone" object (distances,
  * detector pitch and offsets, voxel, volume and ROI), the parallel-beam
  * fields that have no meaning for a cone beam (refused by name rather
- * than ignored), the methods FDK stands for, validation through the cone
+ * than ignored), validation through the cone
  * engine's own validator, the encoder's half, and the engine geometry a
  * spec describes.  proto_scan.c calls in at three points; everything
  * else of a scan_begin (detector, projections, angles, dtype, darks and
@@ -219,21 +219,16 @@ void rtomo_proto_cone_geometry(const rtomo_scan_spec *spec,
 }
 
 /* After the rest of the begin is decoded: a full turn is the default
- * (a cone beam sees each line once per turn, not per half turn), FDK is
- * the only method, and the engine judges the set-up as a whole. */
+ * (a cone beam sees each line once per turn, not per half turn), and the
+ * engine judges the set-up as a whole.  "fbp" is FDK; "sirt" and "cgls"
+ * solve the volume after it (check_method of proto_scan.c has judged
+ * their options). */
 int proto_check_cone(const json_t *root, rtomo_scan_spec *spec,
                      rtomo_reject_info *why)
 {
     rtomo_fbp_geometry *f = &spec->geometry;
     if (!spec->angles && !proto_has_field(root, "angle_step"))
         f->angle_step = 2.0 * M_PI / f->n_proj;
-    if (spec->method.method != RTOMO_METHOD_FBP)
-        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
-                                "field \"reconstruction.method\" = \"%s\": "
-                                "a cone-beam scan is reconstructed with "
-                                "\"fbp\" (FDK); the iterative methods are "
-                                "not offered for cone beams",
-                                rtomo_method_name(spec->method.method));
     rtomo_cone_geometry g;
     rtomo_proto_cone_geometry(spec, &g);
     rtomo_error err;

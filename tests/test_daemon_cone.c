@@ -4,7 +4,7 @@
  * flat-panel camera sees it: uint16 darks, flats and projections with
  * noise, made from the phantom's exact cone-beam line integrals.
  *   - the published z-slices (index/count over the volume, slice = z,
- *     no method fields) equal the CPU cone engine's own FDK of the same
+ *     method "fbp": FDK) equal the CPU cone engine's own FDK of the same
  *     frames, normalised as PROTOCOL.md 3.10 defines, and come near the
  *     phantom in the central slices (TRUTH_BOUND);
  *   - split into z-slabs on two workers, with a ROI and two projections
@@ -14,7 +14,10 @@
  *     reason, a volume beyond the memory budget is over_budget, a
  *     projection's own angle is refused;
  *   - an abort ends the scan with its frames dropped, and the daemon
- *     goes on with the next.
+ *     goes on with the next;
+ *   - "method": "sirt" publishes the FDK slices (not final), an iterate
+ *     and the final volume, equal to the engine's own SIRT of the same
+ *     line integrals from its FDK volume.
  * The engine's tests (test_cone_*) check FDK itself; this one checks the
  * wiring.
  */
@@ -50,10 +53,12 @@
 #define BACKEND_ARGS "--backend", "cuda",
 #define ENGINE_L2 3e-3
 #define ENGINE_MAX INFINITY
+#define SOLVE_L2 1e-2       /* the GPU's pair and vector sums besides */
 #else
 #define BACKEND_ARGS
 #define ENGINE_L2 1e-5
 #define ENGINE_MAX 1e-5     /* of the volume's largest magnitude */
+#define SOLVE_L2 1e-5
 #endif
 
 /* FDK of 120 noisy views against the voxelised phantom, the two central
@@ -81,10 +86,10 @@ static void make_frames(cone_scan *s, uint64_t seed)
 {
     rtomo_cone_geometry g;
     rtomo_proto_cone_geometry(&s->spec, &g);
-    s->frame = (size_t)DET * DET;
+    s->frame = (size_t)g.det_u * (size_t)g.det_v;
     s->darks = malloc(sizeof(uint16_t) * s->frame * (size_t)s->spec.n_darks);
     s->flats = malloc(sizeof(uint16_t) * s->frame * (size_t)s->spec.n_flats);
-    s->proj = malloc(sizeof(uint16_t) * s->frame * N_PROJ);
+    s->proj = malloc(sizeof(uint16_t) * s->frame * (size_t)g.n_proj);
     float *li = malloc(sizeof(float) * s->frame);
     ck_assert(s->darks && s->flats && s->proj && li);
     for (size_t i = 0; i < s->frame * (size_t)s->spec.n_darks; i++)
@@ -92,7 +97,7 @@ static void make_frames(cone_scan *s, uint64_t seed)
     for (size_t i = 0; i < s->frame * (size_t)s->spec.n_flats; i++)
         s->flats[i] = counts(DARK_LEVEL + OPEN_COUNTS + sqrt(OPEN_COUNTS) *
                              rtomo_random_normal(&seed));
-    for (int p = 0; p < N_PROJ; p++) {
+    for (int p = 0; p < g.n_proj; p++) {
         rtomo_cone_project_ellipsoids(&g, s->e, s->n_e, p, li);
         for (size_t i = 0; i < s->frame; i++) {
             double open = OPEN_COUNTS * exp(-li[i]);
@@ -105,17 +110,20 @@ static void make_frames(cone_scan *s, uint64_t seed)
 }
 
 /* A 360-degree scan of a sphere phantom (radius 15 mm): source 200 mm
- * from the axis, detector 400 mm (magnification 2), 2 darks, 3 flats. */
-static void cone_scan_make(cone_scan *s, const char *id, uint64_t seed)
+ * from the axis, detector 400 mm (magnification 2) of det x det pixels
+ * of 1.6 mm, n_proj projections, vol^3 voxels of `voxel` mm, 2 darks, 3
+ * flats. */
+static void cone_scan_make_sized(cone_scan *s, const char *id, uint64_t seed,
+                                 int det, int n_proj, int vol, double voxel)
 {
     memset(s, 0, sizeof *s);
     rtomo_scan_spec *spec = &s->spec;
     rtomo_scan_spec_init(spec);
     snprintf(spec->scan, sizeof spec->scan, "%s", id);
-    spec->geometry.det_width = spec->geometry.det_height = DET;
-    spec->geometry.n_proj = N_PROJ;
+    spec->geometry.det_width = spec->geometry.det_height = det;
+    spec->geometry.n_proj = n_proj;
     spec->geometry.angle_start = 0.3;
-    spec->geometry.angle_step = 2 * M_PI / N_PROJ;
+    spec->geometry.angle_step = 2 * M_PI / n_proj;
     spec->n_darks = 2;
     spec->n_flats = 3;
     spec->given = RTOMO_SPEC_HAS_WINDOW;
@@ -125,11 +133,17 @@ static void cone_scan_make(cone_scan *s, const char *id, uint64_t seed)
     c->source_to_axis = 200.0;
     c->source_to_detector = 400.0;
     c->pitch[0] = c->pitch[1] = 1.6;
-    c->voxel = 0.8;
-    c->volume[0] = c->volume[1] = c->volume[2] = VOL;
+    c->voxel = voxel;
+    c->volume[0] = c->volume[1] = c->volume[2] = vol;
     s->n_e = rtomo_cone_sphere_phantom(15.0, 0.02, s->e,
                                        RTOMO_PHANTOM_MAX_ELLIPSOIDS);
     make_frames(s, seed);
+}
+
+/* The standard scan: 64 x 64 pixels, 120 projections, 48^3 of 0.8 mm. */
+static void cone_scan_make(cone_scan *s, const char *id, uint64_t seed)
+{
+    cone_scan_make_sized(s, id, seed, DET, N_PROJ, VOL, 0.8);
 }
 
 static void cone_scan_free(cone_scan *s)
@@ -151,7 +165,8 @@ static void send_frame(rtomo_client *c, const cone_scan *s,
     f.index = index;
     f.dtype = RTOMO_DTYPE_U16;
     f.ndim = 2;
-    f.shape[0] = f.shape[1] = DET;
+    f.shape[0] = s->spec.geometry.det_height;
+    f.shape[1] = s->spec.geometry.det_width;
     f.angle = angle;
     f.axis_shift = NAN;
     rtomo_error err;
@@ -174,7 +189,7 @@ static void send_scan(rtomo_client *c, const cone_scan *s,
     for (int i = 0; i < s->spec.n_flats; i++)
         send_frame(c, s, RTOMO_MSG_FLAT, i, s->flats + s->frame * (size_t)i,
                    NAN);
-    for (int p = 0; p < N_PROJ; p++)
+    for (int p = 0; p < s->spec.geometry.n_proj; p++)
         if (!skipped || !skipped[p])
             send_frame(c, s, RTOMO_MSG_PROJECTION, p,
                        s->proj + s->frame * (size_t)p, NAN);
@@ -222,7 +237,7 @@ static float *engine_fdk(const cone_scan *s, const unsigned char *skipped,
     float *li = malloc(sizeof(float) * s->frame);
     float *vol = malloc(sizeof(float) * rtomo_cone_volume_size(plan));
     ck_assert(li && vol);
-    for (int p = 0; p < N_PROJ; p++) {
+    for (int p = 0; p < s->spec.geometry.n_proj; p++) {
         if (skipped && skipped[p])
             continue;
         line_integrals(s, p, li);
@@ -241,7 +256,7 @@ static float *engine_fdk(const cone_scan *s, const unsigned char *skipped,
  * volume's largest magnitude and ENGINE_L2 relative L2. */
 static void check_slices(daemon_inbox *in, const char *id,
                          const rtomo_cone_geometry *g, const float *ref,
-                         long projections)
+                         long projections, int final)
 {
     const int nz = g->roi_nz;
     const size_t pixels = (size_t)g->roi_nx * (size_t)g->roi_ny;
@@ -262,7 +277,9 @@ static void check_slices(daemon_inbox *in, const char *id,
         ck_assert_int_eq(h->roi[0], g->roi_x);
         ck_assert_int_eq(h->roi[1], g->roi_y);
         ck_assert_int_eq(h->projections, projections);
-        ck_assert_str_eq(h->method, "");
+        ck_assert_str_eq(h->method, "fbp");
+        ck_assert_int_eq(h->iteration, 0);
+        ck_assert_int_eq(h->final, final);
         ck_assert_uint_eq(im->size, pixels * sizeof(float));
         daemon_assert_image_stats(im, 1e-5);
         const float *a = im->data, *b = ref + pixels * (size_t)k;
@@ -353,7 +370,7 @@ START_TEST(fdk_through_the_daemon)
     ck_assert_str_eq(ev->reason, "streaming");
     rtomo_cone_geometry g;
     float *ref = engine_fdk(&s, NULL, &g);
-    check_slices(&t.in, "cone", &g, ref, N_PROJ);
+    check_slices(&t.in, "cone", &g, ref, N_PROJ, 1);
     double e = truth_error(&s, &t.in, "cone");
     printf("central slices against the phantom: relative L2 %.4f (bound "
            "%.2f)\n", e, TRUTH_BOUND);
@@ -393,7 +410,7 @@ START_TEST(slabs_roi_and_missing)
     ck_assert_msg(strstr(ev->message, "2 of 120"), "%s", ev->message);
     rtomo_cone_geometry g;
     float *ref = engine_fdk(&s, skipped, &g);
-    check_slices(&t.in, "slabs", &g, ref, N_PROJ - 2);
+    check_slices(&t.in, "slabs", &g, ref, N_PROJ - 2, 1);
     ev = daemon_find_event(&t.in, "scan_started", NULL, "slabs");
     ck_assert_msg(ev && strstr(ev->message, "z-slabs"), "%s",
                   ev ? ev->message : "no scan_started");
@@ -403,6 +420,96 @@ START_TEST(slabs_roi_and_missing)
     ck_assert_int_eq(outcome_int(o, "missing"), 2);
     json_decref(o);
     free(ref);
+    cone_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
+/* The image of scan `id` at z index k of iteration `iteration`, or
+ * NULL. */
+static const daemon_image *find_iterate(const daemon_inbox *in,
+                                        const char *id, int k, int iteration)
+{
+    for (int i = 0; i < in->n_images; i++) {
+        const daemon_image *im = &in->images[i];
+        if (strcmp(im->h.topic, RTOMO_TOPIC_SLICE) == 0 &&
+            strcmp(im->h.scan, id) == 0 && im->h.index == k &&
+            im->h.iteration == iteration)
+            return im;
+    }
+    return NULL;
+}
+
+/* The engine's own SIRT of the scan's line integrals (all projections)
+ * from its FDK volume `x` (the result goes there). */
+static void engine_solve(const cone_scan *s, const rtomo_cone_geometry *g,
+                         int iterations, float *x)
+{
+    const int n = s->spec.geometry.n_proj;
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = 2;
+    rtomo_error err;
+    rtomo_iter *it = rtomo_cone_iter_create(g, &opt, &err);
+    ck_assert_msg(it != NULL, "%s", err.message);
+    float *sino = malloc(sizeof(float) * s->frame * (size_t)n);
+    ck_assert_ptr_nonnull(sino);
+    for (int p = 0; p < n; p++)
+        line_integrals(s, p, sino + s->frame * (size_t)p);
+    rtomo_iter_options o;
+    rtomo_iter_options_init(&o);
+    o.method = RTOMO_ITER_SIRT;
+    o.iterations = iterations;
+    rtomo_iter_result res;
+    ck_assert_msg(rtomo_iter_solve(it, sino, 1, x, 1, &o, &res, &err) ==
+                  RTOMO_OK, "%s", err.message);
+    rtomo_iter_destroy(it);
+    free(sino);
+}
+
+/* reconstruction.method "sirt": the FDK slices first (not final), the
+ * iterate of iteration 2, the final one of iteration 4, equal to the
+ * engine's own solve from its FDK volume. */
+START_TEST(sirt_after_fdk)
+{
+    daemon_session t;
+    daemon_session_open(&t, backend_args, 1);
+    cone_scan s;
+    cone_scan_make_sized(&s, "sirt", test_seed(0xc0de, 5), 48, 40, 32, 1.0);
+    s.spec.given |= RTOMO_SPEC_HAS_METHOD | RTOMO_SPEC_HAS_ITERATIONS |
+                    RTOMO_SPEC_HAS_PUBLISH_EVERY;
+    s.spec.method.method = RTOMO_METHOD_SIRT;
+    s.spec.method.iterations = 4;
+    s.spec.method.publish_every = 2;
+    send_scan(t.c, &s, NULL);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "scan_started", NULL,
+                                              "sirt", 0);
+    ck_assert_msg(strstr(ev->message, "method: sirt after fdk, 4 iterations "
+                         "from the fdk volume, published progressively"),
+                  "%s", ev->message);
+    rtomo_cone_geometry g;
+    float *x = engine_fdk(&s, NULL, &g);
+    check_slices(&t.in, "sirt", &g, x, 40, 0);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "sirt", 3 * 32);
+    engine_solve(&s, &g, 4, x);
+    const size_t pixels = 32 * 32;
+    double worst = 0.0;
+    for (int k = 0; k < 32; k++) {
+        const daemon_image *mid = find_iterate(&t.in, "sirt", k, 2);
+        const daemon_image *fin = find_iterate(&t.in, "sirt", k, 4);
+        ck_assert_msg(mid && fin, "slice %d: iterates missing", k);
+        ck_assert_str_eq(mid->h.method, "sirt");
+        ck_assert(!mid->h.final && fin->h.final);
+        ck_assert(isfinite(fin->h.residual) && fin->h.residual > 0);
+        worst = fmax(worst, test_rel_l2(fin->data, x + pixels * (size_t)k,
+                                        pixels));
+    }
+    printf("sirt: final slices against the engine's solve: relative L2 "
+           "%.2e\n", worst);
+    ck_assert_msg(worst <= SOLVE_L2, "relative L2 %g", worst);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "sirt", 0);
+    free(x);
     cone_scan_free(&s);
     daemon_session_close(&t);
 }
@@ -439,9 +546,9 @@ START_TEST(bad_setups_rejected)
     expect_reject(&t.in, "short", "bad_geometry", "short scan");
     send_begin(t.c, "axis", ", \"axis\": 31.5", ", \"volume\": [48, 48, 48]");
     expect_reject(&t.in, "axis", "bad_field", "\"axis\"");
-    send_begin(t.c, "sirt", ", \"reconstruction\": {\"method\": \"sirt\"}",
-               ", \"volume\": [48, 48, 48]");
-    expect_reject(&t.in, "sirt", "bad_field", "reconstruction.method");
+    send_begin(t.c, "clamp", ", \"reconstruction\": {\"method\": \"cgls\", "
+               "\"nonnegative\": true}", ", \"volume\": [48, 48, 48]");
+    expect_reject(&t.in, "clamp", "bad_field", "reconstruction.nonnegative");
     send_begin(t.c, "fov", "", ", \"volume\": [200, 200, 48], "
                "\"roi\": [0, 0, 0, 10, 10, 48]");
     expect_reject(&t.in, "fov", "bad_geometry", "field of view");
@@ -504,7 +611,7 @@ START_TEST(abort_then_next_scan)
     send_scan(t.c, &next, NULL);
     rtomo_cone_geometry g;
     float *ref = engine_fdk(&next, NULL, &g);
-    check_slices(&t.in, "next", &g, ref, N_PROJ);
+    check_slices(&t.in, "next", &g, ref, N_PROJ, 1);
     free(ref);
     cone_scan_free(&next);
     cone_scan_free(&s);
@@ -525,7 +632,7 @@ int main(void)
 #endif
     const TTest *tests[] = {
         fdk_through_the_daemon, slabs_roi_and_missing, bad_setups_rejected,
-        abort_then_next_scan,
+        abort_then_next_scan, sirt_after_fdk,
     };
     return daemon_run_tests(name, tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);

@@ -869,8 +869,8 @@ static const bad_case bad_cases[] = {
      "mode"},
     {BEGIN(",'reconstruction':{'slices':[1,2]}," CONE_OK), 1, 0,
      RTOMO_REJECT_FIELD, "reconstruction.slices"},
-    {BEGIN(",'reconstruction':{'method':'sirt'}," CONE_OK), 1, 0,
-     RTOMO_REJECT_FIELD, "reconstruction.method"},
+    {BEGIN(",'reconstruction':{'method':'cgls','nonnegative':true}," CONE_OK),
+     1, 0, RTOMO_REJECT_FIELD, "reconstruction.nonnegative"},
     /* set-ups the engine's validator refuses: its reason, as bad_geometry */
     {BEGIN(",'angle_step':2," CONE_OK), 1, 0, RTOMO_REJECT_GEOMETRY,
      "short scan"},
@@ -1536,8 +1536,11 @@ static void random_cone_spec(uint64_t *s, rtomo_scan_spec *spec)
         g->window = (rtomo_window)test_rand_int(s, 0, RTOMO_WINDOW_HANN);
     if (spec->given & RTOMO_SPEC_HAS_CUTOFF)
         g->cutoff = test_rand_real(s, 0.05, 1.0);
-    if (test_rand_int(s, 0, 1))
-        spec->given |= RTOMO_SPEC_HAS_METHOD;       /* "fbp" */
+    if (test_rand_int(s, 0, 1)) {           /* fbp (FDK), sirt or cgls */
+        spec->given |= RTOMO_SPEC_HAS_METHOD | RTOMO_SPEC_HAS_ITERATIONS;
+        spec->method.method = (rtomo_method)test_rand_int(s, 0, 2);
+        spec->method.iterations = test_rand_int(s, 1, 100);
+    }
     rtomo_cone_spec *c = spec->cone = calloc(1, sizeof *spec->cone);
     ck_assert_ptr_nonnull(c);
     c->source_to_axis = test_rand_real(s, 100, 1000);
