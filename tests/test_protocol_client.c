@@ -431,13 +431,16 @@ END_TEST
 
 /* A stand-in daemon on a REP socket in its own thread: answers requests
  * with `script` in order (the last reply repeated); a NULL entry answers
- * only after 400 ms, when the client has given up. */
+ * only after 1.5 s, long after the client gave up (300 ms): at 400 ms a
+ * CI machine under load once woke the client's poll late enough to find
+ * the answer there. */
 typedef struct responder {
     void *ctx;
     const char *const *script;
     int n;
     char endpoint[256];
     int ready;
+    int late;                   /* late answers sent (NULL entries) */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
@@ -457,11 +460,17 @@ static void *respond(void *arg)
             break;              /* the context was shut down */
         const char *reply = r->script[k < r->n ? k : r->n - 1];
         if (!reply) {
-            struct timespec pause = {0, 400 * 1000 * 1000};
+            struct timespec pause = {1, 500 * 1000 * 1000};
             nanosleep(&pause, NULL);
             reply = "{\"ok\":true}";
         }
         zmq_send(rep, reply, strlen(reply), 0);
+        if (!r->script[k < r->n ? k : r->n - 1]) {
+            pthread_mutex_lock(&r->lock);
+            r->late++;
+            pthread_cond_signal(&r->cond);
+            pthread_mutex_unlock(&r->lock);
+        }
     }
     zmq_close(rep);
     return NULL;
@@ -517,6 +526,12 @@ START_TEST(control_requests)
     ck_assert_ptr_null(reply);
     ck_assert_ptr_nonnull(strstr(err.message, "did not answer within 300 ms"));
     ck_assert_ptr_nonnull(strstr(err.message, r.endpoint));
+    /* The stand-in answers one request at a time: the next ones wait for
+     * its late answer to the abandoned one. */
+    pthread_mutex_lock(&r.lock);
+    while (r.late < 1)
+        pthread_cond_wait(&r.cond, &r.lock);
+    pthread_mutex_unlock(&r.lock);
 
     /* The socket was recreated, so the next requests go through. */
     ck_assert_int_eq(rtomo_client_command(c, "status", &reply, &err),
