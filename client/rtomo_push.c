@@ -2,7 +2,8 @@
  * rtomo_push.c — a camera simulator: pushes tomography scans (Shepp-Logan
  * projections through a camera model, with darks and flats) or SBDX frames
  * (point and wire scenes) to rtomod's ingest socket, or replays frames from
- * a raw file.  Paces frames at a given rate or sends as fast as the daemon
+ * a raw file; with --cone the tomography scans are cone-beam ones (a 3-D
+ * Shepp-Logan phantom seen by a flat panel, PROTOCOL.md 3.13).  Paces frames at a given rate or sends as fast as the daemon
  * takes them, optionally over several connections (for ingest benchmarks),
  * and prints frames/s and MB/s at the end.  With --fanout every message goes
  * to several daemons, each reconstructing its own slice range.
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "rtomo_client.h"
+#include "rtomo_cone_sim.h"
 #include "rtomo_sim.h"
 #include "tool_common.h"
 
@@ -64,6 +66,10 @@ typedef struct push_options {
     long width, height, angles, range, darks, flats;
     const char *slices, *filter, *method;
     long iterations, publish_every;     /* 0 = the daemon's */
+    /* cone beam (--cone): source to axis and to detector (0: parallel
+     * beam), detector pitch, volume edge in voxels (0 = the width) */
+    double cone[2], pitch;
+    long volume;
     /* SBDX */
     long holes[2], detector[2], shift, frames, ratio_count;
     double ratio_first, ratio_last;
@@ -137,6 +143,12 @@ TOOL_CURVE_HELP
 "      --iterations N       iterations of sirt/cgls (default: daemon's)\n"
 "      --publish-every N    publish every N-th iterate (default: daemon's)\n"
 "\n"
+"Cone beam (--cone): a 3-D Shepp-Logan phantom on a flat panel, 360 degrees\n"
+"      --cone SAD,SDD       source to axis and source to detector (mm)\n"
+"      --pitch P            detector pixel pitch (mm, default 1)\n"
+"      --volume N           reconstruct N^3 voxels of a pixel at the axis\n"
+"                           (default: the detector width)\n"
+"\n"
 "SBDX (--sbdx): point and wire scenes, uint8 frames\n"
 "      --holes X,Y          collimator holes (default 100,100)\n"
 "      --detector W,H       detector elements (default 160,80)\n"
@@ -173,8 +185,21 @@ enum {
     OPT_SLICES, OPT_FILTER, OPT_METHOD, OPT_ITERATIONS, OPT_PUBLISH_EVERY,
     OPT_SBDX, OPT_HOLES, OPT_DETECTOR, OPT_SHIFT,
     OPT_RATIOS, OPT_FRAMES, OPT_PLANES, OPT_RAW, OPT_SHAPE, OPT_DTYPE,
-    OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT, OPT_NO_WAIT
+    OPT_CACHE, OPT_NO_SYNC, OPT_FANOUT, OPT_NO_WAIT, OPT_CONE, OPT_PITCH,
+    OPT_VOLUME
 };
+
+/* --cone SAD,SDD: two distances, SDD beyond SAD. */
+static int parse_cone(const char *text, push_options *o)
+{
+    char tail;
+    if (sscanf(text, "%lf,%lf%c", &o->cone[0], &o->cone[1], &tail) != 2 ||
+        !(o->cone[0] > 0) || !(o->cone[1] > o->cone[0]) ||
+        !isfinite(o->cone[1]))
+        return tool_option_error(program, "--cone: '%s' is not SAD,SDD "
+                                 "with 0 < SAD < SDD", text);
+    return 0;
+}
 
 static int parse_dtype(const char *text, push_options *o)
 {
@@ -255,6 +280,10 @@ static int apply_option(int c, const char *arg, push_options *o)
                                    4, &o->shape_n);
     case OPT_DTYPE: return parse_dtype(arg, o);
     case OPT_CACHE: return tool_parse_int(program, "--cache-mb", arg, 1, 1 << 20, &o->cache_mb);
+    case OPT_CONE: return parse_cone(arg, o);
+    case OPT_PITCH:
+        return tool_parse_double(program, "--pitch", arg, 1e-6, 1e6, &o->pitch);
+    case OPT_VOLUME: return tool_parse_int(program, "--volume", arg, 1, 16384, &o->volume);
     }
     return tool_option_error(program, "bad option");
 }
@@ -371,9 +400,12 @@ static int parse_args(int argc, char **argv, push_options *o)
         {"shape", required_argument, NULL, OPT_SHAPE},
         {"dtype", required_argument, NULL, OPT_DTYPE},
         {"cache-mb", required_argument, NULL, OPT_CACHE},
+        {"cone", required_argument, NULL, OPT_CONE},
+        {"pitch", required_argument, NULL, OPT_PITCH},
+        {"volume", required_argument, NULL, OPT_VOLUME},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    int c, dtype_given = 0, angles_given = 0;
+    int c, dtype_given = 0, angles_given = 0, range_given = 0;
     while ((c = getopt_long(argc, argv, "i:c:k:r:s:R:qa:w:h", options, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
@@ -383,6 +415,7 @@ static int parse_args(int argc, char **argv, push_options *o)
             return tool_usage_error(program, "bad option");
         dtype_given |= c == OPT_DTYPE;
         angles_given |= c == 'a';
+        range_given |= c == OPT_RANGE;
         if (apply_option(c, optarg, o) != 0)
             return TOOL_USAGE;
     }
@@ -391,6 +424,11 @@ static int parse_args(int argc, char **argv, push_options *o)
                                 argv[optind]);
     if (o->raw && !angles_given)
         o->angles = 0;          /* = the frames in the file */
+    if (o->cone[0] > 0 && !range_given)
+        o->range = 360;         /* a cone beam's full turn */
+    if (o->cone[0] > 0 && o->sbdx)
+        return tool_usage_error(program, "--cone is for tomography scans, "
+                                "not --sbdx");
     return check_combination(o, dtype_given) == 0 ? TOOL_OK : TOOL_USAGE;
 }
 
@@ -436,6 +474,41 @@ static long cached_frames(const push_options *o, size_t bytes, long wanted)
     return fit < wanted ? fit : wanted;
 }
 
+/* The cone-beam geometry of --cone (the phantom's and the scan's). */
+static void cone_geometry(const push_options *o, rtomo_cone_geometry *g)
+{
+    rtomo_cone_geometry_init(g);
+    g->sad = o->cone[0];
+    g->sdd = o->cone[1];
+    g->det_u = (int)o->width;
+    g->det_v = (int)o->height;
+    g->pitch_u = g->pitch_v = o->pitch;
+    g->n_proj = (int)o->angles;
+    g->angle_step = o->range * M_PI / 180.0 / (double)o->angles;
+    g->nx = g->ny = g->nz = (int)(o->volume > 0 ? o->volume : o->width);
+    g->voxel = o->pitch * g->sad / g->sdd;
+}
+
+/* The line integrals of projection k: the 2-D Shepp-Logan phantom's rows
+ * for a parallel beam, the 3-D one's cone-beam projection with --cone
+ * (sized to the volume, its contrasts giving line integrals of about 1). */
+static void project_phantom(const push_options *o, const rtomo_phantom *ph,
+                            long k, float *out)
+{
+    if (o->cone[0] <= 0) {
+        rtomo_phantom_project(ph, k * o->range * M_PI / 180.0 / o->angles,
+                              out);
+        return;
+    }
+    rtomo_cone_geometry g;
+    cone_geometry(o, &g);
+    double edge = g.nx * g.voxel;
+    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
+    int n = rtomo_cone_shepp_logan(0.5 * edge, 2.0 / edge, e,
+                                   RTOMO_PHANTOM_MAX_ELLIPSOIDS);
+    rtomo_cone_project_ellipsoids(&g, e, n, (int)k, out);
+}
+
 /* Darks, flats and projections of the phantom through the camera model. */
 static int simulate_tomo(const push_options *o, frame_set *darks,
                          frame_set *flats, frame_set *proj)
@@ -459,9 +532,8 @@ static int simulate_tomo(const push_options *o, frame_set *darks,
         rtomo_camera_dark(&cam, n, (uint16_t *)(darks->data + k * n * 2));
     for (long k = 0; k < o->flats; k++)
         rtomo_camera_flat(&cam, n, (uint16_t *)(flats->data + k * n * 2));
-    double step = o->range * M_PI / 180.0 / (double)o->angles;
     for (long k = 0; k < distinct; k++) {
-        rtomo_phantom_project(&ph, k * step, line_integrals);
+        project_phantom(o, &ph, k, line_integrals);
         rtomo_camera_expose(&cam, line_integrals, n,
                             (uint16_t *)(proj->data + k * n * 2));
     }
@@ -630,6 +702,27 @@ static int report(rtomo_error *err, const char *what)
     return -1;
 }
 
+/* "beam": "cone" with the geometry of --cone, --pitch and --volume. */
+static int fill_cone(const push_options *o, rtomo_scan_spec *spec)
+{
+    rtomo_cone_geometry g;
+    cone_geometry(o, &g);
+    rtomo_cone_spec *c = spec->cone = calloc(1, sizeof *spec->cone);
+    if (!c) {
+        fprintf(stderr, "%s: out of memory\n", program);
+        return -1;
+    }
+    c->source_to_axis = g.sad;
+    c->source_to_detector = g.sdd;
+    c->pitch[0] = c->pitch[1] = g.pitch_u;
+    c->voxel = g.voxel;
+    /* The default volume follows the detector (of --raw frames too). */
+    for (int a = 0; a < 3; a++)
+        c->volume[a] = (int)(o->volume > 0 ? o->volume
+                                           : spec->geometry.det_width);
+    return 0;
+}
+
 static int push_tomo_scan(rtomo_client *c, const push_options *o,
                           const char *id, const frame_set *darks,
                           const frame_set *flats, const frame_set *proj,
@@ -647,6 +740,10 @@ static int push_tomo_scan(rtomo_client *c, const push_options *o,
     spec.n_flats = (int)flats->n;
     rtomo_error err;
     fill_reconstruction(o, &spec);      /* checked with the options */
+    if (o->cone[0] > 0 && fill_cone(o, &spec) != 0) {
+        rtomo_scan_spec_clear(&spec);
+        return -1;
+    }
     int r = rtomo_client_send_scan_begin(c, &spec, &err) == RTOMO_OK
                 ? 0 : report(&err, "scan_begin");
     rtomo_frame_header f = {.dtype = o->dtype, .ndim = 2,
@@ -848,7 +945,8 @@ int main(int argc, char **argv)
                       .height = 8, .angles = 360, .range = 180, .darks = 4,
                       .flats = 4, .holes = {100, 100}, .detector = {160, 80},
                       .shift = 10, .frames = 10, .ratio_first = 0.6,
-                      .ratio_last = 2.25, .ratio_count = 32};
+                      .ratio_last = 2.25, .ratio_count = 32,
+                      .pitch = 1.0};
     rtomo_client_options_init(&o.client);
     o.client.ingest = "tcp://localhost:5555";
     o.client.linger_ms = -1;    /* every queued frame gets delivered */
