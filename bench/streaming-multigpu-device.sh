@@ -5,8 +5,9 @@
 #   - the 2048^3 scan (2048 projections of 2048x2048 uint16, all slices)
 #     over 4 connections: whole scan (first frame -> last slice ready,
 #     to_ready_s), ingest, tail, the speed-up over one GPU;
-#   - the SBDX reference stream through rtomod as fast as sent, 2
-#     connections, one GPU beside two;
+#   - the SBDX reference stream through rtomod as fast as sent, 4
+#     connections (2 bound it at their ingest, 5.7 GB/s: run 30), one GPU
+#     beside two;
 #   - the multi-device tests of the streaming and FBP backends (two GPUs
 #     visible: their cross-device cases run).
 # JSON and a log go to $OUT; the tables are printed.
@@ -29,6 +30,15 @@ step scan2048 "$b/bench_daemon_scan" --rtomod "$b/rtomod" --backend cuda \
   $sets --connections 4 --json "$out/scan2048-multi.json"
 for d in 0 0,1; do
   step "sbdxmax-$d" "$b/bench_daemon_stream" --rtomod "$b/rtomod" \
-    --backend cuda --devices "$d" --rate 0 --frames 300 --connections 2 \
+    --backend cuda --devices "$d" --rate 0 --frames 300 --connections 4 \
     --json "$out/sbdxmax-$d.json"
 done
+# The iterative engine (issue 14) through rtomod: FBP and one CGLS
+# iteration of 64 selected slices, one GPU beside two (each GPU solves
+# its half of the rows).
+# shellcheck disable=SC2086
+step iterative "$b/bench_daemon_scan" --rtomod "$b/rtomod" --backend cuda \
+  $sets --connections 4 --slices 64 \
+  --arg --set --arg reconstruction.method=cgls \
+  --arg --set --arg reconstruction.iterations=1 \
+  --json "$out/iterative-multi.json"
