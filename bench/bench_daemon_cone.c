@@ -14,7 +14,13 @@
  * and latency_s (-> last slice published), the back-projection's GU/s as
  * the engine measured it (voxels x projections / its back-projection
  * time, most of it while the frames came), and GU/s over the whole scan
- * (voxels x projections / first frame sent -> scan_complete).  By default
+ * (voxels x projections / first frame sent -> scan_complete).  Before the
+ * daemon starts, the engine's back-projection alone is timed in this
+ * process (--engine-bp N projections, default 256, 0 = not): N filtered
+ * projections added to a plan of the same geometry on the first device,
+ * on the wall clock up to a read that waits for them (a CUDA launch
+ * returns before its kernel ends, so the engine's own timers, and the
+ * daemon's bp_GU/s taken from them, count launches there).  By default
  * only events are subscribed to, so the daemon's PUB socket drops the
  * 4 GB of slices instead of sending them over loopback; --receive-slices
  * takes them in and counts them.
@@ -36,6 +42,7 @@
 #include <jansson.h>
 
 #include "bench_daemon.h"
+#include "rtomo_proto_cone.h"
 #include "tool_common.h"
 
 #define PROGRAM "bench_daemon_cone"
@@ -47,11 +54,14 @@ typedef struct options {
     long size, projections, connections;
     double rate;                /* frames/s, 0 = as fast as taken */
     int receive_slices;
+    long engine_bp;             /* projections of the engine's own BP
+                                   timing, 0 = none */
 } options;
 
 typedef struct result {
     double send_s, ingest_s, tail_s, total_s, ready_s, latency_s;
     double bp_gu_per_s, scan_gu_per_s;
+    double engine_bp_gu_per_s, engine_bp_s;     /* 0: not measured */
     long slices_received, accepted, dropped, rejected;
     int complete, exit_status;
     json_t *gpus;
@@ -62,13 +72,14 @@ static void usage(FILE *out)
     fprintf(out,
 "usage: " PROGRAM " [--rtomod PATH] [--backend NAME] [--devices LIST]\n"
 "       [--size N] [--projections N] [--rate FRAMES_PER_S]\n"
-"       [--connections K] [--receive-slices] [--json FILE]\n"
+"       [--connections K] [--receive-slices] [--engine-bp N]\n"
+"       [--json FILE]\n"
 "       [--arg RTOMOD_ARGUMENT]...\n");
 }
 
 enum {
     OPT_DEVICES = 256, OPT_SIZE, OPT_PROJECTIONS, OPT_RATE, OPT_CONNECTIONS,
-    OPT_RECEIVE, OPT_HELP
+    OPT_RECEIVE, OPT_ENGINE_BP, OPT_HELP
 };
 
 static int apply_option(int c, const char *arg, options *o)
@@ -93,6 +104,8 @@ static int apply_option(int c, const char *arg, options *o)
         return 0;
     }
     case OPT_RECEIVE: o->receive_slices = 1; return 0;
+    case OPT_ENGINE_BP: return tool_parse_int(PROGRAM, "--engine-bp", arg, 0,
+                                              4096, &o->engine_bp);
     case OPT_HELP: usage(stdout); return 1;
     }
     usage(stderr);
@@ -109,9 +122,11 @@ static int parse_options(int argc, char **argv, options *o)
         {"rate", required_argument, NULL, OPT_RATE},
         {"connections", required_argument, NULL, OPT_CONNECTIONS},
         {"receive-slices", no_argument, NULL, OPT_RECEIVE},
+        {"engine-bp", required_argument, NULL, OPT_ENGINE_BP},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
-    *o = (options){.size = 1024, .projections = 1024, .connections = 1};
+    *o = (options){.size = 1024, .projections = 1024, .connections = 1,
+                   .engine_bp = 256};
     bench_cli_init(&o->cli);
     int c, rc;
     while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
@@ -143,6 +158,76 @@ static void cone_spec(const options *o, rtomo_scan_spec *spec)
     spec->cone->voxel = 0.1;
     for (int a = 0; a < 3; a++)
         spec->cone->volume[a] = (int)o->size;
+}
+
+/* The engine's back-projection of n filtered projections into the scan's
+ * volume on the wall clock (see the top); GU/s, or 0 after a message. */
+static double engine_bp(const options *o, double *seconds)
+{
+    rtomo_scan_spec spec;
+    cone_spec(o, &spec);
+    rtomo_cone_geometry g;
+    rtomo_proto_cone_geometry(&spec, &g);
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    rtomo_error err;
+    rtomo_cone *c = NULL;
+    if (rtomo_backend_parse(o->cli.backend, &opt.backend) != RTOMO_OK)
+        rtomo_set_error(&err, RTOMO_E_INVALID, "unknown backend %s",
+                        o->cli.backend);
+    else {
+        if (o->devices) {
+            opt.n_devices = 1;
+            opt.device_ids[0] = atoi(o->devices);
+        }
+        c = rtomo_cone_create(&g, &opt, RTOMO_CONE_KERNEL_AUTO, &err);
+    }
+    rtomo_scan_spec_clear(&spec);
+    const int n = (int)o->engine_bp;
+    size_t frame = (size_t)g.det_u * (size_t)g.det_v;
+    size_t len = c ? frame / (size_t)g.det_u *
+                     (size_t)rtomo_cone_filtered_width(c) : 0;
+    float *li = c ? calloc(frame, sizeof *li) : NULL;
+    float *filtered = li ? malloc(sizeof(float) * len * (size_t)n) : NULL;
+    int *idx = filtered ? malloc(sizeof(int) * (size_t)n) : NULL;
+    double gu = 0.0;
+    if (c && !idx)
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory");
+    if (idx) {
+        for (size_t i = 0; i < frame; i++)
+            li[i] = 0.5f;
+        rtomo_status st = rtomo_cone_filter(c, 0, li, filtered, &err);
+        for (int k = 0; k < n; k++) {
+            idx[k] = k % g.n_proj;
+            if (k > 0)
+                memcpy(filtered + len * (size_t)k, filtered,
+                       sizeof(float) * len);
+        }
+        double t0 = tool_now();
+        if (st == RTOMO_OK)
+            st = rtomo_cone_add_filtered(c, idx, n, filtered, &err);
+        /* A read waits for every launch before it; one voxel row is
+         * enough (cheap beside the back-projection). */
+        if (st == RTOMO_OK)
+            st = rtomo_cone_flush(c, &err);
+        float *one = st == RTOMO_OK ? malloc(sizeof(float) * (size_t)g.nx *
+                                             (size_t)g.ny) : NULL;
+        if (one)
+            st = rtomo_cone_read_slices(c, 0, 1, one, &err);
+        *seconds = tool_now() - t0;
+        if (st == RTOMO_OK && one)
+            gu = (double)n * (double)rtomo_cone_volume_size(c) / *seconds /
+                 1e9;
+        free(one);
+    }
+    if (gu == 0.0)
+        fprintf(stderr, PROGRAM ": the engine's back-projection was not "
+                "timed: %s\n", err.message);
+    free(idx);
+    free(filtered);
+    free(li);
+    rtomo_cone_destroy(c);
+    return gu;
 }
 
 static void pace(const options *o, double t0, long sent)
@@ -287,20 +372,20 @@ static void print_table(const options *o, const result *r)
            gpu ? gpu : "-", o->rate > 0 ? "paced" : "as fast as taken",
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
-    printf("%9s %9s %9s %9s %9s %10s %9s %9s %8s %8s\n", "rate", "send_s",
-           "ingest_s", "tail_s", "ready_s", "latency_s", "bp_GU/s",
-           "scan_GU/s", "dropped", "slices");
-    printf("%9.1f %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f %9.1f %8ld %8ld\n",
-           o->rate, r->send_s, r->ingest_s, r->tail_s, r->ready_s,
-           r->latency_s, r->bp_gu_per_s, r->scan_gu_per_s, r->dropped,
-           r->slices_received);
+    printf("%9s %9s %9s %9s %9s %10s %9s %9s %10s %8s %8s\n", "rate",
+           "send_s", "ingest_s", "tail_s", "ready_s", "latency_s", "bp_GU/s",
+           "scan_GU/s", "engine_bp", "dropped", "slices");
+    printf("%9.1f %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f %9.1f %10.1f %8ld "
+           "%8ld\n", o->rate, r->send_s, r->ingest_s, r->tail_s, r->ready_s,
+           r->latency_s, r->bp_gu_per_s, r->scan_gu_per_s,
+           r->engine_bp_gu_per_s, r->dropped, r->slices_received);
 }
 
 static json_t *result_json(const options *o, const result *r)
 {
     return json_pack(
         "{s:s, s:s, s:s?, s:i, s:i, s:f, s:i, s:b, s:O, s:f, s:f, s:f, s:f,"
-        " s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:b, s:i}",
+        " s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:I, s:I, s:I, s:I, s:b, s:i}",
         "benchmark", "rtomod_cone", "backend", o->cli.backend,
         "devices", o->devices, "size", (int)o->size,
         "projections", (int)o->projections, "rate", o->rate,
@@ -311,6 +396,9 @@ static json_t *result_json(const options *o, const result *r)
         "total_s", r->total_s, "ready_s", r->ready_s,
         "latency_s", r->latency_s, "bp_gu_per_s", r->bp_gu_per_s,
         "scan_gu_per_s", r->scan_gu_per_s,
+        "engine_bp_projections", (int)o->engine_bp,
+        "engine_bp_s", r->engine_bp_s,
+        "engine_bp_gu_per_s", r->engine_bp_gu_per_s,
         "accepted", (json_int_t)r->accepted,
         "rejected", (json_int_t)r->rejected,
         "dropped", (json_int_t)r->dropped,
@@ -338,7 +426,12 @@ int main(int argc, char **argv)
     }
     tool_catch_signals();
     result r;
+    double bp_gu = 0.0, bp_s = 0.0;
+    if (o.engine_bp > 0)
+        bp_gu = engine_bp(&o, &bp_s);
     int failed = run(&o, frames, fields, &r) != 0;
+    r.engine_bp_gu_per_s = bp_gu;
+    r.engine_bp_s = bp_s;
     if (failed)
         fprintf(stderr, PROGRAM ": the scan did not complete\n");
     print_table(&o, &r);
