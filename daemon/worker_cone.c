@@ -194,10 +194,13 @@ void cone_finish(rtomod_worker *w, plan_state *s, const rtomod_job *job)
     rtomo_cone_stats st;
     rtomo_cone_get_stats(p->cone, &st);
     /* The whole scan's back-projection, most of it done while the frames
-     * came: GU/s of the engine's own time. */
+     * came, over the engine's own time: filtering and back-projection
+     * together, since on CUDA a back-projection returns at its launch and
+     * its kernel's time shows in the next call (the next frame's upload
+     * waits for it). */
     const int nz = rtomo_cone_geometry_of(p->cone)->roi_nz;
     post_stats(w, job->serial, -1, nz, 0, st.updates,
-               st.backproject_seconds);
+               st.filter_seconds + st.backproject_seconds);
     log_info("scan %s: cone-beam slab of %d slices from %ld projections; "
              "filter %.3f s, back-projection %.3f s (%.2f GU/s); last chunk "
              "%.3f s, read-out %.3f s", s->scan, nz, p->projections,
