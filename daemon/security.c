@@ -239,13 +239,23 @@ int rtomod_security_check_config(const struct rtomod_config *cfg,
     if (!curve && s->client_keys[0])
         return fail(error, n, "security.client_keys: needs "
                     "security.curve_secret_key_file (the daemon's key pair)");
+    /* Detector inputs that rtomod binds ("@endpoint" or a plain one)
+     * listen like ingest; those it connects to (">endpoint") do not, and
+     * those left "" are off. */
+    const char *s2 = cfg->inputs.stream2_endpoint +
+                     (cfg->inputs.stream2_endpoint[0] == '@');
+    const char *jh = cfg->inputs.jsonhdr_endpoint +
+                     (cfg->inputs.jsonhdr_endpoint[0] == '@');
     const struct {
         const char *key, *endpoint;
     } sockets[] = {{"ingest.endpoint", cfg->ingest.endpoint},
                    {"publish.endpoint", cfg->publish.endpoint},
-                   {"control.endpoint", cfg->control.endpoint}};
+                   {"control.endpoint", cfg->control.endpoint},
+                   {"inputs.stream2.endpoint", s2},
+                   {"inputs.jsonhdr.endpoint", jh}};
     for (size_t i = 0; i < sizeof sockets / sizeof sockets[0]; i++)
         if (!curve && !s->allow_insecure_remote &&
+            sockets[i].endpoint[0] && sockets[i].endpoint[0] != '>' &&
             !rtomod_security_endpoint_is_local(sockets[i].endpoint))
             return fail(error, n, "%s: %s listens beyond loopback without "
                         "authentication; set security.curve_secret_key_file "

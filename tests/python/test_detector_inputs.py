@@ -383,3 +383,21 @@ def test_sbdx_armed_on_stream2_as_native(inputs_daemon, client):
         assert sorted(got) == sorted(want[f])
         for k in got:
             assert np.array_equal(got[k].data, want[f][k].data), (f, k)
+
+
+def test_input_beyond_loopback_needs_security():
+    """A detector input that rtomod binds beyond loopback is refused at
+    start without CURVE (or security.allow_insecure_remote), as ingest is;
+    one it connects to is not a listener and is not."""
+    import subprocess
+    from conftest import daemon_path
+    base = [daemon_path(), "--backend", "cpu", "--check-config"]
+    r = subprocess.run(base + ["--set", "inputs.stream2.endpoint="
+                               "tcp://0.0.0.0:%d" % free_port()],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "inputs.stream2.endpoint" in r.stderr and "loopback" in r.stderr
+    r = subprocess.run(base + ["--set", "inputs.jsonhdr.endpoint="
+                               ">tcp://192.0.2.1:%d" % free_port()],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr     # --check-config: valid
