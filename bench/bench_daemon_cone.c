@@ -11,16 +11,16 @@
  * Figures: send_s (first frame sent -> last frame sent), ingest_s (-> all
  * frames accepted), tail_s (scan_end sent -> scan_complete received),
  * the daemon's own ready_s (its last input -> last slice in host memory)
- * and latency_s (-> last slice published), the back-projection's GU/s as
- * the engine measured it (voxels x projections / its back-projection
+ * and latency_s (-> last slice published), the daemon's GU/s (bp_GU/s:
+ * voxels x projections / the engine's filtering and back-projection
  * time, most of it while the frames came), and GU/s over the whole scan
  * (voxels x projections / first frame sent -> scan_complete).  Before the
  * daemon starts, the engine's back-projection alone is timed in this
  * process (--engine-bp N projections, default 256, 0 = not): N filtered
  * projections added to a plan of the same geometry on the first device,
  * on the wall clock up to a read that waits for them (a CUDA launch
- * returns before its kernel ends, so the engine's own timers, and the
- * daemon's bp_GU/s taken from them, count launches there).  By default
+ * returns before its kernel ends, so the engine's own timers cannot say
+ * it).  By default
  * only events are subscribed to, so the daemon's PUB socket drops the
  * 4 GB of slices instead of sending them over loopback; --receive-slices
  * takes them in and counts them.

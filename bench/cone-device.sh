@@ -16,10 +16,11 @@
 #     benchmark over loopback (publication to a subscriber included).
 # Figures per run: tail_s (scan_end sent -> scan_complete), the daemon's
 # ready_s (last input -> last slice in host memory) and latency_s (-> last
-# slice published), bp_GU/s (the engine's back-projection: voxels x
-# projections / its back-projection time; on CUDA its timers see kernel
-# launches, so engine_bp is the back-projection's figure), scan_GU/s
-# (voxels x projections / first frame -> scan_complete: the chain).
+# slice published), bp_GU/s (the daemon's: voxels x projections / the
+# engine's filtering and back-projection time), engine_bp (the
+# back-projection alone on the wall clock: the figure the issue asks
+# for), scan_GU/s (voxels x projections / first frame -> scan_complete:
+# the whole chain).
 # JSON and a log go to $OUT.
 set -u
 bundle=${1:-.gpu}
