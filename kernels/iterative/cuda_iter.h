@@ -39,6 +39,10 @@ typedef struct cuda_iter_launch {
     int width;                  /* det_width */
     int n_proj;
     const iter_sf_proj *proj;   /* device copy of it->proj, n_proj */
+    int single;                 /* A one projection per block (the kernel
+                                   before neighbouring projections shared
+                                   their pixels; RTOMO_CUDA_ITER_SINGLE=1,
+                                   for measurements) */
 } cuda_iter_launch;
 
 /* Pack rows[0..valid-1] (valid <= CUDA_ITER_SLICES; the others read as

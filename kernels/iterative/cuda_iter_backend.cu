@@ -136,6 +136,8 @@ static rtomo_status cuda_create(rtomo_iter *it, rtomo_error *err)
     c->launch.width = it->geom.det_width;
     c->launch.n_proj = it->geom.n_proj;
     c->launch.proj = c->proj;
+    const char *single = getenv("RTOMO_CUDA_ITER_SINGLE");
+    c->launch.single = single && strcmp(single, "1") == 0;
     return RTOMO_OK;
 }
 

@@ -15,7 +15,9 @@
  * the 8 rows, the sinogram is read from global memory once per tile.
  *
  * A (project_kernel): a block of 128 threads, one per bin of 128
- * consecutive bins of one projection.  For |cos| >= |sin| the block walks
+ * consecutive bins, of 4 consecutive projections that share each line's
+ * pixels where their windows overlap (project_walk_multi, below; else one
+ * projection after the other as follows).  For |cos| >= |sin| the block walks
  * the image's rows y: the pixels of row y whose footprint may reach bin j
  * are those whose first bin j0 (iter_sf_weights) is j - 2, j - 1 or j,
  * i.e. whose centre lies in [j - 2.5 - t0, j + 0.5 - t0): an interval of
@@ -364,34 +366,217 @@ static __device__ __forceinline__ void project_walk(
     }
 }
 
-/* One block: FP_BINS consecutive bins of one projection, one thread per
- * bin.  Lines (rows or columns) go in batches of FP_LINES: the block first
- * computes every pixel's first bin and three weights once (exactly as A^T
- * does, into shared memory with its 8 values), then each bin thread picks
- * its 6 candidates per line from there.  Lines outside the image's reach
- * are skipped for the whole block. */
+/* ------------------------------------------- A, projections together ---- */
+
+/*
+ * Neighbouring projections' rays cross nearly the same pixels, so a block
+ * takes FPM_PROJ of them over the same FP_BINS bins: per line it loads the
+ * union of their pixel windows once (the 8 values, FPM_WIDTH pixels from
+ * the leftmost window's start) and computes each projection's first bin
+ * and weights of every pixel of it, then each thread gathers its bin of
+ * every projection from there.  A pixel, its weights and the order of the
+ * sums are exactly those of project_walk (the candidates of bin j are the
+ * same pixels, taken in the same order), so the result is the same to the
+ * bit; what changes is that the image is read once per FPM_PROJ
+ * projections.  The windows' starts are linear in the line (each one's
+ * leftmost middle is one bin's), so their spread is largest at the first
+ * or the last line: a block whose spread there exceeds FPM_WIDTH - FP_WIDTH
+ * (sparse angles, or steep ones near 45 degrees), or whose projections
+ * walk different ways (rows and columns), goes one projection at a time
+ * through project_walk instead.
+ */
+#define FPM_PROJ 4
+#define FPM_WIDTH 224
+
+struct fpm_table {
+    float4 va[FPM_WIDTH];
+    float4 vb[FPM_WIDTH];
+    int j0[FPM_PROJ][FPM_WIDTH];
+    float w[FPM_PROJ][3][FPM_WIDTH];
+};
+
+/* A projection's walk parameters (project_walk's m1, m0 of the block's
+ * first and last bin, and 1 / cos or 1 / sin). */
+struct fpm_proj {
+    iter_sf_proj q;
+    float m1, m0a, m0b, inv;
+};
+
+template <bool ROWS>
+static __device__ __forceinline__ fpm_proj fpm_params(const iter_sf_proj &q,
+                                                      int jb)
+{
+    fpm_proj m;
+    m.q = q;
+    m.inv = 1.f / (ROWS ? q.cos_a : q.sin_a);
+    m.m1 = (ROWS ? q.sin_a : q.cos_a) * m.inv;
+    m.m0a = ROWS ? (((float)(jb - 1) - q.t0) - q.base) * m.inv
+                 : (q.base - ((float)(jb - 1) - q.t0)) * m.inv;
+    const int jl = jb + FP_BINS - 1;
+    m.m0b = ROWS ? (((float)(jl - 1) - q.t0) - q.base) * m.inv
+                 : (q.base - ((float)(jl - 1) - q.t0)) * m.inv;
+    return m;
+}
+
+/* project_walk's window start of projection m at line f. */
+static __device__ __forceinline__ int fpm_start(const fpm_proj &m, float f)
+{
+    return (int)floorf(fminf(fmaf(f, m.m1, m.m0a), fmaf(f, m.m1, m.m0b))) - 2;
+}
+
+template <bool ROWS>
+static __device__ void project_walk_multi(
+    const cuda_iter_launch &l, const fpm_proj *mp, int np, int j,
+    const float4 *__restrict__ lines, fpm_table &tb, f8 *acc)
+{
+    const int size = l.size, t = threadIdx.x;
+    /* This thread's bin's middle per projection (project_walk's m0). */
+    float m0[FPM_PROJ];
+#pragma unroll
+    for (int k = 0; k < FPM_PROJ; k++) {
+        const iter_sf_proj &q = mp[k < np ? k : 0].q;
+        const float inv = mp[k < np ? k : 0].inv;
+        m0[k] = ROWS ? (((float)(j - 1) - q.t0) - q.base) * inv
+                     : (q.base - ((float)(j - 1) - q.t0)) * inv;
+    }
+    for (int f = 0; f < size; f++) {
+        const float ff = (float)f;
+        int start = 1 << 30;
+        for (int k = 0; k < np; k++)
+            start = min(start, fpm_start(mp[k], ff));
+        if (start >= size || start + FPM_WIDTH <= 0)
+            continue;
+        __syncthreads();                /* the previous line is consumed */
+        for (int i = t; i < FPM_WIDTH; i += FP_BINS) {
+            const int u = start + i;
+            const bool in = u >= 0 && u < size;
+            const f8 v = in ? ldg8(lines, (size_t)f * size + u) : zero8();
+            tb.va[i] = v.a;
+            tb.vb[i] = v.b;
+            for (int k = 0; k < np; k++) {
+                float w[3] = {0.f, 0.f, 0.f};
+                int j0 = -(1 << 30);
+                if (in)
+                    j0 = iter_sf_weights(&mp[k].q, line_center<ROWS>(
+                                             mp[k].q, (float)u, ff), w);
+                tb.j0[k][i] = j0;
+                tb.w[k][0][i] = w[0];
+                tb.w[k][1][i] = w[1];
+                tb.w[k][2][i] = w[2];
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < FPM_PROJ; k++) {
+            if (k >= np)
+                break;
+            int i = (int)floorf(fmaf(ff, mp[k].m1, m0[k])) - 2 - start;
+            i = min(max(i, 0), FPM_WIDTH - FP_CANDIDATES); /* never taken */
+#pragma unroll
+            for (int c = 0; c < FP_CANDIDATES; c++) {
+                const int d = j - tb.j0[k][i + c];
+                if ((unsigned)d <= 2u) {
+                    const float w = tb.w[k][d][i + c];
+                    if (w != 0.f) {
+                        fma4(acc[k].a, w, tb.va[i + c]);
+                        fma4(acc[k].b, w, tb.vb[i + c]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* 1 when projections mp[0..np) may share windows over lines 0..size-1:
+ * their spread at either end leaves FP_WIDTH pixels each, with a pixel
+ * to spare for the floors. */
+static __device__ __forceinline__ bool fpm_shared(const fpm_proj *mp, int np,
+                                                  int size)
+{
+    const float ends[2] = {0.f, (float)(size - 1)};
+    for (int e = 0; e < 2; e++) {
+        int lo = 1 << 30, hi = -(1 << 30);
+        for (int k = 0; k < np; k++) {
+            const int s = fpm_start(mp[k], ends[e]);
+            lo = min(lo, s);
+            hi = max(hi, s);
+        }
+        if (hi - lo > FPM_WIDTH - FP_WIDTH - 2)
+            return false;
+    }
+    return true;
+}
+
+union fp_shared {
+    fp_table one;
+    fpm_table multi;
+};
+
+/* One block: FP_BINS consecutive bins of FPM_PROJ consecutive projections,
+ * one thread per bin.  Together (project_walk_multi) where their windows
+ * overlap enough and they walk the same way; else one projection after
+ * the other (project_walk: per batch of FP_LINES lines the block computes
+ * every pixel's first bin and three weights once, exactly as A^T does,
+ * into shared memory with its 8 values, then each bin thread picks its 6
+ * candidates per line from there; lines outside the image's reach are
+ * skipped for the whole block). */
 __global__ void __launch_bounds__(FP_BINS)
 project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
                const float4 *__restrict__ packed_t, int valid,
                float *__restrict__ sino)
 {
-    __shared__ fp_table tb;
-    const int p = blockIdx.y, jb = blockIdx.x * FP_BINS;
+    __shared__ fp_shared sh;
+    __shared__ fpm_proj mp[FPM_PROJ];
+    const int p0 = blockIdx.y * FPM_PROJ, jb = blockIdx.x * FP_BINS;
+    const int np = min(FPM_PROJ, l.n_proj - p0);
     const int j = jb + threadIdx.x;
-    const iter_sf_proj q = l.proj[p];
-    f8 acc = zero8();
+    const bool rows0 = fabsf(l.proj[p0].cos_a) >= fabsf(l.proj[p0].sin_a);
+    bool same = true;
+    for (int k = 1; k < np; k++)
+        same &= (fabsf(l.proj[p0 + k].cos_a) >= fabsf(l.proj[p0 + k].sin_a))
+                == rows0;
+    if (threadIdx.x < np)
+        mp[threadIdx.x] = rows0 ? fpm_params<true>(l.proj[p0 + threadIdx.x], jb)
+                                : fpm_params<false>(l.proj[p0 + threadIdx.x],
+                                                    jb);
+    __syncthreads();
+    f8 acc[FPM_PROJ];
+#pragma unroll
+    for (int k = 0; k < FPM_PROJ; k++)
+        acc[k] = zero8();
 
-    if (fabsf(q.cos_a) >= fabsf(q.sin_a))
-        project_walk<true>(l, q, jb, j, packed, tb, acc);
-    else
-        project_walk<false>(l, q, jb, j, packed_t, tb, acc);
+    if (!l.single && same && np > 1 && fpm_shared(mp, np, l.size)) {
+        if (rows0)
+            project_walk_multi<true>(l, mp, np, j, packed, sh.multi, acc);
+        else
+            project_walk_multi<false>(l, mp, np, j, packed_t, sh.multi, acc);
+    } else {
+        /* Unrolled, so that acc[k] stays in registers. */
+#pragma unroll
+        for (int k = 0; k < FPM_PROJ; k++) {
+            if (k >= np)
+                break;
+            const iter_sf_proj q = l.proj[p0 + k];
+            if (k > 0)
+                __syncthreads();        /* the table is free again */
+            if (fabsf(q.cos_a) >= fabsf(q.sin_a))
+                project_walk<true>(l, q, jb, j, packed, sh.one, acc[k]);
+            else
+                project_walk<false>(l, q, jb, j, packed_t, sh.one, acc[k]);
+        }
+    }
 
     if (j >= l.width)
         return;
     const size_t sino_len = (size_t)l.n_proj * l.width;
-    float *out = sino + (size_t)p * l.width + j;
-    for (int r = 0; r < valid; r++)
-        out[r * sino_len] = comp(acc, r);
+#pragma unroll
+    for (int k = 0; k < FPM_PROJ; k++) {
+        if (k >= np)
+            break;
+        float *out = sino + (size_t)(p0 + k) * l.width + j;
+        for (int r = 0; r < valid; r++)
+            out[r * sino_len] = comp(acc[k], r);
+    }
 }
 
 extern "C" rtomo_status cuda_iter_project(const cuda_iter_launch *l,
@@ -401,7 +586,8 @@ extern "C" rtomo_status cuda_iter_project(const cuda_iter_launch *l,
                                           cudaStream_t stream,
                                           rtomo_error *err)
 {
-    const dim3 grid((l->width + FP_BINS - 1) / FP_BINS, l->n_proj);
+    const dim3 grid((l->width + FP_BINS - 1) / FP_BINS,
+                    (l->n_proj + FPM_PROJ - 1) / FPM_PROJ);
     project_kernel<<<grid, FP_BINS, 0, stream>>>(*l, packed, packed_t, valid,
                                                  sinograms);
     RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: projection");
