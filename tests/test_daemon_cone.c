@@ -14,7 +14,8 @@
  *     reason, a volume beyond the memory budget is over_budget, a
  *     projection's own angle is refused;
  *   - an abort ends the scan with its frames dropped, and the daemon
- *     goes on with the next;
+ *     goes on with the next; a sender that goes quiet has what it sent
+ *     reconstructed after the idle timeout;
  *   - "method": "sirt" publishes the FDK slices (not final), an iterate
  *     and the final volume, equal to the engine's own SIRT of the same
  *     line integrals from its FDK volume.
@@ -429,6 +430,50 @@ START_TEST(slabs_roi_and_missing)
 }
 END_TEST
 
+/* A sender that goes quiet after 60 of 120 projections: the idle timeout
+ * ends the scan, and what came is reconstructed (the daemon's default
+ * scans.incomplete), the missing projections reported, the scan marked
+ * incomplete. */
+START_TEST(idle_timeout_reconstructs_what_came)
+{
+    const char *args[] = {BACKEND_ARGS "--set", "scans.idle_timeout_ms=1000",
+                          NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    cone_scan s;
+    cone_scan_make(&s, "quiet", test_seed(0xc0de, 6));
+    unsigned char skipped[N_PROJ];
+    for (int p = 0; p < N_PROJ; p++)
+        skipped[p] = p >= 60;
+    rtomo_error err;
+    ck_assert(rtomo_client_send_scan_begin(t.c, &s.spec, &err) == RTOMO_OK);
+    for (int i = 0; i < s.spec.n_darks; i++)
+        send_frame(t.c, &s, RTOMO_MSG_DARK, i, s.darks + s.frame * (size_t)i,
+                   NAN);
+    for (int i = 0; i < s.spec.n_flats; i++)
+        send_frame(t.c, &s, RTOMO_MSG_FLAT, i, s.flats + s.frame * (size_t)i,
+                   NAN);
+    for (int p = 0; p < 60; p++)
+        send_frame(t.c, &s, RTOMO_MSG_PROJECTION, p,
+                   s.proj + s.frame * (size_t)p, NAN);
+    daemon_wait_event(&t.in, "scan_ending", "idle_timeout", "quiet", 0);
+    rtomo_cone_geometry g;
+    float *ref = engine_fdk(&s, skipped, &g);
+    check_slices(&t.in, "quiet", &g, ref, 60, 1);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "scan_complete",
+                                              "idle_timeout", "quiet", 0);
+    ck_assert_msg(strstr(ev->message, "60 projections missing"), "%s",
+                  ev->message);
+    json_t *o = final_outcome(t.c, "quiet");
+    ck_assert_int_eq(outcome_int(o, "missing"), 60);
+    ck_assert(json_is_true(json_object_get(o, "incomplete")));
+    json_decref(o);
+    free(ref);
+    cone_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* The image of scan `id` at z index k of iteration `iteration`, or
  * NULL. */
 static const daemon_image *find_iterate(const daemon_inbox *in,
@@ -637,6 +682,7 @@ int main(void)
     const TTest *tests[] = {
         fdk_through_the_daemon, slabs_roi_and_missing, bad_setups_rejected,
         abort_then_next_scan, sirt_after_fdk,
+        idle_timeout_reconstructs_what_came,
     };
     return daemon_run_tests(name, tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
