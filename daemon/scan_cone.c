@@ -18,6 +18,7 @@
  * The end queues a finishing CLOSE on each slab's worker: it back-projects
  * the last chunk, reads the slab and publishes its z-slices on topic
  * "slice", numbered over the whole ROI; scan_complete follows the last.
+ * With the daemon's HDF5 output on, the slices make the scan's file.
  *
  * reconstruction.method "sirt" or "cgls" solves the volume after its FDK
  * with the separable-footprint pair (worker_cone_iter.c).  The pair
@@ -263,8 +264,39 @@ static void note_start(rtomod *d, rtomod_scan *scan)
         note(scan, "; method: fdk (the configured iterative method is for "
                    "parallel beams; a cone-beam scan asks for its own)");
     }
-    if (d->output)
-        note(scan, "; no HDF5 file (cone-beam volumes are not written)");
+}
+
+/* The scan's HDF5 file (rtomod_output.h): its z-slices are the stack
+ * (detector_row holds each slice's z index), the geometry the
+ * parameters. */
+static void open_output(rtomod *d, rtomod_scan *scan)
+{
+    const rtomod_cone_scan *c = scan->cone;
+    const rtomo_cone_geometry *g = &c->geometry;
+    json_t *angles = json_array();
+    for (int p = 0; p < g->n_proj; p++)
+        json_array_append_new(angles, json_real(rtomo_cone_angle(g, p) *
+                                                180.0 / M_PI));
+    json_t *meta = json_pack(
+        "{s:s, s:{s:i, s:i}, s:i, s:i, s:s, s:f, s:f, s:f, s:[f, f], "
+        "s:[f, f], s:f, s:[i, i, i], s:[i, i, i, i, i, i], s:i, s:i, s:s, "
+        "s:s, s:o}",
+        "beam", "cone", "detector", "width", g->det_u, "height", g->det_v,
+        "projections", g->n_proj, "slices", g->roi_nz,
+        "filter", rtomo_window_name(g->window),
+        "cutoff", g->cutoff > 0 ? g->cutoff : 1.0,
+        "source_to_axis", g->sad, "source_to_detector", g->sdd,
+        "pitch", g->pitch_u, g->pitch_v, "offset", g->offset_u, g->offset_v,
+        "voxel", g->voxel, "volume", g->nx, g->ny, g->nz,
+        "roi", g->roi_x, g->roi_y, g->roi_z, g->roi_nx, g->roi_ny, g->roi_nz,
+        "darks", c->spec->n_darks, "flats", c->spec->n_flats,
+        "dtype", rtomo_dtype_name(c->spec->dtype),
+        "method", c->method.method == RTOMO_METHOD_FBP
+                      ? "fdk" : rtomo_method_name(c->method.method),
+        "rotation_angle", angles);
+    scan->output_file = rtomod_output_open_tomo(
+        d->output, scan->serial, scan->id, meta, d->begin_header,
+        d->begin_header_size);
 }
 
 int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
@@ -313,6 +345,8 @@ int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
     msg->scan_spec = NULL;
     c->geometry.angles = c->spec->geometry.angles;  /* the same list */
     note_start(d, scan);
+    if (d->output)
+        open_output(d, scan);
     rtomod_scan_activate(d, scan);
     log_info("scan %s: cone beam, %dx%d detector, %d projections, volume "
              "%dx%dx%d in %d slab(s)", scan->id, g.det_u, g.det_v, g.n_proj,

@@ -16,6 +16,8 @@
  *   - an abort ends the scan with its frames dropped, and the daemon
  *     goes on with the next; a sender that goes quiet has what it sent
  *     reconstructed after the idle timeout;
+ *   - with the daemon's HDF5 output on, the z-slices make the scan's
+ *     NeXus file, equal to those published (read back with h5py);
  *   - "method": "sirt" publishes the FDK slices (not final), an iterate
  *     and the final volume, equal to the engine's own SIRT of the same
  *     line integrals from its FDK volume.
@@ -30,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon_harness.h"
 #include "rtomo_cone_sim.h"
@@ -474,6 +477,73 @@ START_TEST(idle_timeout_reconstructs_what_came)
 }
 END_TEST
 
+/* h5py's view of a cone-beam scan's file: the z-slices are the stack,
+ * equal to the published ones (argv[2], float32 raw), each slice's z index
+ * its detector_row, the geometry among the parameters. */
+static const char *const volume_checker =
+    "import sys, h5py, numpy as np\n"
+    "f = h5py.File(sys.argv[1], 'r')\n"
+    "e = f['entry']\n"
+    "def s(v): return v.decode() if isinstance(v, bytes) else str(v)\n"
+    "d = e['data/data'][()]\n"
+    "n = int(sys.argv[3])\n"
+    "assert d.shape == (n, n, n), d.shape\n"
+    "pub = np.fromfile(sys.argv[2], dtype='<f4').reshape(n, n, n)\n"
+    "assert np.array_equal(d, pub)\n"
+    "assert list(e['data/detector_row'][()]) == list(range(n))\n"
+    "p = e['reconstruction/parameters']\n"
+    "assert s(p['beam'][()]) == 'cone'\n"
+    "assert float(p['source_to_axis'][()]) == 200.0\n"
+    "assert list(p['volume'][()]) == [n, n, n]\n"
+    "assert e['sample/rotation_angle'].shape == (int(sys.argv[4]),)\n"
+    "assert int(e.attrs['complete']) == 1\n";
+
+/* With output.hdf5.directory the scan's z-slices make its NeXus file. */
+START_TEST(volume_file)
+{
+    char dir[256], set[320], path[300], raw[300], cmd[1400];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/rtomo-cone-XXXXXX", tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(set, sizeof set, "output.hdf5.directory=%s", dir);
+    const char *args[] = {BACKEND_ARGS "--set", set, NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    cone_scan s;
+    cone_scan_make(&s, "vol", test_seed(0xc0de, 7));
+    send_scan(t.c, &s, NULL);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "vol", VOL);
+    daemon_wait_event(&t.in, "output_file", "complete", "vol", 0);
+    snprintf(path, sizeof path, "%s/vol.h5", dir);
+    snprintf(raw, sizeof raw, "%s/vol.raw", dir);
+    FILE *out = fopen(raw, "wb");
+    ck_assert_ptr_nonnull(out);
+    for (int k = 0; k < VOL; k++) {
+        const daemon_image *im = daemon_find_image(&t.in, RTOMO_TOPIC_SLICE,
+                                                   "vol", -1, k);
+        ck_assert(fwrite(im->data, 1, im->size, out) == im->size);
+    }
+    fclose(out);
+    if (system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) {
+        printf("no h5py: the file is not read back\n");
+        ck_assert(access(path, R_OK) == 0);
+    } else {
+        snprintf(cmd, sizeof cmd, "%s/check.py", dir);
+        out = fopen(cmd, "w");
+        ck_assert_ptr_nonnull(out);
+        fputs(volume_checker, out);
+        fclose(out);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/check.py' '%s' '%s' "
+                 "%d %d", dir, path, raw, VOL, N_PROJ);
+        ck_assert_msg(system(cmd) == 0, "the h5py check of %s failed", path);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    cone_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* The image of scan `id` at z index k of iteration `iteration`, or
  * NULL. */
 static const daemon_image *find_iterate(const daemon_inbox *in,
@@ -682,7 +752,7 @@ int main(void)
     const TTest *tests[] = {
         fdk_through_the_daemon, slabs_roi_and_missing, bad_setups_rejected,
         abort_then_next_scan, sirt_after_fdk,
-        idle_timeout_reconstructs_what_came,
+        idle_timeout_reconstructs_what_came, volume_file,
     };
     return daemon_run_tests(name, tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
