@@ -108,11 +108,12 @@ static int line_integrals(const daemon_scan *s, const int *rows, int n_rows,
     return k;
 }
 
-/* The engine's solve of the scan's rows from their FBP slices, as rtomod
- * is to run it (n_rows images, malloc'd). */
-static float *engine_solve(const daemon_scan *s, const int *rows, int n_rows,
-                           const unsigned char *received,
-                           const rtomo_iter_options *o, rtomo_iter_result *res)
+/* The engine's solve of the scan's rows from their FBP slices (from zero
+ * when cold), as rtomod is to run it (n_rows images, malloc'd). */
+static float *engine_solve_from(const daemon_scan *s, const int *rows,
+                                int n_rows, const unsigned char *received,
+                                const rtomo_iter_options *o,
+                                rtomo_iter_result *res, int cold)
 {
     const rtomo_fbp_geometry *g = &s->spec.geometry;
     const size_t w = (size_t)g->det_width, plane = w * w;
@@ -135,14 +136,25 @@ static float *engine_solve(const daemon_scan *s, const int *rows, int n_rows,
     rtomo_error err;
     rtomo_iter *it = rtomo_iter_create(&ig, &opt, &err);
     ck_assert_msg(it, "%s", err.message);
-    float *x = daemon_reference_slices(s, rows, n_rows, received, NULL);
+    /* The start on the whole grid, whatever ROI the scan publishes. */
+    daemon_scan whole = *s;
+    whole.spec.geometry.roi_x = whole.spec.geometry.roi_y = 0;
+    whole.spec.geometry.roi_width = whole.spec.geometry.roi_height = 0;
+    float *x = daemon_reference_slices(&whole, rows, n_rows, received, NULL);
     ck_assert(x && plane > 0);
-    ck_assert_msg(rtomo_iter_solve(it, sino, n_rows, x, 1, o, res, &err) ==
-                  RTOMO_OK, "%s", err.message);
+    ck_assert_msg(rtomo_iter_solve(it, sino, n_rows, x, !cold, o, res,
+                                   &err) == RTOMO_OK, "%s", err.message);
     rtomo_iter_destroy(it);
     free(sino);
     free(angles);
     return x;
+}
+
+static float *engine_solve(const daemon_scan *s, const int *rows, int n_rows,
+                           const unsigned char *received,
+                           const rtomo_iter_options *o, rtomo_iter_result *res)
+{
+    return engine_solve_from(s, rows, n_rows, received, o, res, 0);
 }
 
 /* The relative L2 of `image` to the phantom's slice of `row` (what the
@@ -367,6 +379,59 @@ START_TEST(cgls_missing_and_tolerance)
 }
 END_TEST
 
+/* Two workers, two rows each, and a ROI: each worker solves its rows;
+ * the solve runs on the whole grid from zero (the FBP slices, cut to the
+ * ROI, cannot start it) and the ROI of its result is published. */
+START_TEST(roi_and_two_workers)
+{
+    const char *args[] = {BACKEND_ARGS "--set", "engine.workers=2", NULL};
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    static const int rows[4] = {2, 3, 4, 5};
+    const int roi[4] = {8, 12, 40, 36};
+    daemon_scan s;
+    daemon_scan_make(&s, "roi", WIDTH, HEIGHT, N_PROJ, 1, 2, 0x7012);
+    daemon_scan_select_rows(&s, rows, 4);
+    set_method(&s, RTOMO_METHOD_SIRT, 10, 0);
+    s.spec.geometry.roi_x = roi[0];
+    s.spec.geometry.roi_y = roi[1];
+    s.spec.geometry.roi_width = roi[2];
+    s.spec.geometry.roi_height = roi[3];
+    s.spec.given |= RTOMO_SPEC_HAS_ROI;
+    daemon_send_scan(t.c, &s);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "roi", 0);
+    ck_assert_int_eq(daemon_count_images(&t.in, RTOMO_TOPIC_SLICE, "roi"),
+                     4 * 2);
+    rtomo_iter_options o;
+    rtomo_iter_options_init(&o);
+    o.iterations = 10;
+    rtomo_iter_result res;
+    float *ref = engine_solve_from(&s, rows, 4, NULL, &o, &res, 1);
+    const size_t plane = WIDTH * WIDTH;
+    float *crop = malloc(sizeof(float) * (size_t)roi[2] * (size_t)roi[3]);
+    for (int r = 0; r < 4; r++) {
+        const daemon_image *fin = final_of(&t.in, "roi", rows[r]);
+        ck_assert_ptr_nonnull(fin);
+        ck_assert_int_eq(fin->h.width, roi[2]);
+        ck_assert_int_eq(fin->h.height, roi[3]);
+        ck_assert_int_eq(fin->h.index, r);
+        for (int y = 0; y < roi[3]; y++)
+            memcpy(crop + (size_t)y * roi[2],
+                   ref + plane * r + (size_t)(roi[1] + y) * WIDTH + roi[0],
+                   sizeof(float) * (size_t)roi[2]);
+        double e = test_rel_l2(fin->data, crop, (size_t)roi[2] * roi[3]);
+        printf("roi, row %d (worker %d): final %.2e from the engine's cold "
+               "solve\n", rows[r], r / 2, e);
+        ck_assert_msg(e <= ENGINE_TOL, "row %d: %.3g from the engine",
+                      rows[r], e);
+    }
+    free(crop);
+    free(ref);
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* An abort during 10000 iterations: the scan ends aborted within a
  * moment, no iterate follows the event, and the next scan works. */
 START_TEST(abort_stops_the_iterations)
@@ -481,12 +546,13 @@ int main(void)
         return 77;
     }
     const TTest *tests[] = {
-        sirt_after_fbp, cgls_missing_and_tolerance, abort_stops_the_iterations,
+        sirt_after_fbp, cgls_missing_and_tolerance, roi_and_two_workers,
+        abort_stops_the_iterations,
     };
     const char *name = "cuda_daemon_iterative";
 #else
     const TTest *tests[] = {
-        sirt_after_fbp, cgls_missing_and_tolerance,
+        sirt_after_fbp, cgls_missing_and_tolerance, roi_and_two_workers,
         abort_stops_the_iterations, conflicts_and_defaults,
     };
     const char *name = "daemon_iterative";
