@@ -37,6 +37,9 @@
  * memory than its size; a Stream V2 message has a few hundred (images
  * and tables are byte strings, one item each). */
 #define RTOMOD_S2_ITEMS_MAX 65536
+/* Byte strings of 64 KiB and more (the images) taken where they lie in
+ * the message rather than copied, at most this many per message. */
+#define RTOMOD_S2_REFS_MAX 16
 
 typedef enum rtomod_s2_kind {
     RTOMOD_S2_START,
@@ -68,10 +71,16 @@ typedef struct rtomod_s2_msg {
     double angle;               /* user_data[angle_key]; NaN when absent */
     char channel[RTOMOD_S2_NAME_MAX];   /* the one taken */
     rtomod_s2_pixels pixels;
-    void *root;                 /* the parsed CBOR (owns pixels.data) */
+    void *root;                 /* the parsed CBOR */
+    /* Large byte strings (pixels.data among them) are read in place:
+     * the caller's buffer must outlive the message. */
+    const uint8_t *source;
+    int n_refs;
+    size_t ref_pos[RTOMOD_S2_REFS_MAX], ref_len[RTOMOD_S2_REFS_MAX];
 } rtomod_s2_msg;
 
-/* Parse one message.  `channel` selects the image channel by name (NULL
+/* Parse one message (`buf` must stay valid until rtomod_s2_clear: the
+ * pixels are read where they lie).  `channel` selects the image channel by name (NULL
  * or "": the first); `angle_key` names a number in an image's user_data
  * map taken as its angle in degrees (NULL: none).  Returns 0 (release
  * with rtomod_s2_clear), or -1 with *why filled and nothing held. */

@@ -44,10 +44,26 @@ static size_t head_argument(const uint8_t *p, size_t left, int info,
     return 1 + n;
 }
 
-/* One open container: items still expected (-1: until a break). */
+/* One open container: items still expected (-1: until a break), and its
+ * major type (2: the chunks of an indefinite byte string). */
 typedef struct open_item {
     int64_t left;
+    int major;
 } open_item;
+
+/* Definite byte strings of at least BIG_STRING bytes are not copied by
+ * libcbor: the walk records where they lie, the message libcbor parses
+ * has a reference in their place (tag REF_TAG over their number), and
+ * the accessors resolve it to the bytes in the caller's buffer. */
+#define BIG_STRING 65536
+#define REF_TAG 0x72746F6DULL       /* "rtom", reserved: refused in input */
+
+typedef struct big_strings {
+    int n;
+    size_t head[RTOMOD_S2_REFS_MAX];    /* where its head starts */
+    size_t data[RTOMOD_S2_REFS_MAX];    /* where its bytes start */
+    size_t len[RTOMOD_S2_REFS_MAX];
+} big_strings;
 
 static int pre_fail(rtomo_reject_info *why, size_t at, const char *what)
 {
@@ -73,14 +89,15 @@ static int open_container(open_item *stack, int *depth, int major,
             return pre_fail(why, at, "a container larger than the message");
         items = (int64_t)need;
     }
+    stack[*depth].major = major;
     stack[(*depth)++].left = items;
     return 0;
 }
 
-/* Walk the item heads from `pos`; 0 when exactly one top-level item
- * fills the buffer. */
-int rtomod_s2_precheck(const uint8_t *buf, size_t size,
-                       rtomo_reject_info *why)
+/* Walk the item heads; 0 when exactly one top-level item fills the
+ * buffer.  Big byte strings go to *big when it is not NULL. */
+static int walk(const uint8_t *buf, size_t size, big_strings *big,
+                rtomo_reject_info *why)
 {
     open_item stack[RTOMOD_S2_DEPTH_MAX];
     int depth = 0;
@@ -117,10 +134,21 @@ int rtomod_s2_precheck(const uint8_t *buf, size_t size,
             if (head == 0)
                 return pre_fail(why, at, "a truncated or reserved item head");
             pos += head;
+            if (major == 6 && n == REF_TAG)
+                return pre_fail(why, at, "tag 0x72746F6D, which rtomod "
+                                "reserves,");
             if (major == 2 || major == 3) {
                 if (n > size - pos)
                     return pre_fail(why, at, "a string longer than the "
                                     "message");
+                int chunk = depth > 0 && stack[depth - 1].left == -1 &&
+                            stack[depth - 1].major == 2;
+                if (big && major == 2 && n >= BIG_STRING && !chunk &&
+                    big->n < RTOMOD_S2_REFS_MAX) {
+                    big->head[big->n] = at;
+                    big->data[big->n] = pos;
+                    big->len[big->n++] = (size_t)n;
+                }
                 pos += (size_t)n;
             } else if (major == 4 || major == 5 || major == 6) {
                 uint64_t count = major == 6 ? 1 : n;
@@ -142,6 +170,37 @@ int rtomod_s2_precheck(const uint8_t *buf, size_t size,
         return rtomo_reject_set(why, RTOMO_REJECT_CBOR, "%zu bytes follow "
                                 "the message's CBOR item", size - pos);
     return 0;
+}
+
+int rtomod_s2_precheck(const uint8_t *buf, size_t size,
+                       rtomo_reject_info *why)
+{
+    return walk(buf, size, NULL, why);
+}
+
+/* The message with each big string replaced by tag REF_TAG over its
+ * number (malloc'd, *out_size bytes); NULL when out of memory. */
+static uint8_t *skeleton(const uint8_t *buf, size_t size,
+                         const big_strings *big, size_t *out_size)
+{
+    size_t total = size;
+    for (int i = 0; i < big->n; i++)
+        total -= big->data[i] + big->len[i] - big->head[i];
+    total += (size_t)big->n * 6;        /* 0xda + 4-byte tag, uint 0..23 */
+    uint8_t *out = malloc(total ? total : 1);
+    if (!out)
+        return NULL;
+    size_t from = 0, to = 0;
+    for (int i = 0; i < big->n; i++) {
+        memcpy(out + to, buf + from, big->head[i] - from);
+        to += big->head[i] - from;
+        to += cbor_encode_tag(REF_TAG, out + to, total - to);
+        to += cbor_encode_uint((uint64_t)i, out + to, total - to);
+        from = big->data[i] + big->len[i];
+    }
+    memcpy(out + to, buf + from, size - from);
+    *out_size = to + size - from;
+    return out;
 }
 
 /* ------------------------------------------------------ accessors ---- */
@@ -174,9 +233,29 @@ static cbor_item_t *tagged(const cbor_item_t *tag)
 static const cbor_item_t *untag(const cbor_item_t *item)
 {
     int hops = 0;
-    while (item && cbor_isa_tag(item) && hops++ < RTOMOD_S2_DEPTH_MAX)
+    while (item && cbor_isa_tag(item) && cbor_tag_value(item) != REF_TAG &&
+           hops++ < RTOMOD_S2_DEPTH_MAX)
         item = tagged(item);
     return item;
+}
+
+/* A byte string's bytes: its own, or a big one's in the message. */
+static int bytes_of(const cbor_item_t *item, const rtomod_s2_msg *msg,
+                    const uint8_t **data, size_t *size)
+{
+    if (cbor_isa_tag(item) && cbor_tag_value(item) == REF_TAG) {
+        const cbor_item_t *k = tagged(item);
+        if (!cbor_isa_uint(k) || cbor_get_int(k) >= (uint64_t)msg->n_refs)
+            return -1;
+        *data = msg->source + msg->ref_pos[cbor_get_int(k)];
+        *size = msg->ref_len[cbor_get_int(k)];
+        return 0;
+    }
+    if (!cbor_isa_bytestring(item) || !cbor_bytestring_is_definite(item))
+        return -1;
+    *data = cbor_bytestring_handle(item);
+    *size = cbor_bytestring_length(item);
+    return 0;
 }
 
 static int get_uint(const cbor_item_t *map, const char *key, int required,
@@ -281,10 +360,10 @@ static int parse_start(const cbor_item_t *map, rtomod_s2_msg *msg,
 
 /* The bytes of a typed array's content: a byte string, or DECTRIS'
  * compression tag over one. */
-static int typed_bytes(const cbor_item_t *content, rtomod_s2_pixels *px,
-                       rtomo_reject_info *why)
+static int typed_bytes(const cbor_item_t *content, const rtomod_s2_msg *msg,
+                       rtomod_s2_pixels *px, rtomo_reject_info *why)
 {
-    if (cbor_isa_tag(content)) {
+    if (cbor_isa_tag(content) && cbor_tag_value(content) != REF_TAG) {
         if (cbor_tag_value(content) != TAG_DECTRIS_COMPRESSION)
             return rtomo_reject_set(why, RTOMO_REJECT_COMPRESSION, "typed "
                                     "array content has tag %llu, not the "
@@ -314,18 +393,15 @@ static int typed_bytes(const cbor_item_t *content, rtomod_s2_pixels *px,
         px->bslz4 = 1;
         content = f[2];
     }
-    if (!cbor_isa_bytestring(content) ||
-        !cbor_bytestring_is_definite(content))
+    if (bytes_of(content, msg, &px->data, &px->size) != 0)
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "typed array "
                                 "content is not a definite byte string");
-    px->data = cbor_bytestring_handle(content);
-    px->size = cbor_bytestring_length(content);
     return 0;
 }
 
 /* tag 40 [[height, width], tag 64/69/70 (bytes or tag 56500)] */
-static int parse_multidim(const cbor_item_t *item, rtomod_s2_pixels *px,
-                          rtomo_reject_info *why)
+static int parse_multidim(const cbor_item_t *item, const rtomod_s2_msg *msg,
+                          rtomod_s2_pixels *px, rtomo_reject_info *why)
 {
     if (!cbor_isa_tag(item) || cbor_tag_value(item) != TAG_MULTIDIM)
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "image data is not "
@@ -352,7 +428,7 @@ static int parse_multidim(const cbor_item_t *item, rtomod_s2_pixels *px,
         return rtomo_reject_set(why, RTOMO_REJECT_DTYPE, "typed array tag "
                                 "%llu is none of uint8 (64), uint16 LE (69), "
                                 "uint32 LE (70)", (unsigned long long)tag);
-    if (typed_bytes(tagged(f[1]), px, why) != 0)
+    if (typed_bytes(tagged(f[1]), msg, px, why) != 0)
         return -1;
     if (px->height == 0 || px->width == 0 || px->height > 65536 ||
         px->width > 65536)
@@ -393,7 +469,7 @@ static int pick_channel(const cbor_item_t *data, const char *channel,
     }
     if (get_text(pairs[i].key, "data key", msg->channel, why) != 0)
         return -1;
-    return parse_multidim(pairs[i].value, &msg->pixels, why);
+    return parse_multidim(pairs[i].value, msg, &msg->pixels, why);
 }
 
 static int parse_image(const cbor_item_t *map, const char *channel,
@@ -454,10 +530,24 @@ int rtomod_s2_parse(const void *buf, size_t size, const char *channel,
 {
     memset(msg, 0, sizeof *msg);
     msg->angle = NAN;
-    if (rtomod_s2_precheck(buf, size, why) != 0)
+    big_strings big = {0};
+    if (walk(buf, size, &big, why) != 0)
         return -1;
+    msg->source = buf;
+    msg->n_refs = big.n;
+    for (int i = 0; i < big.n; i++) {
+        msg->ref_pos[i] = big.data[i];
+        msg->ref_len[i] = big.len[i];
+    }
+    size_t parsed_size = size;
+    uint8_t *parsed = big.n ? skeleton(buf, size, &big, &parsed_size) : NULL;
+    if (big.n && !parsed)
+        return rtomo_reject_set(why, RTOMO_REJECT_OVERSIZE, "out of memory "
+                                "for a message of %zu bytes", size);
     struct cbor_load_result result;
-    cbor_item_t *root = cbor_load(buf, size, &result);
+    cbor_item_t *root = cbor_load(parsed ? parsed : buf, parsed_size,
+                                  &result);
+    free(parsed);
     if (!root || result.error.code != CBOR_ERR_NONE) {
         if (root)
             cbor_decref(&root);

@@ -294,6 +294,94 @@ START_TEST(precheck_refuses_hostile_cbor)
 }
 END_TEST
 
+/* A CBOR head of major type `major` with argument n at p; its length. */
+static size_t head(uint8_t *p, int major, uint64_t n)
+{
+    if (n < 24) {
+        p[0] = (uint8_t)(major << 5 | (int)n);
+        return 1;
+    }
+    p[0] = (uint8_t)(major << 5 | 26);
+    for (int i = 0; i < 4; i++)
+        p[1 + i] = (uint8_t)(n >> (24 - 8 * i));
+    return 5;
+}
+
+static size_t text(uint8_t *p, const char *s)
+{
+    size_t n = head(p, 3, strlen(s));
+    memcpy(p + n, s, strlen(s));
+    return n + strlen(s);
+}
+
+/* An image message of a 256 x 256 uint16 image (128 KiB: read in place)
+ * whose image_id is, with id_bytes > 0, a byte string of that many bytes,
+ * else the integer 5. */
+static uint8_t *big_image(size_t id_bytes, size_t *size)
+{
+    size_t pixels = 256 * 256 * 2;
+    uint8_t *m = malloc(pixels + id_bytes + 256), *p = m;
+    p += head(p, 5, 4);                         /* map of 4 */
+    p += text(p, "type");
+    p += text(p, "image");
+    p += text(p, "series_id");
+    p += head(p, 0, 1);
+    p += text(p, "image_id");
+    if (id_bytes) {
+        p += head(p, 2, id_bytes);
+        memset(p, 7, id_bytes);
+        p += id_bytes;
+    } else {
+        p += head(p, 0, 5);
+    }
+    p += text(p, "data");
+    p += head(p, 5, 1);                         /* {"c": ...} */
+    p += text(p, "c");
+    *p++ = 0xd8, *p++ = 40;                     /* tag 40 */
+    p += head(p, 4, 2);                         /* [dims, array] */
+    p += head(p, 4, 2);
+    *p++ = 0x19, *p++ = 1, *p++ = 0;            /* 256 */
+    *p++ = 0x19, *p++ = 1, *p++ = 0;            /* 256 */
+    *p++ = 0xd8, *p++ = 69;                     /* tag 69: uint16 LE */
+    p += head(p, 2, pixels);
+    for (size_t i = 0; i < pixels; i++)
+        p[i] = (uint8_t)(i * 7);
+    p += pixels;
+    *size = (size_t)(p - m);
+    return m;
+}
+
+START_TEST(large_strings_read_in_place)
+{
+    size_t size;
+    uint8_t *m = big_image(0, &size);
+    rtomod_s2_msg msg;
+    rtomo_reject_info why;
+    ck_assert_msg(rtomod_s2_parse(m, size, NULL, NULL, &msg, &why) == 0,
+                  "%s", why.message);
+    ck_assert_int_eq(msg.kind, RTOMOD_S2_IMAGE);
+    ck_assert_int_eq((int)msg.image_id, 5);
+    ck_assert_int_eq((int)msg.pixels.height, 256);
+    /* the pixels are the message's own bytes, not a copy */
+    ck_assert(msg.pixels.data >= m && msg.pixels.data < m + size);
+    ck_assert_int_eq((int)msg.pixels.size, 256 * 256 * 2);
+    ck_assert_int_eq(msg.pixels.data[3], (uint8_t)21);
+    rtomod_s2_clear(&msg);
+    free(m);
+    /* A big byte string where a number belongs is still no number. */
+    m = big_image(100000, &size);
+    ck_assert_int_eq(rtomod_s2_parse(m, size, NULL, NULL, &msg, &why), -1);
+    ck_assert_int_eq(why.reason, RTOMO_REJECT_FIELD);
+    ck_assert_msg(strstr(why.message, "image_id"), "%s", why.message);
+    free(m);
+    /* The reserved reference tag is refused in input. */
+    const uint8_t reserved[] = {0xda, 0x72, 0x74, 0x6f, 0x6d, 0x00};
+    ck_assert_int_eq(rtomod_s2_parse(reserved, sizeof reserved, NULL, NULL,
+                                     &msg, &why), -1);
+    ck_assert_int_eq(why.reason, RTOMO_REJECT_CBOR);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stream2_decode");
@@ -302,6 +390,7 @@ int main(void)
     tcase_add_test(tc, bslz4_round_trips_every_size_class);
     tcase_add_test(tc, bslz4_malformed_refused);
     tcase_add_test(tc, bslz4_parallel_matches_sequential);
+    tcase_add_test(tc, large_strings_read_in_place);
     tcase_add_test(tc, precheck_refuses_hostile_cbor);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
