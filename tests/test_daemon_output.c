@@ -25,7 +25,9 @@
  *     file is marked incomplete with the slices it misses; with block
  *     every slice is written;
  *   - an SBDX stream: composite, depth and planes appended per frame,
- *     equal to what was published.
+ *     equal to what was published;
+ *   - an iterative scan (reconstruction.method sirt): the file holds each
+ *     slice's final iterate, not the iterates published between.
  *
  * Skipped (77) when /usr/bin/python3 has no h5py.
  */
@@ -202,6 +204,55 @@ START_TEST(file_equals_published)
     char second[400];
     snprintf(second, sizeof second, "%s/out-a-1.h5", dir);
     ck_assert_int_eq(access(second, R_OK), 0);
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+    remove_dir(dir);
+}
+END_TEST
+
+/* An iterative scan (SIRT, 6 iterations, every 2nd published): the file
+ * holds each slice's final iterate, not its FBP slice nor the iterates
+ * between (those are for the live view). */
+START_TEST(iterative_final_in_file)
+{
+    make_dir();
+    daemon_session t;
+    session_with_output(&t, dir);
+    daemon_scan s;
+    daemon_scan_make(&s, "out-it", 64, 6, 40, 1, 2, 0x17e4);
+    const int rows[3] = {1, 3, 4};
+    daemon_scan_select_rows(&s, rows, 3);
+    s.spec.method.method = RTOMO_METHOD_SIRT;
+    s.spec.method.iterations = 6;
+    s.spec.method.publish_every = 2;
+    s.spec.given |= RTOMO_SPEC_HAS_METHOD | RTOMO_SPEC_HAS_ITERATIONS |
+                    RTOMO_SPEC_HAS_PUBLISH_EVERY;
+    daemon_send_scan(t.c, &s);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "out-it", 3 * 4);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "output_file", NULL,
+                                              "out-it", 0);
+    ck_assert_str_eq(ev->reason, "complete");
+    char ref[400], file[400];
+    snprintf(ref, sizeof ref, "%s/final.f32", dir);
+    snprintf(file, sizeof file, "%s/out-it.h5", dir);
+    FILE *out = fopen(ref, "wb");
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < 3; i++) {
+        const daemon_image *fin = NULL;
+        for (int k = 0; k < t.in.n_images; k++) {
+            const daemon_image *im = &t.in.images[k];
+            if (strcmp(im->h.scan, "out-it") == 0 && im->h.index == i &&
+                im->h.final)
+                fin = im;
+        }
+        ck_assert_ptr_nonnull(fin);
+        ck_assert_int_eq(fin->h.iteration, 6);
+        fwrite(fin->data, 1, fin->size, out);
+    }
+    fclose(out);
+    check_file(file, "complete", ref, "1,3,4");
+    /* FBP and final, each written; the iterates between are not. */
+    ck_assert_int_eq(output_figure(t.c, "images_written"), 6);
     daemon_scan_free(&s);
     daemon_session_close(&t);
     remove_dir(dir);
@@ -477,7 +528,8 @@ int main(void)
         printf("SKIP: " PYTHON " has no h5py (Debian: python3-h5py)\n");
         return 77;
     }
-    const TTest *tests[] = {file_equals_published, unwritable_directory,
+    const TTest *tests[] = {file_equals_published, iterative_final_in_file,
+                            unwritable_directory,
                             file_size_limit, slow_disk_drops_or_blocks,
                             aborted_and_shutdown_incomplete,
                             sbdx_stream_appended};
