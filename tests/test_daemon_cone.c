@@ -634,6 +634,35 @@ START_TEST(sirt_after_fdk)
 }
 END_TEST
 
+/* An abort during a long solve: the scan ends aborted at the iteration in
+ * progress, nothing after the FDK slices is published. */
+START_TEST(abort_stops_the_solve)
+{
+    daemon_session t;
+    daemon_session_open(&t, backend_args, 1);
+    cone_scan s;
+    cone_scan_make_sized(&s, "long", test_seed(0xc0de, 8), 48, 40, 32, 1.0);
+    s.spec.given |= RTOMO_SPEC_HAS_METHOD | RTOMO_SPEC_HAS_ITERATIONS;
+    s.spec.method.method = RTOMO_METHOD_CGLS;
+    s.spec.method.iterations = 10000;
+    send_scan(t.c, &s, NULL);
+    daemon_wait_images(&t.in, RTOMO_TOPIC_SLICE, "long", 32);
+    json_decref(daemon_request(t.c, "{\"cmd\": \"abort\", \"scan\": "
+                                    "\"long\"}"));
+    daemon_wait_event(&t.in, "scan_aborted", "aborted", "long", 0);
+    json_t *o = final_outcome(t.c, "long");
+    ck_assert_str_eq(json_string_value(json_object_get(o, "state")),
+                     "aborted");
+    json_decref(o);
+    /* Whatever was on its way is in; nothing but FDK slices came. */
+    daemon_inbox_pump(&t.in, 200);
+    for (int i = 0; i < t.in.n_images; i++)
+        ck_assert_int_eq(t.in.images[i].h.iteration, 0);
+    cone_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* A begin of the standard set-up with `extra` members before "cone" and
  * `cone` as the cone object's extra members. */
 static void send_begin(rtomo_client *c, const char *id, const char *extra,
@@ -753,6 +782,7 @@ int main(void)
         fdk_through_the_daemon, slabs_roi_and_missing, bad_setups_rejected,
         abort_then_next_scan, sirt_after_fdk,
         idle_timeout_reconstructs_what_came, volume_file,
+        abort_stops_the_solve,
     };
     return daemon_run_tests(name, tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);
