@@ -50,14 +50,15 @@
  * CPU backend; with CONE_ON_GPU as test_cuda_daemon_cone, on the CUDA
  * backend (exit 77 without a GPU), against the same CPU engine.  The
  * GPU's back-projector may be the texture kernel (8-bit interpolation
- * weights: 2e-3 relative L2 on phantoms, test_cuda_cone), so the GPU is
- * held to a relative L2 instead of the CPU's sample-by-sample bound.
+ * weights: within 5e-3 relative L2 on phantoms, test_cuda_cone), so the
+ * GPU is held to a relative L2 instead of the CPU's sample-by-sample
+ * bound.
  */
 #ifdef CONE_ON_GPU
 #define BACKEND_ARGS "--backend", "cuda",
-#define ENGINE_L2 3e-3
+#define ENGINE_L2 1e-2
 #define ENGINE_MAX INFINITY
-#define SOLVE_L2 1e-2       /* the GPU's pair and vector sums besides */
+#define SOLVE_L2 2e-2       /* from that start, the GPU's pair besides */
 #else
 #define BACKEND_ARGS
 #define ENGINE_L2 1e-5
