@@ -283,6 +283,49 @@ START_TEST(test_raw_frames)
 }
 END_TEST
 
+/* A frame large enough to be normalised by several threads (520 x 510:
+ * rows not a multiple of a task's 16), against -log((raw - dark) /
+ * (flat - dark)) computed here in double, sample by sample. */
+START_TEST(test_large_frame_threads)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.det_u = 520;
+    g.det_v = 510;
+    g.n_proj = 8;
+    g.nx = g.ny = g.nz = 8;
+    rtomo_cone *c = cone_test_create(&g, RTOMO_BACKEND_CPU,
+                                     RTOMO_CONE_KERNEL_AUTO);
+    const size_t frame = (size_t)g.det_u * g.det_v;
+    uint16_t *raw = malloc(sizeof(uint16_t) * frame);
+    float *dark = malloc(sizeof(float) * frame);
+    float *flat = malloc(sizeof(float) * frame);
+    float *li = malloc(sizeof(float) * frame);
+    ck_assert(raw && dark && flat && li);
+    uint64_t seed = test_seed(0xf7a3e, 0);
+    for (size_t i = 0; i < frame; i++) {
+        dark[i] = (float)test_rand_int(&seed, 90, 110);
+        flat[i] = (float)test_rand_int(&seed, 30000, 40000);
+        raw[i] = (uint16_t)test_rand_int(&seed, 200, 29000);
+    }
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_cone_line_integrals(c, raw, RTOMO_DTYPE_U16, dark,
+                                               flat, li, &err), RTOMO_OK);
+    double worst = 0.0;
+    for (size_t i = 0; i < frame; i++) {
+        double want = -log(((double)raw[i] - dark[i]) / (flat[i] - dark[i]));
+        double d = fabs(li[i] - want);
+        worst = d > worst ? d : worst;
+    }
+    fprintf(stderr, "520 x 510 frame, threads: max error %.2e\n", worst);
+    ck_assert_double_le(worst, 1e-5);
+    free(raw);
+    free(dark);
+    free(flat);
+    free(li);
+    rtomo_cone_destroy(c);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     rtomo_cone_geometry g = stream_geometry();
@@ -318,6 +361,7 @@ int main(void)
     tcase_add_test(tc, test_filtered_groups);
     tcase_add_test(tc, test_subsets_and_reset);
     tcase_add_test(tc, test_raw_frames);
+    tcase_add_test(tc, test_large_frame_threads);
     tcase_add_test(tc, test_refused);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cone_internal.h"
+#include "cpu_pool.h"
 #include "engine_internal.h"
 #include "fbp_filter_design.h"
 
@@ -87,6 +88,8 @@ rtomo_cone *rtomo_cone_create(const rtomo_cone_geometry *g,
         st = select_backend(c, err);
     if (st == RTOMO_OK)
         st = c->ops->create(c, err);
+    if (st == RTOMO_OK)
+        st = cone_frames_setup(c, err);
     if (st != RTOMO_OK) {
         rtomo_cone_destroy(c);
         return NULL;
@@ -109,6 +112,7 @@ void rtomo_cone_destroy(rtomo_cone *c)
     free(c->queue);
     free(c->row_weights);
     free(c->frame_scratch);
+    cpu_pool_destroy(c->frame_pool);
     free(c);
 }
 

@@ -166,8 +166,15 @@ struct rtomo_cone {
     float *row_weights;         /* det_u scratch */
     float *frame_scratch;       /* frame_len: rtomo_cone_add_frame's line
                                    integrals (made at its first call) */
+    struct cpu_pool *frame_pool;/* the frames' normalisation, rows in
+                                   parallel (NULL: on the caller's thread;
+                                   cone_frames.c) */
     rtomo_cone_stats stats;
 };
+
+/* cone_frames.c: the threads that normalise large frames (none for small
+ * ones or a single-threaded plan).  Returns RTOMO_OK or why not. */
+rtomo_status cone_frames_setup(rtomo_cone *c, rtomo_error *err);
 
 /* Projections per chunk. */
 #define CONE_CHUNK 32
