@@ -122,8 +122,10 @@ void rtomod_budget_iter_part(const rtomo_fbp_geometry *g, int rows,
     size_t r = (size_t)rows, n = (size_t)(solve_rows < rows ? solve_rows
                                                             : rows);
     /* Line integrals and the FBP start (then the result) of every row,
-     * and a batch of published iterates. */
-    size_t kept = add(mul(r, add(sino, image)), mul(n, image));
+     * and per batch its sinograms and start in the solver's layout and a
+     * published iterate. */
+    size_t kept = add(mul(r, add(sino, image)),
+                      mul(n, add(sino, mul(2, image))));
     /* CGLS holds b, r, q (sinograms) and x, g, p (images) per row, SIRT
      * fewer; the SIRT weights one row each; the GPU plan's packed copies
      * of a slice (2 x 2 x float4 x 2 per pixel) and its staging. */

@@ -49,6 +49,9 @@ typedef enum rtomod_job_kind {
 /* Opposed pairs of projections an automatic axis is found from, at most. */
 #define RTOMOD_AXIS_PAIRS 4
 
+/* Aborted scans a worker remembers (rtomod_worker_aborted). */
+#define RTOMOD_ABORTED_KEPT 16
+
 /* What a tomography plan needs beyond its geometry, decided by the loop. */
 typedef struct rtomod_tomo_begin_job {
     rtomo_fbp_geometry geometry;    /* kept rows of this worker; owns angles
@@ -257,8 +260,13 @@ typedef struct rtomod_worker {
     int stopping;
 
     /* The loop marks a scan aborted here so that a long job in progress
-     * stops early. */
+     * stops early: abort_serial is the last one (the finisher drops its
+     * results), aborted[] the last RTOMOD_ABORTED_KEPT, so that a solve of
+     * minutes still sees its abort after later scans were aborted too
+     * (rtomod_worker_aborted). */
     _Atomic uint64_t abort_serial;
+    _Atomic uint64_t aborted[RTOMOD_ABORTED_KEPT];
+    _Atomic unsigned aborted_next;
     /* Busy time for the "load" figure (nanoseconds, written by the worker). */
     _Atomic uint64_t busy_ns;
     /* Previews published and dropped (the publisher was behind). */
@@ -323,6 +331,9 @@ void rtomod_pool_push(rtomod_pool *pool, int w, rtomod_job *job);
 /* Remove every queued job of `serial` from all workers and mark it aborted
  * for the jobs in progress.  Returns the number of frames removed. */
 long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial);
+/* 1 when scan `serial` was aborted (one of the last RTOMOD_ABORTED_KEPT
+ * purged): long jobs of the worker thread check it between steps. */
+int rtomod_worker_aborted(rtomod_worker *w, uint64_t serial);
 
 /* Take all results queued so far (a list in arrival order, or NULL). */
 rtomod_result *rtomod_pool_take_results(rtomod_pool *pool);

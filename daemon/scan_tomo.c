@@ -261,9 +261,9 @@ static const char *iterative_conflict(const rtomo_scan_spec *spec,
     if (spec->n_flats_after > 0)
         return "flats after the projections";
     if (g->rings != RTOMO_RINGS_OFF)
-        return "ring removal (reconstruction.rings)";
+        return "ring removal";
     if (g->phase.delta_beta > 0.0)
-        return "phase retrieval (phase.delta_beta)";
+        return "phase retrieval";
     return NULL;
 }
 
@@ -291,9 +291,18 @@ static int compose_method(rtomod *d, const rtomo_scan_spec *spec,
         m->tolerance = dflt->tolerance;
     if (!(has & RTOMO_SPEC_HAS_WARM_START))
         m->warm_start = dflt->warm_start;
-    /* The configured clamp is SIRT's; a scan's own was checked. */
+    /* The clamp is SIRT's: the configured one applies to SIRT only, a
+     * scan's own is refused with another method (the protocol checked it
+     * where the scan named its method too). */
     if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
         m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
+    else if (m->nonnegative && m->method != RTOMO_METHOD_SIRT) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, spec->scan, -1, "field "
+                       "\"reconstruction.nonnegative\" applies to \"sirt\" "
+                       "only (the method is \"%s\", the daemon's "
+                       "reconstruction.method)", rtomo_method_name(m->method));
+        return -1;
+    }
     const char *conflict = m->method != RTOMO_METHOD_FBP
                                ? iterative_conflict(spec, g) : NULL;
     if (!conflict)
@@ -308,6 +317,8 @@ static int compose_method(rtomod *d, const rtomo_scan_spec *spec,
         return -1;
     }
     *demoted = conflict;
+    m->method = RTOMO_METHOD_FBP;
+    m->nonnegative = 0;
     return 0;
 }
 

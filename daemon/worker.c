@@ -390,7 +390,7 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
             if (s->sbdx && !s->failed)
                 sbdx_flush(w, s, job->u.abort);
             if (s->cone && !s->failed && !job->u.abort &&
-                atomic_load(&w->abort_serial) != job->serial)
+                !rtomod_worker_aborted(w, job->serial))
                 cone_finish(w, s, job);
             plan_close(s);
         }
@@ -415,7 +415,7 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
     int usable = job_matches_plan(s, job) &&
                  (job->kind == RTOMOD_JOB_SBDX_FRAME ? s->sbdx != NULL
                                                      : s->fbp || s->cone) &&
-                 atomic_load(&w->abort_serial) != job->serial;
+                 !rtomod_worker_aborted(w, job->serial);
     if (!usable) {
         post_dropped(w, job->serial, 1, job->seq);
         if (job->kind == RTOMOD_JOB_SBDX_FRAME)
@@ -669,11 +669,23 @@ void rtomod_pool_push(rtomod_pool *pool, int index, rtomod_job *job)
     pthread_mutex_unlock(&w->lock);
 }
 
+int rtomod_worker_aborted(rtomod_worker *w, uint64_t serial)
+{
+    if (atomic_load(&w->abort_serial) == serial)
+        return 1;
+    for (int i = 0; i < RTOMOD_ABORTED_KEPT; i++)
+        if (atomic_load(&w->aborted[i]) == serial)
+            return 1;
+    return 0;
+}
+
 long rtomod_pool_purge(rtomod_pool *pool, uint64_t serial)
 {
     long frames = 0;
     for (int i = 0; i < pool->n; i++) {
         rtomod_worker *w = &pool->workers[i];
+        unsigned slot = atomic_fetch_add(&w->aborted_next, 1u);
+        atomic_store(&w->aborted[slot % RTOMOD_ABORTED_KEPT], serial);
         atomic_store(&w->abort_serial, serial);
         pthread_mutex_lock(&w->lock);
         frames += purge_worker(w, serial);

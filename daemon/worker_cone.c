@@ -154,7 +154,7 @@ static int publish_fdk(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     struct cone_plan *p = s->cone;
     const int nz = rtomo_cone_geometry_of(p->cone)->roi_nz;
     for (int k = 0; k < nz; k += SLICES_PER_UNIT) {
-        if (atomic_load(&w->abort_serial) == job->serial)
+        if (rtomod_worker_aborted(w, job->serial))
             return -1;          /* the loop discards the rest anyway */
         int n = nz - k < SLICES_PER_UNIT ? nz - k : SLICES_PER_UNIT;
         if (publish_batch(w, s, job, k, n, final) != 0) {

@@ -190,7 +190,7 @@ static int on_iteration(void *ctx, int k, double residual,
 {
     cone_solve *c = ctx;
     const rtomo_method_settings *m = &c->s->cone->method;
-    if (atomic_load(&c->w->abort_serial) == c->job->serial) {
+    if (rtomod_worker_aborted(c->w, c->job->serial)) {
         c->aborted = 1;
         return 1;
     }

@@ -110,7 +110,10 @@ static int kept_position(const iter_state *it, int row)
 
 int iter_solves_row(const plan_state *s, int row)
 {
-    return s->iter && kept_position(s->iter, row) >= 0;
+    /* No projection came (a scan ended by a timeout or a shutdown): its
+     * FBP slices are all there will be. */
+    return s->iter && s->iter->n_arrived > 0 &&
+           kept_position(s->iter, row) >= 0;
 }
 
 /* Projection `index`'s angle (radians) and axis shift (bins) as the FBP
@@ -254,7 +257,7 @@ static int on_iteration(void *ctx, int k, double residual,
 {
     solve_batch *b = ctx;
     const rtomo_method_settings *m = &b->s->iter->m;
-    if (atomic_load(&b->w->abort_serial) == b->job->serial) {
+    if (rtomod_worker_aborted(b->w, b->job->serial)) {
         b->aborted = 1;
         return 1;
     }
@@ -354,8 +357,15 @@ void iter_reconstruct(rtomod_worker *w, plan_state *s, const rtomod_job *job)
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     if (!it || it->n_arrived == 0)
         return;
-    int *pos = malloc(sizeof(int) * (size_t)(rc->n_rows > 0 ? rc->n_rows : 1));
     int n_pos = 0;
+    for (int i = 0; i < rc->n_rows; i++)
+        n_pos += kept_position(it, rc->rows[i]) >= 0;
+    if (n_pos == 0)
+        return;
+    /* Their FBP slices said a final image follows: from here on it does,
+     * or the scan fails with the reason. */
+    int *pos = malloc(sizeof(int) * (size_t)n_pos);
+    n_pos = 0;
     for (int i = 0; pos && i < rc->n_rows; i++)
         if (kept_position(it, rc->rows[i]) >= 0)
             pos[n_pos++] = i;
@@ -365,15 +375,15 @@ void iter_reconstruct(rtomod_worker *w, plan_state *s, const rtomod_job *job)
     float *sino = pos ? malloc(sizeof(float) * line * (size_t)batch) : NULL;
     float *x = sino ? calloc(plane * (size_t)batch, sizeof(float)) : NULL;
     rtomo_error err;
-    rtomo_iter *solver = x && n_pos > 0 ? create_solver(w, s, &err) : NULL;
+    rtomo_iter *solver = x ? create_solver(w, s, &err) : NULL;
     if (!x)
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the "
                         "iterative solve");
-    if (n_pos > 0 && !solver)
+    if (!solver)
         engine_failed(w, s, job->serial, "iterative reconstruction", &err);
     for (int first = 0; solver && first < n_pos; first += batch) {
         int n = n_pos - first < batch ? n_pos - first : batch;
-        if (atomic_load(&w->abort_serial) == job->serial)
+        if (rtomod_worker_aborted(w, job->serial))
             break;
         if (solve_rows(w, s, job, solver, pos + first, n, sino, x) != 0)
             break;

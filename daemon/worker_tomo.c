@@ -459,19 +459,19 @@ void tomo_reconstruct(rtomod_worker *w, plan_state *s, rtomod_job *job)
     axis_track_window(w, s, job);
     int batch = batch_slices(s, rc);
     for (int first = 0; first < rc->n_rows; first += batch) {
-        if (atomic_load(&w->abort_serial) == job->serial)
+        if (rtomod_worker_aborted(w, job->serial))
             return;
         int n = rc->n_rows - first < batch ? rc->n_rows - first : batch;
         if (tomo_batch(w, s, job, first, n, batch) != 0)
             return;
     }
     for (int i = 0; i < rc->n_planes; i++)
-        if (atomic_load(&w->abort_serial) == job->serial ||
+        if (rtomod_worker_aborted(w, job->serial) ||
             tomo_plane(w, s, job, i) != 0)
             return;
     /* The iterative solve comes after every FBP image is out: a control
      * loop has the fast answer while the better one is computed. */
-    if (s->iter && atomic_load(&w->abort_serial) != job->serial)
+    if (s->iter && !rtomod_worker_aborted(w, job->serial))
         iter_reconstruct(w, s, job);
     /* A window's compute_ms counts the filtering since the previous
      * window and its own back-projection. */

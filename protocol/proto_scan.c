@@ -434,7 +434,10 @@ static int check_method(const rtomo_scan_spec *spec, rtomo_reject_info *why)
     const char *name = rtomo_method_name(m->method);
     const rtomo_fbp_geometry *g = &spec->geometry;
     const char *conflict = NULL;
-    if (m->nonnegative && m->method != RTOMO_METHOD_SIRT)
+    /* Without a method of its own the scan gets the daemon's: the daemon
+     * judges the clamp against that. */
+    if (m->nonnegative && m->method != RTOMO_METHOD_SIRT &&
+        (spec->given & RTOMO_SPEC_HAS_METHOD))
         return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
                                 "field \"reconstruction.nonnegative\" "
                                 "applies to \"sirt\" only (method \"%s\")",

@@ -487,11 +487,14 @@ START_TEST(conflicts_and_defaults)
                                               "cont", 0);
     ck_assert_msg(strstr(ev->message, "reconstruction.method") &&
                   strstr(ev->message, "continuous"), "%s", ev->message);
+    /* A clamp without a method of the scan's own: judged against the
+     * daemon's method (cgls here), so refused by the daemon. */
     daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
         "\"scan\": \"nonneg\", \"detector\": {\"width\": 32, \"height\": 2}, "
         "\"projections\": 10, \"reconstruction\": {\"nonnegative\": true}}");
     ev = daemon_wait_event(&t.in, "rejected", "bad_field", "nonneg", 0);
-    ck_assert_msg(strstr(ev->message, "nonnegative"), "%s", ev->message);
+    ck_assert_msg(strstr(ev->message, "nonnegative") &&
+                  strstr(ev->message, "\"cgls\""), "%s", ev->message);
 
     /* The default applies to a plain scan: FBP then 3 CGLS iterations. */
     daemon_scan s;
@@ -526,6 +529,26 @@ START_TEST(conflicts_and_defaults)
     json_decref(daemon_request(t.c, "{\"cmd\": \"set_config\", \"config\": "
                                     "{\"reconstruction\": {\"rings\": "
                                     "\"column_mean\"}}}"));
+    /* ... and a plain scan without a method: the configured cgls gives
+     * way to FBP, really (its slices are final, no iterate follows). */
+    daemon_scan r;
+    daemon_scan_make(&r, "ringed-fbp", 32, 2, 16, 1, 1, 0x219e);
+    daemon_send_scan(t.c, &r);
+    ev = daemon_wait_event(&t.in, "scan_started", NULL, "ringed-fbp", 0);
+    ck_assert_msg(strstr(ev->message, "method: fbp (the configured cgls does "
+                         "not go with ring removal)"), "%s", ev->message);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "ringed-fbp", 0);
+    ck_assert_int_eq(daemon_count_images(&t.in, RTOMO_TOPIC_SLICE,
+                                         "ringed-fbp"), 2);
+    for (int i = 0; i < 2; i++) {
+        const daemon_image *im = daemon_find_image(&t.in, RTOMO_TOPIC_SLICE,
+                                                   "ringed-fbp", -1, i);
+        ck_assert(im && im->h.final && im->h.iteration == 0 &&
+                  strcmp(im->h.method, "fbp") == 0);
+    }
+    daemon_scan_free(&r);
+    json_t *status = daemon_status(t.c);
+    json_decref(status);
     daemon_send_header(t.c, "{\"protocol\": 1, \"type\": \"scan_begin\", "
         "\"scan\": \"ringed\", \"detector\": {\"width\": 32, \"height\": 2}, "
         "\"projections\": 10, \"reconstruction\": {\"method\": \"sirt\"}}");
