@@ -153,6 +153,16 @@ static int sbdx_blocks(rtomod_arm *a, const rtomo_sbdx_spec *s,
     a->shape[3] = g->det_width;
     a->height = (int64_t)g->holes_y * g->holes_x * g->det_height;
     a->width = g->det_width;
+    /* The inputs take images of at most 65536 rows (PROTOCOL.md 10): a
+     * collimator scan sent as one taller image could never be taken. */
+    if (a->height > 65536) {
+        *error = arm_error("bad_argument", "an SBDX frame of %d x %d holes "
+                           "of %d rows is %lld rows as one detector image; "
+                           "the inputs take at most 65536",
+                           g->holes_x, g->holes_y, g->det_height,
+                           (long long)a->height);
+        return -1;
+    }
     a->dtype = s->dtype;
     a->sbdx = 1;
     return 0;
@@ -252,10 +262,22 @@ static int decode_begin(rtomod *d, const char *text, rtomo_ingest_msg *msg,
     return -1;
 }
 
-/* A stale arm (its scan no longer acquires) gives way to a new one. */
+/* A stale arm (its scan no longer acquires: ended, aborted, timed out)
+ * gives way to a new one, and takes no image: a later scan of the same id
+ * is another record. */
 static int arm_live(rtomod *d, const rtomod_arm *a)
 {
-    return a->armed && rtomod_scan_acquiring(d, a->scan) != NULL;
+    const rtomod_scan *scan = a->armed ? rtomod_scan_acquiring(d, a->scan)
+                                       : NULL;
+    return scan && scan->serial == a->serial;
+}
+
+int rtomod_arm_live(rtomod_input *in)
+{
+    if (arm_live(in->d, &in->arm))
+        return 1;
+    in->arm.armed = 0;
+    return 0;
 }
 
 json_t *rtomod_cmd_arm(rtomod *d, const json_t *request)
@@ -301,6 +323,8 @@ json_t *rtomod_cmd_arm(rtomod *d, const json_t *request)
     free(text);
     if (rc != 0)
         return refused_reply(d, a.scan);
+    const rtomod_scan *scan = rtomod_scan_acquiring(d, a.scan);
+    a.serial = scan ? scan->serial : 0;
     a.armed = 1;
     in->arm = a;
     log_info("input %s armed for %s %s", rtomod_input_name(in->kind),
@@ -412,9 +436,13 @@ static int frame_payload(const rtomod_arm *a, const rtomod_image *im,
     size_t n = (size_t)(im->height * im->width);
     size_t src_bytes = n * (size_t)im->src_size;
     size_t out_bytes = n * rtomo_dtype_size(a->dtype);
-    if (zmq_msg_init_size(payload, out_bytes) != 0)
+    if (zmq_msg_init_size(payload, out_bytes) != 0) {
+        /* The caller closes *payload: make it an empty message (a failed
+         * init leaves it unusable). */
+        zmq_msg_init(payload);
         return rtomo_reject_set(why, RTOMO_REJECT_OVERSIZE, "out of memory "
                                 "for a frame of %zu bytes", out_bytes);
+    }
     uint8_t *out = zmq_msg_data(payload);
     if (same_type(im, a->dtype) && !im->src_float)
         return im->decode(im->ctx, out, out_bytes, why);

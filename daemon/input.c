@@ -261,11 +261,12 @@ static json_t *rejects_json(const rtomod_input *in)
     return out;
 }
 
-static json_t *input_json(rtomod *d, const rtomod_input *in)
+static json_t *input_json(rtomod *d, rtomod_input *in)
 {
     const rtomod_arm *a = &in->arm;
     json_t *armed = json_null();
-    if (a->armed)
+    /* A stale arm (its scan ended or was aborted) is cleared here too. */
+    if (rtomod_arm_live(in))
         armed = json_pack("{s:s, s:s, s:I, s:I, s:o}", "scan", a->scan,
                           "kind", a->sbdx ? "sbdx" : "tomo",
                           "frames", (json_int_t)a->frames_taken,

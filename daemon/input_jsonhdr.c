@@ -169,7 +169,7 @@ void rtomod_jsonhdr_message(rtomod_input *in, const void *header,
         rtomod_input_reject(in, &why, scan, -1);
         return;
     }
-    if (!in->arm.armed || !rtomod_scan_named(in->d, in->arm.scan)) {
+    if (!rtomod_arm_live(in)) {
         rtomo_reject_set(&why, RTOMO_REJECT_NOT_ARMED, "image %lld, and no "
                          "scan is armed on input jsonhdr", (long long)h.frame);
         rtomod_input_reject(in, &why, NULL, h.frame);

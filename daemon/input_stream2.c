@@ -154,7 +154,7 @@ void rtomod_stream2_message(rtomod_input *in, const void *data, size_t size,
         return;
     }
     static const char *const kinds[] = {"start", "image", "end"};
-    if (!in->arm.armed || !rtomod_scan_named(in->d, in->arm.scan))
+    if (!rtomod_arm_live(in))
         reject(in, RTOMO_REJECT_NOT_ARMED,
                m.kind == RTOMOD_S2_IMAGE ? (int64_t)m.image_id : -1,
                "Stream V2 %s message of series %" PRIu64 ", and no scan "

@@ -54,6 +54,8 @@ typedef struct rtomod_arm_block {
 typedef struct rtomod_arm {
     int armed;
     char scan[RTOMO_ID_MAX];
+    uint64_t serial;            /* the scan record armed (a later scan of
+                                   the same id is not it) */
     int sbdx;                   /* 0: tomography, 1: SBDX */
     rtomo_dtype dtype;          /* the scan's sample type */
     int64_t shape[4];           /* the scan's frame shape */
@@ -131,6 +133,9 @@ typedef struct rtomod_image {
 void rtomod_arm_image(rtomod_input *in, const rtomod_image *image);
 /* The stream's end of series: the armed scan ends as with scan_end. */
 void rtomod_arm_end(rtomod_input *in, const char *why);
+/* 1 when the input's arm is live: its scan record still acquires; a
+ * stale one (the scan ended, was aborted or timed out) is cleared. */
+int rtomod_arm_live(rtomod_input *in);
 /* The armed scan, acquiring, or NULL (keeps its idle timer fed). */
 void rtomod_arm_touch(rtomod_input *in);
 

@@ -313,6 +313,34 @@ def test_jsonhdr_reconstructs_as_native(inputs_daemon, client):
     assert s["armed"] is None and s["frames"] == DARKS + FLATS + N
 
 
+def test_aborted_arm_takes_nothing_into_a_new_scan_of_its_id(
+        inputs_daemon, client):
+    """An arm whose scan was aborted is stale: the detector's images that
+    keep coming are refused (not_armed), not taken into a later scan of
+    the same id begun natively, and status no longer shows it armed."""
+    darks, flats, projections = counts(np.uint16, 20000.0)
+    arm(client, "reused", "uint16", input="jsonhdr")
+    reply = client.control.request({"cmd": "abort", "scan": "reused"})
+    assert reply["ok"], reply
+    client.wait_event("scan_aborted", scan="reused", timeout=10)
+    s = client.scan("reused", detector=(W, ROWS), projections=N,
+                    dtype="uint16", darks=DARKS, flats=FLATS,
+                    reconstruction=RECON, angle_step=180.0 / N)
+    det = Pusher(inputs_daemon.jsonhdr)
+    try:
+        det.send(jsonhdr_message(0, darks[0]))
+        expect_reject(client, "not_armed")
+    finally:
+        det.close()
+    assert client.status()["inputs"]["jsonhdr"]["armed"] is None
+    s.darks(darks)
+    s.flats(flats)
+    s.projections(projections)
+    s.end()
+    outcome = client.wait_scan("reused", 60)
+    assert outcome["frames"] == DARKS + FLATS + N, outcome
+
+
 def test_stream2_input_connects_to_a_binding_detector():
     """A detector that binds its PUSH socket (a DECTRIS DCU): the input
     configured as ">endpoint" connects to it, and an armed scan of 4
