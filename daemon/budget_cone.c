@@ -53,12 +53,16 @@ void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
     const size_t ny = (size_t)(g->roi_ny ? g->roi_ny : g->ny - g->roi_y);
     const size_t nz = (size_t)(g->roi_nz ? g->roi_nz : g->nz - g->roi_z);
     const size_t volume = mul(mul(mul(nx, ny), nz), f);
-    /* The solvers (kernels/iterative): CGLS's residual and direction in
-     * both spaces, SIRT's row and column weights and its update, at most
-     * 3 sinograms and 4 volumes; beside the daemon's line integrals, the
-     * solve's volume and an iterate being published. */
-    const size_t solver = add(mul(sino, 3), mul(volume, 4));
-    const size_t daemon = add(sino, mul(volume, 2));
+    /* The solvers (kernels/iterative): b, CGLS's residual and direction
+     * in both spaces, SIRT's row and column weights and its update, and
+     * during SIRT's set-up a sinogram of ones: 4 sinograms and 4 volumes;
+     * the pair's own amplitude-weighted sinogram besides.  On the host,
+     * beside the daemon's line integrals, the solve's volume and an
+     * iterate being published, the engine's staging of one sinogram or
+     * volume (SIRT's weights). */
+    const size_t solver = add(mul(sino, 5), mul(volume, 4));
+    const size_t daemon = add(add(sino, sino > volume ? sino : volume),
+                              mul(volume, 2));
     *host = on_gpu ? daemon : add(daemon, solver);
     *device = on_gpu ? solver : 0;
 }

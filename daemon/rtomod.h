@@ -77,6 +77,9 @@ void rtomod_seen_free(rtomod_seen *s);
  * window). */
 int rtomod_seen_mark(rtomod_seen *s, int64_t index);
 int rtomod_seen_has(const rtomod_seen *s, int64_t index);
+/* Forget `index` again (its frame was refused after it was marked, e.g.
+ * out of memory for its job): it counts as missing and may be resent. */
+void rtomod_seen_unmark(rtomod_seen *s, int64_t index);
 
 typedef enum rtomod_scan_kind { RTOMOD_SCAN_TOMO, RTOMOD_SCAN_SBDX }
     rtomod_scan_kind;

@@ -83,6 +83,14 @@ int rtomod_seen_mark(rtomod_seen *s, int64_t index)
     return 0;
 }
 
+void rtomod_seen_unmark(rtomod_seen *s, int64_t index)
+{
+    if (rtomod_seen_has(s, index)) {
+        bit_set(s, index, 0);
+        s->count--;
+    }
+}
+
 /* ---------------------------------------------------------- rejects ---- */
 
 rtomod_outcome *rtomod_outcome_for(rtomod *d, const char *id)

@@ -446,9 +446,16 @@ int rtomod_cone_frame(rtomod *d, rtomod_scan *scan, rtomo_ingest_msg *msg,
         return -1;
     }
     rtomod_job_kind kind;
-    if (frame_kind(d, c, msg, &kind) != 0 ||
-        queue_frame(d, scan, kind, msg, payload) != 0)
+    if (frame_kind(d, c, msg, &kind) != 0)
         return -1;
+    if (queue_frame(d, scan, kind, msg, payload) != 0) {
+        /* Refused after all: not received, so missing (and resendable). */
+        rtomod_seen_unmark(kind == RTOMOD_JOB_TOMO_PROJECTION ? &c->projections
+                           : kind == RTOMOD_JOB_TOMO_DARK     ? &c->darks
+                                                              : &c->flats,
+                           msg->frame.index);
+        return -1;
+    }
     scan->frames++;
     scan->t_last_input = rtomod_now();
     /* The last announced dark or flat: projections that overtook it may

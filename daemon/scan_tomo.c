@@ -1133,8 +1133,9 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         return -1;
     }
     rtomod_job_kind kind;
+    rtomod_seen *marked;
     if (msg->type == RTOMO_MSG_PROJECTION) {
-        if (mark_index(d, &t->projections, msg) != 0)
+        if (mark_index(d, marked = &t->projections, msg) != 0)
             return -1;
         t->projections_started = 1;
         t->projection_since_fields = 1;
@@ -1144,7 +1145,7 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
                t->spec->n_flats_after > 0) {
         /* A flat after the projections (by its index, whenever it comes:
          * the engine keeps it apart from the field in use). */
-        if (mark_index(d, &t->flats_after, msg) != 0)
+        if (mark_index(d, marked = &t->flats_after, msg) != 0)
             return -1;
         kind = RTOMOD_JOB_TOMO_FLAT_AFTER;
     } else {
@@ -1152,10 +1153,14 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
             return -1;
         kind = msg->type == RTOMO_MSG_DARK ? RTOMOD_JOB_TOMO_DARK
                                            : RTOMOD_JOB_TOMO_FLAT;
+        marked = msg->type == RTOMO_MSG_DARK ? &t->darks : &t->flats;
     }
     placement at = place_frame(t, msg);
-    if (queue_frame(d, scan, kind, msg, payload, at) != 0)
+    if (queue_frame(d, scan, kind, msg, payload, at) != 0) {
+        /* Refused after all: not received, so missing (and resendable). */
+        rtomod_seen_unmark(marked, msg->frame.index);
         return -1;
+    }
     scan->frames++;
     scan->t_last_input = rtomod_now();
     if (t->spec->continuous && kind == RTOMOD_JOB_TOMO_PROJECTION)

@@ -50,9 +50,14 @@ void cone_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
     p->set_count = b->set_count;
     p->fields = cone_fields_new((size_t)b->geometry.det_u *
                                 (size_t)b->geometry.det_v);
-    if (!p->fields || cone_iter_begin(p, b) != 0)
+    if (!p->fields)
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the dark "
                         "and flat fields of a %dx%d detector",
+                        b->geometry.det_u, b->geometry.det_v);
+    else if (cone_iter_begin(p, b) != 0)
+        rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the line "
+                        "integrals the iterative solve keeps (%d "
+                        "projections of %dx%d)", b->geometry.n_proj,
                         b->geometry.det_u, b->geometry.det_v);
     else
         p->cone = rtomo_cone_create(&b->geometry, &w->options, b->kernel,

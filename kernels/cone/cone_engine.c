@@ -75,7 +75,7 @@ rtomo_cone *rtomo_cone_create(const rtomo_cone_geometry *g,
         rtomo_engine_options_init(&c->opt);
     c->kernel = kernel;
     c->chunk = CONE_CHUNK;
-    rtomo_status st = cone_geometry_setup(c, g, err);
+    rtomo_status st = cone_geometry_setup(c, g, 0, err);
     if (st == RTOMO_OK)
         st = cone_make_tables(c, err);
     if (st == RTOMO_OK) {
@@ -311,7 +311,7 @@ rtomo_status rtomo_cone_bytes(const rtomo_cone_geometry *g,
     if (!c)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     c->chunk = CONE_CHUNK;
-    rtomo_status st = cone_geometry_setup(c, g, err);
+    rtomo_status st = cone_geometry_setup(c, g, 0, err);
     if (st == RTOMO_OK)
         st = rtomo_fbp_filter_design(c->filt_u, c->geom.window,
                                      c->geom.cutoff, 1.0, NULL, 0,

@@ -54,6 +54,11 @@ typedef struct derived {
     double u_first, u_last;     /* u of the first and last column */
     double r_fov;               /* field of view's radius at the axis */
     int roi[6];                 /* x, y, z, nx, ny, nz filled in */
+    int pair;                   /* the separable-footprint pair's geometry:
+                                   any finite angles (a solve takes the
+                                   projections that came, in the order they
+                                   came); FDK's order, one-turn and
+                                   short-scan rules are FDK's weighting's */
 } derived;
 
 static int positive(double v) { return isfinite(v) && v > 0.0; }
@@ -141,7 +146,8 @@ static rtomo_status check_angles(const rtomo_cone_geometry *g, derived *d,
         if (!isfinite(a))
             return rtomo_set_error(err, RTOMO_E_INVALID,
                                    "angle of projection %d is not finite", p);
-        if (p > 0 && (a - rtomo_cone_angle(g, p - 1)) * d->direction <= 0.0)
+        if (!d->pair && p > 0 &&
+            (a - rtomo_cone_angle(g, p - 1)) * d->direction <= 0.0)
             return rtomo_set_error(err, RTOMO_E_INVALID,
                                    "angles must increase or decrease "
                                    "strictly: projection %d breaks the "
@@ -149,7 +155,8 @@ static rtomo_status check_angles(const rtomo_cone_geometry *g, derived *d,
     }
     double span = fabs(rtomo_cone_angle(g, g->n_proj - 1) - a0);
     d->coverage = span * g->n_proj / (g->n_proj - 1);
-    if (d->coverage > 2.0 * M_PI + turn_slack(d->coverage, g->n_proj))
+    if (!d->pair &&
+        d->coverage > 2.0 * M_PI + turn_slack(d->coverage, g->n_proj))
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "the angles cover %.3f degrees (n_proj times "
                                "their mean step): more than one turn",
@@ -176,6 +183,10 @@ static rtomo_status classify(const rtomo_cone_geometry *g, derived *d,
     const double reach = fmax(-d->u_first, d->u_last) + 0.5 * g->pitch_u;
     const double fan = atan(reach / g->sdd);        /* half fan angle */
     d->r_fov = g->sad * sin(fan);
+    if (d->pair) {              /* no FDK weighting to choose */
+        d->weighting = RTOMO_CONE_FULL;
+        return RTOMO_OK;
+    }
     if (full) {
         d->weighting = offset ? RTOMO_CONE_HALF_FAN : RTOMO_CONE_FULL;
         if (offset && fmin(-d->u_first, d->u_last) < 2.0 * g->pitch_u)
@@ -261,11 +272,12 @@ static rtomo_status check_field(const rtomo_cone_geometry *g, const derived *d,
 }
 
 static rtomo_status validate(const rtomo_cone_geometry *g, derived *d,
-                             rtomo_error *err)
+                             int pair, rtomo_error *err)
 {
     if (!g)
         return rtomo_set_error(err, RTOMO_E_INVALID, "geometry is NULL");
     memset(d, 0, sizeof *d);
+    d->pair = pair;
     rtomo_status st = check_scalars(g, err);
     if (st == RTOMO_OK)
         st = check_roi(g, d, err);
@@ -283,7 +295,7 @@ rtomo_status rtomo_cone_geometry_validate(const rtomo_cone_geometry *g,
 {
     derived d;
     rtomo_clear_error(err);
-    return validate(g, &d, err);
+    return validate(g, &d, 0, err);
 }
 
 /* Angular interval of each projection: half the gaps to its neighbours
@@ -341,10 +353,10 @@ static void bp_constants(rtomo_cone *c)
 }
 
 rtomo_status cone_geometry_setup(rtomo_cone *c, const rtomo_cone_geometry *g,
-                                 rtomo_error *err)
+                                 int pair, rtomo_error *err)
 {
     derived d;
-    rtomo_status st = validate(g, &d, err);
+    rtomo_status st = validate(g, &d, pair, err);
     if (st != RTOMO_OK)
         return st;
     const int n = g->n_proj;

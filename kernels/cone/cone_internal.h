@@ -180,9 +180,11 @@ rtomo_status cone_frames_setup(rtomo_cone *c, rtomo_error *err);
 #define CONE_CHUNK 32
 
 /* cone_geometry.c: normalise a validated geometry into c (angles,
- * weighting, bp constants). */
+ * weighting, bp constants).  pair: for the separable-footprint pair, which
+ * takes any finite angles in any order (FDK's rules on order, one turn
+ * and short scans do not apply; the weighting is left FULL, unused). */
 rtomo_status cone_geometry_setup(rtomo_cone *c, const rtomo_cone_geometry *g,
-                                 rtomo_error *err);
+                                 int pair, rtomo_error *err);
 
 /* cone_weights.c */
 /* Redundancy weight of the ray at detector u of projection p. */

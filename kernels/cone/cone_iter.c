@@ -247,7 +247,7 @@ static rtomo_status setup(rtomo_iter *it, const rtomo_cone_geometry *g,
     s->geo = calloc(1, sizeof *s->geo);
     if (!s->geo)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
-    if ((st = cone_geometry_setup(s->geo, g, err)) != RTOMO_OK ||
+    if ((st = cone_geometry_setup(s->geo, g, 1, err)) != RTOMO_OK ||
         (st = make_amplitudes(s, err)) != RTOMO_OK ||
         (st = make_pair(it, s, err)) != RTOMO_OK)
         return st;
