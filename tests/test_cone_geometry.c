@@ -164,6 +164,36 @@ START_TEST(test_parker_sums)
 }
 END_TEST
 
+/* A full turn of encoder angles whose closing gap is wider than the
+ * others: each projection's interval is half the gaps to its neighbours,
+ * across the wrap at the ends, so the intervals add up to the turn. */
+START_TEST(test_intervals_wrap)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    enum { N = 90 };
+    double angles[N];
+    for (int p = 0; p < N; p++)
+        angles[p] = 0.2 + p * (2.0 * M_PI - 0.02) / N;  /* gap step + 0.02 */
+    g.n_proj = N;
+    g.angles = angles;
+    rtomo_cone *c = cone_test_create(&g, RTOMO_BACKEND_CPU,
+                                     RTOMO_CONE_KERNEL_AUTO);
+    ck_assert_int_eq(rtomo_cone_weighting_of(c), RTOMO_CONE_FULL);
+    double sum = 0.0;
+    for (int p = 0; p < N; p++)
+        sum += c->dbeta[p];
+    const double step = (2.0 * M_PI - 0.02) / N;
+    const double closing = 2.0 * M_PI - (N - 1) * step;
+    printf("intervals of a full turn with a wide closing gap: sum %.9f "
+           "(2 pi %.9f), ends %.6f (step %.6f, closing gap %.6f)\n", sum,
+           2.0 * M_PI, c->dbeta[0], step, closing);
+    ck_assert_double_eq_tol(sum, 2.0 * M_PI, 1e-12);
+    ck_assert_double_eq_tol(c->dbeta[0], 0.5 * (step + closing), 1e-12);
+    ck_assert_double_eq_tol(c->dbeta[N - 1], 0.5 * (step + closing), 1e-12);
+    rtomo_cone_destroy(c);
+}
+END_TEST
+
 /* Wang: w(u) + w(-u) = 1 across the band both sides see, 1 beyond it on
  * the detector's long side. */
 START_TEST(test_half_fan_sums)
@@ -250,6 +280,7 @@ int main(void)
     tcase_add_test(tc, test_classify);
     tcase_add_test(tc, test_parker_sums);
     tcase_add_test(tc, test_half_fan_sums);
+    tcase_add_test(tc, test_intervals_wrap);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_bytes);
     suite_add_tcase(s, tc);

@@ -298,14 +298,22 @@ rtomo_status rtomo_cone_geometry_validate(const rtomo_cone_geometry *g,
     return validate(g, &d, 0, err);
 }
 
-/* Angular interval of each projection: half the gaps to its neighbours
- * (one gap at the ends); the step for uniform angles. */
+/* Angular interval of each projection: half the gaps to its neighbours;
+ * the step for uniform angles.  At the ends of a full turn the outer
+ * neighbour is across the wrap, 2 pi - span away (uneven encoder angles
+ * close the turn with their own gap); of a short scan, the end's one gap
+ * counts twice. */
 static void angular_intervals(rtomo_cone *c)
 {
     const int n = c->geom.n_proj;
+    const double span = fabs(c->angles[n - 1] - c->angles[0]);
+    const double wrap = c->weighting == RTOMO_CONE_SHORT_SCAN ||
+                                2.0 * M_PI - span <= 0.0
+                            ? -1 : 2.0 * M_PI - span;
     for (int p = 0; p < n; p++) {
-        double before = p > 0 ? fabs(c->angles[p] - c->angles[p - 1]) : -1;
-        double after = p + 1 < n ? fabs(c->angles[p + 1] - c->angles[p]) : -1;
+        double before = p > 0 ? fabs(c->angles[p] - c->angles[p - 1]) : wrap;
+        double after = p + 1 < n ? fabs(c->angles[p + 1] - c->angles[p])
+                                 : wrap;
         if (before < 0)
             before = after;
         if (after < 0)
