@@ -252,12 +252,19 @@ int rtomo_fbp_rings_sector(const rtomo_fbp *plan, int index);
 /* The stripe offsets c of one row of n bins from its sector sums and the
  * projections counted in each sector (see rtomo_rings and PROTOCOL.md
  * 3.10).  `scratch` holds RTOMO_RINGS_SCRATCH(n, width) doubles. */
-#define RTOMO_RINGS_SIGMAS 4.0
-#define RTOMO_RINGS_FLOOR 2e-3
-#define RTOMO_RINGS_PASSES 3
+#define RTOMO_RINGS_SIGMAS 4.0       /* detection threshold, robust sigmas */
+#define RTOMO_RINGS_FLOOR 2e-3       /* ... and at least this */
+#define RTOMO_RINGS_PASSES 3         /* detection passes */
+#define RTOMO_RINGS_DECONV_MAX 64    /* longest run separated into stripes */
+#define RTOMO_RINGS_ANCHORS 4        /* bridge anchors on either side */
+#define RTOMO_RINGS_IRLS 10          /* reweighting rounds of a bridge */
+#define RTOMO_RINGS_IRLS_DONE 1e-6   /* ... fewer once no weight moves more */
+#define RTOMO_RINGS_BIWEIGHT 4.685   /* Tukey's constant, scales */
 #define RTOMO_RINGS_SCRATCH(n, width) \
-    ((size_t)(RTOMO_RINGS_SECTORS + 5) * (size_t)(n) + (size_t)(width) + \
-     RTOMO_RINGS_SECTORS)
+    ((size_t)(RTOMO_RINGS_SECTORS + 10) * (size_t)(n) + \
+     8 * RTOMO_RINGS_ANCHORS + RTOMO_RINGS_SECTORS + \
+     RTOMO_RINGS_DECONV_MAX * (RTOMO_RINGS_DECONV_MAX + 1) + \
+     (size_t)(width) + 1)
 void rtomo_fbp_rings_offsets(const double *const sums[RTOMO_RINGS_SECTORS],
                              const long counts[RTOMO_RINGS_SECTORS], int n,
                              int width, double *scratch, double *c);

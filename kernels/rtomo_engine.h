@@ -211,9 +211,12 @@ typedef struct rtomo_fbp_phase {
  * a stripe where the sectors agree (their median) that its local residual
  * m(x) - (m(x-1) + m(x+1)) / 2 stands out from its running median of
  * `width` bins: the sample's structure moves across the detector as it
- * turns, a stripe does not.  A run of stripe columns is bridged by the
- * straight line between its neighbours; c elsewhere is 0, so stripe-free
- * data are left alone (PROTOCOL.md 3.10 has every step).  The means are
+ * turns, a stripe does not.  A run of candidates is separated by least
+ * squares into stripes and their neighbours (a stripe leaves -c/2 in its
+ * neighbours' residuals), and each run of stripes is bridged by robust
+ * quadratics through the 4 nearest other bins on either side, per sector,
+ * the sectors' median giving c; c elsewhere is 0, so stripe-free data are
+ * left alone (PROTOCOL.md 3.10 has every step).  The means are
  * accumulated as projections arrive and the held filtered projections
  * are corrected by the filtered offsets once the last one is in
  * (rtomo_fbp_remove_rings; the filter is linear), so nothing is filtered

@@ -3,15 +3,17 @@
  * (rtomo_fbp_remove_rings, geometry rings = RTOMO_RINGS_COLUMN_MEAN).
  *
  * 1. The method, derived here without the engine, as PROTOCOL.md 3.10
- *    writes it (sector means, the sectors' median local residual, its
- *    running median with each window sorted, the robust threshold, runs
- *    bridged per sector): a plan without rings fed frames corrected by
- *    these offsets must reconstruct what the ring plan does after
- *    remove_rings (relative L2 <= 1e-5), and the correction must have
- *    changed the slices: smooth data with a few striped columns, with
- *    irregular angles and angle weights, missing projections, several
- *    widths, and in two instalments (remove_rings, more projections,
- *    remove_rings again).
+ *    writes it (sector means, the sectors' median local residual and its
+ *    spread, its running median with each window sorted, the robust
+ *    threshold, each run of candidates separated by least squares, the
+ *    robust quadratic bridges, three passes and the final bridge, every
+ *    median by sorting and every system by dense elimination): a plan
+ *    without rings fed frames corrected by these offsets must reconstruct
+ *    what the ring plan does after remove_rings (relative L2 <= 1e-5),
+ *    and the correction must have changed the slices: smooth data with a
+ *    few striped columns, with irregular angles and angle weights,
+ *    missing projections, several widths, and in two instalments
+ *    (remove_rings, more projections, remove_rings again).
  * 2. The issue's acceptance figures on the Shepp-Logan phantom (256 bins,
  *    360 projections over 180 degrees, the default 31-bin window):
  *    detector stripes (20 columns offset by 2-5% of the sinogram's
@@ -21,8 +23,8 @@
  *    striped data - slice from the same data without stripes), both
  *    reconstructed the same way; it must fall at least 10x over four
  *    random stripe patterns together, and the stripe-free slice may
- *    change by at most 0.5% (relative L2).  Measured (gcc 12, x86-64, 16
- *    seeds): 11-114x; 0.33% without noise, 0.000% with it.
+ *    change by at most 0.5% (relative L2).  Measured over 100 seeds: see
+ *    MEASURED below.
  * 3. The state rules: a second call without new projections, open resident
  *    slices, a slot fed twice or cleared are refused with RTOMO_E_STATE; a
  *    plan without rings is left as it is.
@@ -55,14 +57,15 @@ static double median_of(double *v, int k)
 }
 
 #define SECTORS 8
+#define MAX_WIDTH 512
 
 /* Sector means of row r over the fed frames: mean[j][x], *k sectors with
  * data (in order). */
 static void sector_means(float **frames, const unsigned char *fed,
                          const double *angles, int n_proj, int width, int r,
-                         double mean[SECTORS][512], int *k)
+                         double mean[SECTORS][MAX_WIDTH], int *k)
 {
-    double sum[SECTORS][512] = {{0}};
+    double sum[SECTORS][MAX_WIDTH] = {{0}};
     long count[SECTORS] = {0};
     for (int p = 0; p < n_proj; p++) {
         if (!fed[p])
@@ -85,82 +88,297 @@ static void sector_means(float **frames, const unsigned char *fed,
     }
 }
 
-/* One row's stripe offsets as PROTOCOL.md 3.10 says, written out plainly:
- * three passes of (median over sectors of the local residual; its
- * residual to the running median, each window sorted; stripes beyond 4
- * robust sigmas (1.4826 median |.|) and 2e-3; each run of stripe bins
- * bridged in every sector by the line between its neighbours, the offset
- * the median over sectors). */
-static void expected_offsets(double mean[SECTORS][512], int k, int width,
-                             int window, double *c)
+/* PROTOCOL.md 3.10's constants. */
+#define PASSES 3
+#define SIGMAS 4.0
+#define FLOOR 2e-3
+#define SEPARATE_MAX 64
+#define ANCHORS 4
+#define ROUNDS 10
+#define CONVERGED 1e-6
+#define BIWEIGHT 4.685
+
+/* The coefficient of bin i in the local residual at bin x. */
+static double coefficient(int n, int x, int i)
 {
-    double dr[512], r[512], a[512], v[512];
-    int stripe[512];
-    for (int x = 0; x < width; x++)
-        c[x] = 0.0;
-    for (int pass = 0; pass < 3; pass++) {
-        for (int x = 0; x < width; x++) {
-            for (int j = 0; j < k; j++) {
-                const double *m = mean[j];
-                v[j] = width < 2 ? 0.0
-                       : x == 0 ? m[0] - m[1]
-                       : x == width - 1 ? m[x] - m[x - 1]
-                       : m[x] - 0.5 * (m[x - 1] + m[x + 1]);
-            }
-            dr[x] = median_of(v, k);
+    if (x == 0)
+        return i == 0 ? 1.0 : i == 1 ? -1.0 : 0.0;
+    if (x == n - 1)
+        return i == n - 1 ? 1.0 : i == n - 2 ? -1.0 : 0.0;
+    return i == x ? 1.0 : abs(i - x) == 1 ? -0.5 : 0.0;
+}
+
+static double local_residual(const double *m, int n, int x)
+{
+    double v = 0;
+    for (int i = x - 1; i <= x + 1; i++)
+        if (i >= 0 && i < n)
+            v += coefficient(n, x, i) * m[i];
+    return v;
+}
+
+/* a (k x k, row-major) y = rhs by Gaussian elimination with partial
+ * pivoting; the solution replaces rhs.  -1 when singular. */
+static int solve_dense(double *a, double *rhs, int k)
+{
+    for (int c = 0; c < k; c++) {
+        int p = c;
+        for (int r = c + 1; r < k; r++)
+            if (fabs(a[r * k + c]) > fabs(a[p * k + c]))
+                p = r;
+        if (fabs(a[p * k + c]) < 1e-12)
+            return -1;
+        for (int j = 0; j < k; j++) {
+            double t = a[c * k + j];
+            a[c * k + j] = a[p * k + j];
+            a[p * k + j] = t;
         }
-        for (int x = 0; x < width; x++) {
-            int n = 0;
-            for (int y = x - window / 2; y <= x + window / 2; y++)
-                if (y >= 0 && y < width)
-                    v[n++] = dr[y];
-            r[x] = dr[x] - median_of(v, n);
-            a[x] = fabs(r[x]);
+        double t = rhs[c];
+        rhs[c] = rhs[p];
+        rhs[p] = t;
+        for (int r = c + 1; r < k; r++) {
+            const double f = a[r * k + c] / a[c * k + c];
+            for (int j = c; j < k; j++)
+                a[r * k + j] -= f * a[c * k + j];
+            rhs[r] -= f * rhs[c];
         }
-        const double threshold = fmax(4.0 * 1.4826 * median_of(a, width),
-                                      2e-3);
-        int found = 0;
-        for (int x = 0; x < width; x++)
-            found += stripe[x] = fabs(r[x]) > threshold;
-        if (!found)
-            break;
-        for (int x = 0; x < width; x++) {
-            if (!stripe[x])
-                continue;
-            int left = x - 1, right = x + 1;
-            while (left >= 0 && stripe[left])
-                left--;
-            while (right < width && stripe[right])
-                right++;
-            if (left < 0 && right >= width)
-                continue;
-            for (int j = 0; j < k; j++) {
-                const double *m = mean[j];
-                double base = left < 0 ? m[right]
-                              : right >= width ? m[left]
-                              : m[left] + (m[right] - m[left]) *
-                                              (x - left) / (double)(right - left);
-                v[j] = m[x] - base;
-            }
-            const double offset = median_of(v, k);
-            /* Bridged left to right, each bin from the sectors' means as
-             * they are before this run is touched: the run's bins are
-             * taken out only after the whole run. */
-            a[x] = offset;
+    }
+    for (int r = k - 1; r >= 0; r--) {
+        for (int j = r + 1; j < k; j++)
+            rhs[r] -= a[r * k + j] * rhs[j];
+        rhs[r] /= a[r * k + r];
+    }
+    return 0;
+}
+
+/* One row's sector means and stripe work. */
+typedef struct row_work {
+    double (*mean)[MAX_WIDTH];
+    int k, n;
+    double threshold;           /* of the last detection */
+} row_work;
+
+/* Step 3: candidates (returns how many). */
+static int detect(row_work *rw, int window, int *cand)
+{
+    const int n = rw->n;
+    double D[MAX_WIDTH], S[MAX_WIDTH], r[MAX_WIDTH], a[MAX_WIDTH], v[SECTORS];
+    for (int x = 0; x < n; x++) {
+        for (int j = 0; j < rw->k; j++)
+            v[j] = local_residual(rw->mean[j], n, x);
+        D[x] = median_of(v, rw->k);
+        for (int j = 0; j < rw->k; j++)
+            v[j] = fabs(local_residual(rw->mean[j], n, x) - D[x]);
+        S[x] = 1.4826 * median_of(v, rw->k);
+    }
+    for (int x = 0; x < n; x++) {
+        double win[MAX_WIDTH];
+        int m = 0;
+        for (int y = x - window / 2; y <= x + window / 2; y++)
+            if (y >= 0 && y < n)
+                win[m++] = D[y];
+        r[x] = D[x] - median_of(win, m);
+        a[x] = fabs(r[x]);
+    }
+    rw->threshold = fmax(SIGMAS * 1.4826 * median_of(a, n), FLOOR);
+    int found = 0;
+    for (int x = 0; x < n; x++)
+        found += cand[x] = fabs(r[x]) > rw->threshold && fabs(r[x]) > S[x];
+    if (n > 2 && cand[1])
+        cand[0] = 1;
+    if (n > 2 && cand[n - 2])
+        cand[n - 1] = 1;
+    /* Step 4: each run's stripes, by least squares on the residuals. */
+    for (int x = 0; x < n;) {
+        if (!cand[x]) {
+            x++;
+            continue;
         }
-        for (int x = 0; x < width; x++)
-            if (stripe[x]) {
-                int left = x - 1, right = x + 1;
-                while (left >= 0 && stripe[left])
-                    left--;
-                while (right < width && stripe[right])
-                    right++;
-                if (left < 0 && right >= width)
+        int b = x;
+        while (b + 1 < n && cand[b + 1])
+            b++;
+        const int m = b - x + 1;
+        if (m >= 2 && m <= SEPARATE_MAX) {
+            static double L[SEPARATE_MAX + 2][SEPARATE_MAX];
+            static double A[SEPARATE_MAX * SEPARATE_MAX];
+            double rhs[SEPARATE_MAX] = {0};
+            int rows = 0;
+            double rr[SEPARATE_MAX + 2];
+            for (int e = x - 1; e <= b + 1; e++) {
+                if (e < 0 || e >= n)
                     continue;
-                for (int j = 0; j < k; j++)
-                    mean[j][x] -= a[x];
-                c[x] += a[x];
+                for (int i = 0; i < m; i++)
+                    L[rows][i] = coefficient(n, e, x + i);
+                rr[rows++] = r[e];
             }
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < m; j++) {
+                    double g = 0;
+                    for (int e = 0; e < rows; e++)
+                        g += L[e][i] * L[e][j];
+                    A[i * m + j] = g;
+                }
+            for (int i = 0; i < m; i++)
+                for (int e = 0; e < rows; e++)
+                    rhs[i] += L[e][i] * rr[e];
+            if (solve_dense(A, rhs, m) == 0) {
+                int any = 0;
+                for (int i = 0; i < m; i++)
+                    any |= fabs(rhs[i]) > rw->threshold;
+                for (int i = 0; any && i < m; i++)
+                    cand[x + i] = fabs(rhs[i]) > rw->threshold;
+            }
+        }
+        x = b + 1;
+    }
+    return found;
+}
+
+/* Weighted least-squares polynomial of degree deg through (xs, m[xs]) in
+ * powers of x - x0, evaluated at xe.  -1 when singular. */
+static int fit_at(const int *xs, const double *wt, int k, const double *m,
+                  int deg, double x0, const int *xe, int ne, double *out)
+{
+    double a[9] = {0}, rhs[3] = {0};
+    const int t = deg + 1;
+    for (int i = 0; i < k; i++)
+        for (int p = 0; p < t; p++) {
+            for (int q = 0; q < t; q++)
+                a[p * t + q] += wt[i] * pow(xs[i] - x0, p + q);
+            rhs[p] += wt[i] * pow(xs[i] - x0, p) * m[xs[i]];
+        }
+    if (solve_dense(a, rhs, t) != 0)
+        return -1;
+    for (int e = 0; e < ne; e++) {
+        out[e] = 0;
+        for (int p = 0; p < t; p++)
+            out[e] += rhs[p] * pow(xe[e] - x0, p);
+    }
+    return 0;
+}
+
+/* Step 5: the offsets of run [a, b] into off[a..b]. */
+static void bridge(const row_work *rw, const int *excluded, int a, int b,
+                   double *off)
+{
+    const int n = rw->n;
+    int xs[MAX_WIDTH + 2 * ANCHORS], kl = 0, kr = 0, k = 0;
+    double wt[MAX_WIDTH + 2 * ANCHORS], o[MAX_WIDTH + 2 * ANCHORS];
+    double v[SECTORS];
+    int left[ANCHORS];
+    for (int x = a - 1; x >= 0 && kl < ANCHORS; x--)
+        if (!excluded[x])
+            left[kl++] = x;
+    for (int i = kl - 1; i >= 0; i--) {
+        xs[k] = left[i];
+        wt[k++] = 1;
+    }
+    for (int x = a; x <= b; x++) {
+        xs[k] = x;
+        wt[k++] = 0;
+    }
+    for (int x = b + 1; x < n && kr < ANCHORS; x++)
+        if (!excluded[x]) {
+            xs[k] = x;
+            wt[k++] = 1;
+            kr++;
+        }
+    for (int x = a; x <= b; x++)
+        off[x] = 0;
+    if (kl + kr == 0)
+        return;
+    if (kl == 0 || kr == 0) {
+        const int near = kl ? left[0] : xs[b - a + 1];
+        for (int x = a; x <= b; x++) {
+            for (int j = 0; j < rw->k; j++)
+                v[j] = rw->mean[j][x] - rw->mean[j][near];
+            off[x] = median_of(v, rw->k);
+        }
+        return;
+    }
+    const int deg = kl + kr - 1 < 2 ? kl + kr - 1 : 2;
+    const double x0 = 0.5 * (a + b);
+    for (int round = 0; round <= ROUNDS; round++) {
+        if (round > 0) {
+            double ab[MAX_WIDTH + 2 * ANCHORS];
+            for (int i = 0; i < k; i++)
+                ab[i] = fabs(o[i]);
+            const double scale = fmax(1.4826 * median_of(ab, k),
+                                      rw->threshold / SIGMAS);
+            double moved = 0;
+            for (int i = 0; i < k; i++) {
+                const double u = o[i] / (BIWEIGHT * scale);
+                const double now = fabs(u) < 1 ? (1 - u * u) * (1 - u * u) : 0;
+                moved = fmax(moved, fabs(now - wt[i]));
+                wt[i] = now;
+            }
+            if (moved < CONVERGED)
+                break;
+        }
+        static double base[SECTORS][MAX_WIDTH + 2 * ANCHORS];
+        int ok = 1;
+        for (int j = 0; ok && j < rw->k; j++)
+            ok = fit_at(xs, wt, k, rw->mean[j], deg, x0, xs, k, base[j]) == 0;
+        if (!ok)
+            break;          /* keep the last round's offsets */
+        for (int i = 0; i < k; i++) {
+            for (int j = 0; j < rw->k; j++)
+                v[j] = rw->mean[j][xs[i]] - base[j][i];
+            o[i] = median_of(v, rw->k);
+        }
+    }
+    for (int x = a; x <= b; x++)
+        off[x] = o[kl + x - a];
+}
+
+/* One row's stripe offsets as PROTOCOL.md 3.10 says, written out plainly
+ * (every median by sorting, every system by dense elimination): three
+ * passes of detection, separation and bridging, the bridges' offsets
+ * taken out of the means; then every stripe found bridged once more from
+ * the row's own means.  mean is overwritten. */
+static void expected_offsets(double mean[SECTORS][MAX_WIDTH], int k,
+                             int width, int window, double *c)
+{
+    static double original[SECTORS][MAX_WIDTH];
+    memcpy(original, mean, sizeof original);
+    row_work rw = {mean, k, width, 0};
+    int stripe[MAX_WIDTH] = {0}, cand[MAX_WIDTH];
+    double off[MAX_WIDTH];
+    for (int pass = 0; pass < PASSES; pass++) {
+        if (detect(&rw, window, cand) == 0)
+            break;
+        for (int x = 0; x < width; x++)
+            stripe[x] |= cand[x];
+        for (int x = 0; x < width;) {
+            if (!cand[x]) {
+                x++;
+                continue;
+            }
+            int b = x;
+            while (b + 1 < width && cand[b + 1])
+                b++;
+            bridge(&rw, cand, x, b, off);
+            for (int y = x; y <= b; y++)
+                for (int j = 0; j < k; j++)
+                    mean[j][y] -= off[y];
+            x = b + 1;
+        }
+    }
+    memcpy(mean, original, sizeof original);
+    for (int x = 0; x < width; x++)
+        c[x] = 0;
+    for (int x = 0; x < width;) {
+        if (!stripe[x]) {
+            x++;
+            continue;
+        }
+        int b = x;
+        while (b + 1 < width && stripe[b + 1])
+            b++;
+        bridge(&rw, stripe, x, b, off);
+        for (int y = x; y <= b; y++)
+            c[y] = off[y];
+        x = b + 1;
     }
 }
 
@@ -170,9 +388,9 @@ static void correct_frames(float **frames, const unsigned char *fed,
                            const double *angles, int n_proj, int width,
                            int row_first, int rows, int window)
 {
-    static double mean[SECTORS][512];
-    double c[512];
-    ck_assert_int_le(width, 512);
+    static double mean[SECTORS][MAX_WIDTH];
+    double c[MAX_WIDTH];
+    ck_assert_int_le(width, MAX_WIDTH);
     for (int r = row_first; r < row_first + rows; r++) {
         int k;
         sector_means(frames, fed, angles, n_proj, width, r, mean, &k);
@@ -469,8 +687,7 @@ typedef void (*make_pattern)(uint64_t *seed, double max, double *stripes,
                              const feed_mode *clean, feed_mode *striped);
 
 static void check_reduction(float **scan, double max, const feed_mode *clean,
-                            make_pattern make, uint64_t seed, const char *what,
-                            double min_reduction)
+                            make_pattern make, uint64_t seed, const char *what)
 {
     size_t n;
     float *clean_off = reconstruct_scan(scan, clean, 0, &n);
@@ -497,7 +714,7 @@ static void check_reduction(float **scan, double max, const feed_mode *clean,
     printf("rings %s: %d patterns together %.1fx smaller; clean slice "
            "changed %.3f%% (rel L2)\n", what, PATTERNS, reduction,
            100 * change);
-    ck_assert_msg(reduction >= min_reduction, "%s: rings reduced only %.2fx",
+    ck_assert_msg(reduction >= MIN_REDUCTION, "%s: rings reduced only %.2fx",
                   what, reduction);
     ck_assert_msg(change <= MAX_CLEAN_CHANGE, "%s: clean slice changed %.3g%%",
                   what, 100 * change);
@@ -522,15 +739,12 @@ static void gain_pattern(uint64_t *seed, double max, double *stripes,
     striped->gain = stripes;
 }
 
-/* Offsets added to the line integrals: over 50 seeds the 4 patterns
- * together were reduced 4.2x to 47x (median about 18x), 4 of the 50
- * below the issue's 10x (4.2, 8.5, 9.7, 9.7: stripes next to the
- * phantom's sharp edges are harder to tell); 12 patterns per draw do not
- * narrow it (9.1x at worst).  The bound here is that the method works (a
- * broken one leaves about 1x), so that CI does not fail one run in ten;
- * the 10x of issue 12 holds for gain errors in raw frames (below: 13x to
- * 76x without noise, 13x to 22x with, 20 seeds), not always here. */
-#define MIN_REDUCTION_OFFSETS 3.0
+/* MEASURED (gcc 12, x86-64, 100 seeds, the four patterns together):
+ * offsets in line integrals 13-114x (median 44), gains in raw frames
+ * 20-310x (median 90), with noise 15-39x (median 32); the stripe-free
+ * slice unchanged (0.000%) in every run.  Stripes in clusters, next to
+ * the phantom's sharp edges and at the row's ends are the hardest; the
+ * issue's 10x held for every seed measured. */
 
 START_TEST(stripes_in_line_integrals)
 {
@@ -538,7 +752,7 @@ START_TEST(stripes_in_line_integrals)
     float **scan = phantom_scan(&max);
     feed_mode clean = {0};
     check_reduction(scan, max, &clean, offset_pattern, test_seed(0x5781e, 0),
-                    "offsets, line integrals", MIN_REDUCTION_OFFSETS);
+                    "offsets, line integrals");
     free_scan(scan);
 }
 END_TEST
@@ -551,7 +765,7 @@ START_TEST(gain_errors_in_raw_frames)
     feed_mode clean = {NULL, NULL, 1, noise, 77};
     check_reduction(scan, max, &clean, gain_pattern, test_seed(0x9a1, _i),
                     noise ? "gains, raw with noise at 1e4 counts"
-                          : "gains, raw without noise", MIN_REDUCTION);
+                          : "gains, raw without noise");
     free_scan(scan);
 }
 END_TEST
