@@ -12,7 +12,9 @@
 # Ring removal back-projects after the scan (its correction needs the
 # whole sinogram), so the chain is compared with plain FBP both ways:
 # streaming (the default) and after the scan.
-# JSON and a log go to $OUT; the tables are printed.
+# With "quick" as the second argument only plain FBP after the scan, ring
+# removal alone and the whole chain run, A B C A B C (for a short device
+# session).  JSON and a log go to $OUT; the tables are printed.
 set -u
 bundle=${1:-.gpu}
 out=${OUT:-/tmp/rtomo-out}
@@ -24,6 +26,17 @@ scan="$b/bench_daemon_scan --rtomod $b/rtomod --backend cuda --devices 0 --conne
 phase="--arg --set --arg phase.delta_beta=500 --arg --set --arg phase.energy_kev=20 --arg --set --arg phase.distance_m=0.5 --arg --set --arg phase.pixel_m=1.3e-6"
 rings="--arg --set --arg reconstruction.rings=column_mean"
 after="--arg --set --arg reconstruction.streaming=false"
+if [ "${2:-}" = quick ]; then
+  for round in 1 2; do
+    # shellcheck disable=SC2086
+    step "plain-after-$round" $scan $after --json "$out/plain-after-$round.json"
+    # shellcheck disable=SC2086
+    step "rings-$round" $scan $rings --json "$out/rings-$round.json"
+    # shellcheck disable=SC2086
+    step "chain-$round" $scan $phase $rings --axis-auto \
+      --json "$out/chain-$round.json"
+  done
+else
 for round in 1 2; do
   # shellcheck disable=SC2086
   step "plain-$round" $scan --json "$out/plain-$round.json"
@@ -39,6 +52,7 @@ step phase $scan $phase --json "$out/phase.json"
 step rings $scan $rings --json "$out/rings.json"
 # shellcheck disable=SC2086
 step axis $scan --axis-auto --json "$out/axis.json"
+fi
 echo "== summary: ingest_s total_s tail_s ready_s to_ready_s" | tee -a "$log"
 for f in "$out"/*.json; do
   /usr/bin/python3 - "$f" <<'PY' | tee -a "$log"
