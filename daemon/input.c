@@ -276,12 +276,13 @@ static json_t *input_json(rtomod *d, rtomod_input *in)
                                                        a->series_id)
                                         : json_null());
     return json_pack(
-        "{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}",
+        "{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}",
         "endpoint", endpoint_of(&d->cfg, in->kind), "armed", armed,
         "messages", (json_int_t)in->messages,
         "frames", (json_int_t)in->frames,
         "rejected", (json_int_t)in->rejected,
         "series", (json_int_t)in->series,
+        "series_ended", (json_int_t)in->series_ended,
         "bytes_in", (json_int_t)in->bytes_in,
         "bytes_out", (json_int_t)in->bytes_out,
         "decode_ms", in->decode_s * 1000.0, "rejects", rejects_json(in));

@@ -131,6 +131,7 @@ static void on_end(rtomod_input *in, const rtomod_s2_msg *m)
                ", which is not bound to scan %s", m->series_id, a->scan);
         return;
     }
+    in->series_ended++;
     rtomod_arm_end(in, "the end of the series");
 }
 

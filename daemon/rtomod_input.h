@@ -85,6 +85,7 @@ typedef struct rtomod_input {
     uint64_t bytes_in;          /* message bytes received */
     uint64_t bytes_out;         /* pixel bytes handed to the scan */
     uint64_t series;            /* series started (Stream V2) */
+    uint64_t series_ended;      /* ... and ended by their end message */
     double decode_s;            /* time spent decoding images */
 } rtomod_input;
 

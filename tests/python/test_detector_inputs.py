@@ -151,6 +151,9 @@ def test_stream2_reconstructs_as_native(inputs_daemon, client, dtype,
     assert after["frames"] - before["frames"] == len(frames)
     assert after["rejected"] == before["rejected"]
     assert after["armed"] is None, "the end of the series disarms"
+    assert after["series"] - before["series"] == 1
+    assert after["series_ended"] - before["series_ended"] == 1, \
+        "the end message is counted on its input"
 
 
 def expect_reject(client, reason, scan=None):
