@@ -331,6 +331,31 @@ static void bridge(const row_work *rw, const int *excluded, int a, int b,
         off[x] = o[kl + x - a];
 }
 
+/* Bridge every run of `set` in turn: its offsets into c (0 outside the
+ * runs), and taken out of the means before the next run when take_out. */
+static void bridge_runs(row_work *rw, const int *set, int take_out, double *c)
+{
+    double off[MAX_WIDTH];
+    for (int x = 0; x < rw->n; x++)
+        c[x] = 0;
+    for (int x = 0; x < rw->n;) {
+        if (!set[x]) {
+            x++;
+            continue;
+        }
+        int b = x;
+        while (b + 1 < rw->n && set[b + 1])
+            b++;
+        bridge(rw, set, x, b, off);
+        for (int y = x; y <= b; y++) {
+            c[y] = off[y];
+            for (int j = 0; take_out && j < rw->k; j++)
+                rw->mean[j][y] -= off[y];
+        }
+        x = b + 1;
+    }
+}
+
 /* One row's stripe offsets as PROTOCOL.md 3.10 says, written out plainly
  * (every median by sorting, every system by dense elimination): three
  * passes of detection, separation and bridging, the bridges' offsets
@@ -343,43 +368,15 @@ static void expected_offsets(double mean[SECTORS][MAX_WIDTH], int k,
     memcpy(original, mean, sizeof original);
     row_work rw = {mean, k, width, 0};
     int stripe[MAX_WIDTH] = {0}, cand[MAX_WIDTH];
-    double off[MAX_WIDTH];
     for (int pass = 0; pass < PASSES; pass++) {
         if (detect(&rw, window, cand) == 0)
             break;
         for (int x = 0; x < width; x++)
             stripe[x] |= cand[x];
-        for (int x = 0; x < width;) {
-            if (!cand[x]) {
-                x++;
-                continue;
-            }
-            int b = x;
-            while (b + 1 < width && cand[b + 1])
-                b++;
-            bridge(&rw, cand, x, b, off);
-            for (int y = x; y <= b; y++)
-                for (int j = 0; j < k; j++)
-                    mean[j][y] -= off[y];
-            x = b + 1;
-        }
+        bridge_runs(&rw, cand, 1, c);
     }
     memcpy(mean, original, sizeof original);
-    for (int x = 0; x < width; x++)
-        c[x] = 0;
-    for (int x = 0; x < width;) {
-        if (!stripe[x]) {
-            x++;
-            continue;
-        }
-        int b = x;
-        while (b + 1 < width && stripe[b + 1])
-            b++;
-        bridge(&rw, stripe, x, b, off);
-        for (int y = x; y <= b; y++)
-            c[y] = off[y];
-        x = b + 1;
-    }
+    bridge_runs(&rw, stripe, 0, c);
 }
 
 /* Subtract from rows [row_first, row_first + rows) of every fed frame (of
