@@ -39,6 +39,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -47,6 +48,7 @@
 #include <string.h>
 
 #include "rtomod.h"
+#include "rtomod_frame_rows.h"
 #include "rtomod_finisher.h"
 
 /* Darks and flats: duplicates are recognised among this many indices. */
@@ -1119,11 +1121,70 @@ static int queue_frame(rtomod *d, rtomod_scan *scan, rtomod_job_kind kind,
     return 0;
 }
 
+/* The detector rows this daemon's plans read from each frame of the
+ * scan: the rows its workers keep, widened by phase retrieval's reach.
+ * 0 when no worker keeps any (the daemon reconstructs nothing of it). */
+static int rows_read(const rtomod *d, const rtomod_tomo_scan *t, int *lo,
+                     int *hi)
+{
+    *lo = INT_MAX;
+    *hi = -1;
+    for (int w = 0; w < d->pool.n; w++)
+        if (t->kept_first[w] >= 0) {
+            *lo = t->kept_first[w] < *lo ? t->kept_first[w] : *lo;
+            *hi = t->kept_last[w] > *hi ? t->kept_last[w] : *hi;
+        }
+    if (*hi < 0)
+        return 0;
+    const int height = t->spec->geometry.det_height;
+    int reach = rtomo_fbp_phase_reach(&t->phase);
+    reach = reach < height ? reach : height;
+    *lo = *lo - reach > 0 ? *lo - reach : 0;
+    *hi = *hi + reach < height - 1 ? *hi + reach : height - 1;
+    return 1;
+}
+
+/* A frame with "rows" (a router's share): refused unless it holds every
+ * row the plans read, then made whole for them (frame_rows.c). */
+static int take_rows(rtomod *d, const rtomod_tomo_scan *t,
+                     rtomo_ingest_msg *msg, zmq_msg_t *payload)
+{
+    rtomo_frame_header *f = &msg->frame;
+    const int64_t first = f->rows_first, last = first + f->rows_count - 1;
+    int lo, hi;
+    if (rows_read(d, t, &lo, &hi) && (first > lo || last < hi)) {
+        rtomod_rejectf(d, RTOMO_REJECT_SHAPE, msg->scan, f->index,
+                       "%s %lld carries detector rows %lld..%lld, but this "
+                       "daemon reads rows %d..%d of each frame (its slices%s)",
+                       rtomo_msg_type_name(f->type), (long long)f->index,
+                       (long long)first, (long long)last, lo, hi,
+                       rtomo_fbp_phase_reach(&t->phase) > 0
+                           ? " and phase retrieval's reach around them" : "");
+        return -1;
+    }
+    if (rtomod_frame_rows_widen(f, payload) != 0) {
+        rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan, f->index,
+                       "out of memory for a whole frame of %lld rows",
+                       (long long)f->shape[0]);
+        return -1;
+    }
+    msg->payload = zmq_msg_data(payload);
+    msg->payload_size = zmq_msg_size(payload);
+    return 0;
+}
+
 int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
 {
     rtomod_scan *scan = rtomod_scan_for_input(d, msg, RTOMOD_SCAN_TOMO);
     if (!scan)
         return -1;
+    if (scan->cone && msg->frame.rows_count > 0) {
+        rtomod_rejectf(d, RTOMO_REJECT_FIELD, msg->scan, msg->frame.index,
+                       "%s field \"rows\": frames of some rows only are "
+                       "taken by parallel-beam scans, not cone-beam ones",
+                       rtomo_msg_type_name(msg->type));
+        return -1;
+    }
     if (scan->cone)
         return rtomod_cone_frame(d, scan, msg, payload);
     rtomod_tomo_scan *t = scan->tomo;
@@ -1132,6 +1193,8 @@ int rtomod_tomo_frame(rtomod *d, rtomo_ingest_msg *msg, zmq_msg_t *payload)
         rtomod_reject(d, &why, msg->scan, msg->frame.index);
         return -1;
     }
+    if (msg->frame.rows_count > 0 && take_rows(d, t, msg, payload) != 0)
+        return -1;
     rtomod_job_kind kind;
     rtomod_seen *marked;
     if (msg->type == RTOMO_MSG_PROJECTION) {

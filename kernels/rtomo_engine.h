@@ -202,6 +202,12 @@ typedef struct rtomo_fbp_phase {
     double pixel_m;             /* detector pixel size at the sample, m */
 } rtomo_fbp_phase;
 
+/* The rows (and columns) the filter of valid parameters p reaches on
+ * either side of a pixel, as a plan pads and reads them; 0 when off.  A
+ * frame that carries only some rows must hold this many beyond the kept
+ * ones for them to come out as from the whole frame. */
+int rtomo_fbp_phase_reach(const rtomo_fbp_phase *p);
+
 /*
  * Ring (detector stripe) removal on sinograms.  RTOMO_RINGS_COLUMN_MEAN:
  * a detector column whose gain is off gives the same offset c(x) in the

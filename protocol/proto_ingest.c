@@ -90,6 +90,25 @@ static int check_axis_shift(const rtomo_frame_header *f, int64_t width,
                             f->axis_shift, (long long)width, (long long)width);
 }
 
+/* A tomography frame's optional "rows": {"first", "count"}: the payload
+ * holds only those detector rows (PROTOCOL.md 3.4). */
+static int decode_rows(const json_t *root, rtomo_frame_header *f,
+                       rtomo_reject_info *why)
+{
+    const json_t *rows = NULL;
+    if (proto_get_object(root, NULL, "rows", OPTIONAL, &rows, why) < 0)
+        return -1;
+    if (!rows)
+        return 0;
+    const int64_t height = f->shape[0];
+    if (proto_get_int(rows, "rows", "first", REQUIRED, 0, height - 1,
+                      &f->rows_first, why) < 0 ||
+        proto_get_int(rows, "rows", "count", REQUIRED, 1,
+                      height - f->rows_first, &f->rows_count, why) < 0)
+        return -1;
+    return 0;
+}
+
 static int decode_frame_header(const json_t *root, rtomo_frame_header *f,
                                rtomo_reject_info *why)
 {
@@ -110,6 +129,8 @@ static int decode_frame_header(const json_t *root, rtomo_frame_header *f,
     int64_t edge = f->ndim == 4 ? PROTO_MAX_HOLES : PROTO_MAX_EDGE;
     if (proto_get_int_tuple(root, NULL, "shape", REQUIRED, f->ndim, 1, edge,
                             f->shape, why) < 0)
+        return -1;
+    if (f->ndim == 2 && decode_rows(root, f, why) < 0)
         return -1;
     if (f->type != RTOMO_MSG_PROJECTION)
         return 0;
@@ -134,11 +155,13 @@ static const char *format_shape(char *buf, size_t size, const int64_t *shape,
     return buf;
 }
 
+/* Samples in the payload: the whole shape, or the rows it carries. */
 static size_t frame_samples(const rtomo_frame_header *f)
 {
     size_t n = 1;
     for (int d = 0; d < f->ndim; d++)
-        n *= (size_t)f->shape[d];
+        n *= (size_t)(d == 0 && f->rows_count > 0 ? f->rows_count
+                                                   : f->shape[d]);
     return n;
 }
 
@@ -163,6 +186,14 @@ static int check_payload(const rtomo_frame_header *f, const void *payload,
     size_t expected = n * rtomo_dtype_size(f->dtype);
     char shape[96];
     format_shape(shape, sizeof shape, f->shape, f->ndim);
+    if ((payload_size != expected || (expected && !payload)) &&
+        f->rows_count > 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_SIZE,
+                                "payload of %zu bytes does not match the %lld "
+                                "\"rows\" of \"shape\" %s of \"dtype\" %s "
+                                "(%zu bytes)", payload_size,
+                                (long long)f->rows_count, shape,
+                                rtomo_dtype_name(f->dtype), expected);
     if (payload_size != expected || (expected && !payload))
         return rtomo_reject_set(why, RTOMO_REJECT_SIZE,
                                 "payload of %zu bytes does not match \"shape\" "
@@ -176,7 +207,8 @@ static int check_payload(const rtomo_frame_header *f, const void *payload,
         return rtomo_reject_set(why, RTOMO_REJECT_NONFINITE,
                                 "float32 payload sample %zu (row %zu, column "
                                 "%zu of shape %s) is NaN or infinite", bad,
-                                bad / width, bad % width, shape);
+                                bad / width + (size_t)f->rows_first,
+                                bad % width, shape);
     }
     return 0;
 }
@@ -422,6 +454,11 @@ char *rtomo_proto_encode_frame(const rtomo_frame_header *f)
         e |= json_object_set_new(root, "angle", json_real(f->angle));
     if (f->type == RTOMO_MSG_PROJECTION && isfinite(f->axis_shift))
         e |= json_object_set_new(root, "axis_shift", json_real(f->axis_shift));
+    if (f->ndim == 2 && f->rows_count > 0)
+        e |= json_object_set_new(root, "rows",
+                                 json_pack("{s:I, s:I}", "first",
+                                           (json_int_t)f->rows_first, "count",
+                                           (json_int_t)f->rows_count));
     if (e) {
         json_decref(root);
         return NULL;

@@ -283,6 +283,10 @@ typedef struct rtomo_frame_header {
                                        [holes_y, holes_x, det_height, det_width] */
     double angle;                   /* degrees; NaN when absent */
     double axis_shift;              /* bins; NaN when absent */
+    /* Tomography frames: the detector rows the payload holds, [rows_first,
+     * rows_first + rows_count) of shape[0]; rows_count 0 = every row (no
+     * "rows" field).  A router sends each daemon only its rows. */
+    int64_t rows_first, rows_count;
 } rtomo_frame_header;
 
 /* One decoded ingest message. */

@@ -633,6 +633,42 @@ void daemon_send_end(rtomo_client *c, const daemon_scan *s)
                   "scan_end: %s", err.message);
 }
 
+/* One frame of detector rows [first, first + count) only. */
+static void send_frame_rows(rtomo_client *c, const daemon_scan *s,
+                            rtomo_msg_type type, int index,
+                            const uint16_t *data, int first, int count)
+{
+    rtomo_frame_header f;
+    frame_header(s, type, index, &f);
+    f.rows_first = first;
+    f.rows_count = count;
+    const size_t width = (size_t)s->spec.geometry.det_width;
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_frame(c, &f, data + width * (size_t)first,
+                                          width * (size_t)count *
+                                              sizeof(uint16_t),
+                                          &err) == RTOMO_OK,
+                  "%s %d (rows %d..%d): %s", rtomo_msg_type_name(type), index,
+                  first, first + count - 1, err.message);
+}
+
+void daemon_send_scan_rows(rtomo_client *c, const daemon_scan *s, int first,
+                           int count)
+{
+    const size_t n = s->frame_samples;
+    daemon_send_begin(c, s);
+    for (int i = 0; i < s->spec.n_darks; i++)
+        send_frame_rows(c, s, RTOMO_MSG_DARK, i, s->darks + n * i, first,
+                        count);
+    for (int i = 0; i < s->spec.n_flats; i++)
+        send_frame_rows(c, s, RTOMO_MSG_FLAT, i, s->flats + n * i, first,
+                        count);
+    for (int p = 0; p < s->spec.geometry.n_proj; p++)
+        send_frame_rows(c, s, RTOMO_MSG_PROJECTION, p,
+                        s->projections + n * (size_t)p, first, count);
+    daemon_send_end(c, s);
+}
+
 void daemon_send_scan(rtomo_client *c, const daemon_scan *s)
 {
     daemon_send_begin(c, s);

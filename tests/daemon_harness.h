@@ -207,6 +207,10 @@ void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
 void daemon_send_end(rtomo_client *c, const daemon_scan *s);
 /* begin, fields, every projection in order, the flats after, end. */
 void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
+/* The same with every dark, flat and projection carrying only detector
+ * rows [first, first + count) ("rows", as a router sends them). */
+void daemon_send_scan_rows(rtomo_client *c, const daemon_scan *s, int first,
+                           int count);
 
 /* The CPU engine's slices of `rows` from the scan's frames (only the
  * projections with received[p] set, all when received is NULL), with the

@@ -5,6 +5,9 @@
  *     the union of what they publish (merged by one subscriber) equals what
  *     a single daemon publishes for the same stream: the same slices, with
  *     the same index and count, the same values;
+ *   - the same when each daemon is sent only its rows of every frame
+ *     ("rows", as rtomo-router sends them), and a frame without a row
+ *     the daemon reconstructs is refused saying which rows it needs;
  *   - per-topic sequence numbers: a subscriber that falls behind loses
  *     messages (ZeroMQ drops them silently), and the gaps in "seq" account
  *     for every one of them.
@@ -164,6 +167,66 @@ START_TEST(two_daemons_split_one_stream)
 }
 END_TEST
 
+/* A client that only pushes, to daemon d. */
+static rtomo_client *ingest_only(const daemon_proc *d)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d->ingest;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "client: %s", err.message);
+    return c;
+}
+
+START_TEST(daemons_take_frames_of_their_rows_only)
+{
+    daemon_proc d[3];
+    const char *low[] = {"--set", "reconstruction.rows={\"first\": 0, "
+                         "\"count\": 3}", NULL};
+    const char *high[] = {"--set", "reconstruction.rows={\"first\": 3, "
+                          "\"count\": 3}", NULL};
+    daemon_start(&d[0], low);
+    daemon_start(&d[1], high);
+    daemon_start(&d[2], NULL);
+    rtomo_client *c = connect_all(d, 3);
+    rtomo_client *to_low = ingest_only(&d[0]), *to_high = ingest_only(&d[1]);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    /* Each of the two gets its own rows of every frame (as rtomo-router
+     * sends them), the third the whole frames: the same slices. */
+    daemon_scan a;
+    daemon_scan_make(&a, "rows-only", 64, 6, 72, 1, 2, 0xdae0503);
+    daemon_send_scan_rows(to_low, &a, 0, 3);
+    daemon_send_scan_rows(to_high, &a, 3, 3);
+    rtomo_client *to_all = ingest_only(&d[2]);
+    daemon_send_scan(to_all, &a);
+    const int all[6] = {0, 1, 2, 3, 4, 5};
+    check_union(&in, "rows-only", all, 6, 3);
+
+    /* Frames without a row the daemon reconstructs are refused, named. */
+    daemon_scan b;
+    daemon_scan_make(&b, "rows-short", 64, 6, 12, 0, 1, 0xdae0504);
+    daemon_send_scan_rows(to_low, &b, 1, 2);
+    const rtomo_event *ev = daemon_wait_event(&in, "rejected",
+                                              "shape_mismatch", "rows-short",
+                                              0);
+    ck_assert_msg(strstr(ev->message, "rows 1..2") &&
+                  strstr(ev->message, "reads rows 0..2"), "%s", ev->message);
+
+    daemon_scan_free(&a);
+    daemon_scan_free(&b);
+    daemon_inbox_free(&in);
+    rtomo_client_close(to_low);
+    rtomo_client_close(to_high);
+    rtomo_client_close(to_all);
+    rtomo_client_close(c);
+    for (int i = 0; i < 3; i++)
+        daemon_stop(&d[i]);
+}
+END_TEST
+
 /* What a subscriber read, by sequence number. */
 typedef struct seq_tally {
     long received;
@@ -259,6 +322,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         two_daemons_split_one_stream,
+        daemons_take_frames_of_their_rows_only,
         sequence_gaps_count_lost_messages,
     };
     return daemon_run_tests("daemon_fanout", tests,

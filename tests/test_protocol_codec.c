@@ -501,11 +501,12 @@ static void *random_payload(uint64_t *s, rtomo_dtype dtype, size_t n)
     return p;
 }
 
+/* Samples the payload holds: the shape, or the rows it carries. */
 static size_t shape_samples(const rtomo_frame_header *f)
 {
     size_t n = 1;
     for (int d = 0; d < f->ndim; d++)
-        n *= (size_t)f->shape[d];
+        n *= (size_t)(d == 0 && f->rows_count ? f->rows_count : f->shape[d]);
     return n;
 }
 
@@ -528,6 +529,11 @@ static void random_frame(uint64_t *s, rtomo_frame_header *f)
     f->axis_shift = test_rand_int(s, 0, 1)
                         ? test_rand_real(s, -1, 1) * (double)f->shape[1]
                         : NAN;
+    /* Some tomography frames carry only some rows (a router's share). */
+    if (f->ndim == 2 && test_rand_int(s, 0, 1)) {
+        f->rows_first = test_rand_int(s, 0, (int)f->shape[0] - 1);
+        f->rows_count = test_rand_int(s, 1, (int)(f->shape[0] - f->rows_first));
+    }
 }
 
 START_TEST(frame_round_trip)
@@ -550,6 +556,8 @@ START_TEST(frame_round_trip)
     ck_assert_int_eq(msg.frame.ndim, f.ndim);
     for (int d = 0; d < f.ndim; d++)
         ck_assert(msg.frame.shape[d] == f.shape[d]);
+    ck_assert(msg.frame.rows_first == f.rows_first);
+    ck_assert(msg.frame.rows_count == f.rows_count);
     /* angle and axis_shift belong to projections only */
     int proj = f.type == RTOMO_MSG_PROJECTION;
     assert_close(proj ? f.angle : NAN, msg.frame.angle, 0, "angle", 0);
@@ -827,6 +835,18 @@ static const bad_case bad_cases[] = {
     {PROJ(PROJ_OK ",'axis_shift':-1000"), 2, 12, RTOMO_REJECT_FIELD,
      "[-3, 3]"},
     {PROJ(PROJ_OK), 2, 11, RTOMO_REJECT_SIZE, "shape"},
+    /* "rows": the payload holds those rows only (a router's share) */
+    {PROJ(PROJ_OK ",'rows':{'first':1,'count':1}"), 2, 12, RTOMO_REJECT_SIZE,
+     "the 1 \"rows\""},
+    {PROJ(PROJ_OK ",'rows':{'first':2,'count':1}"), 2, 6, RTOMO_REJECT_FIELD,
+     "rows.first"},
+    {PROJ(PROJ_OK ",'rows':{'first':1,'count':2}"), 2, 6, RTOMO_REJECT_FIELD,
+     "rows.count"},
+    {PROJ(PROJ_OK ",'rows':{'first':0,'count':0}"), 2, 0, RTOMO_REJECT_FIELD,
+     "rows.count"},
+    {PROJ(PROJ_OK ",'rows':{'count':1}"), 2, 6, RTOMO_REJECT_FIELD,
+     "rows.first"},
+    {PROJ(PROJ_OK ",'rows':[0,1]"), 2, 6, RTOMO_REJECT_FIELD, "rows"},
     {PROJ(PROJ_OK), 2, 0, RTOMO_REJECT_SIZE, "payload"},
     {"{'protocol':1,'type':'dark','scan':'s1','index':0,'dtype':'float32',"
      "'shape':[2,3]}", 2, 12, RTOMO_REJECT_SIZE, "float32"},

@@ -33,6 +33,11 @@ double rtomo_fbp_phase_lambda(double energy_kev)
     return HC_M_KEV / energy_kev;
 }
 
+int rtomo_fbp_phase_reach(const rtomo_fbp_phase *p)
+{
+    return p && p->delta_beta > 0.0 ? rtomo_fbp_phase_margin(p) : 0;
+}
+
 int rtomo_fbp_phase_margin(const rtomo_fbp_phase *p)
 {
     const double a = rtomo_fbp_phase_lambda(p->energy_kev) * p->distance_m *
