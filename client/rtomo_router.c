@@ -1,0 +1,835 @@
+/*
+ * rtomo_router.c — rtomo-router: receives a camera's stream once and sends
+ * each of several rtomod daemons only the detector rows it reconstructs
+ * (issue 16, docs/rtomod.md "Several daemons").  Fanning every full frame
+ * out to every daemon costs the sender and the network N times the
+ * stream; cut into rows, the stream crosses the network about once.
+ *
+ * What is cut and how (router_route.h): darks, flats and projections go
+ * to each daemon as its rows (plus --margin) with "rows" in the header
+ * (PROTOCOL.md 3.4); everything else, and whatever the router cannot read,
+ * goes whole to every daemon, so that each daemon judges it as usual.
+ * Payloads are never copied: each daemon's part points into the received
+ * message, which lives until the last daemon's part has left.
+ *
+ * Daemons that go away: every PUSH socket has ZMQ_IMMEDIATE (nothing
+ * queues for a daemon that is not connected) and a monitor that keeps the
+ * daemon's state.  A connected daemon whose queue is full is waited for
+ * (back-pressure: the slowest sets the pace, as with fan-out); one that is
+ * not connected is skipped, and what it misses is counted and logged,
+ * never dropped silently.  The control socket (status) and the monitors
+ * are served in the same poll loop as the ingest socket, also while the
+ * router waits for a daemon.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <jansson.h>
+#include <zmq.h>
+
+#include "router_route.h"
+#include "tool_common.h"
+
+static const char *program = "rtomo-router";
+
+#define DEFAULT_INGEST "tcp://127.0.0.1:5550"
+#define DEFAULT_CONTROL "tcp://127.0.0.1:5551"
+/* How long one poll lasts at most: a signal is noticed at once (zmq_poll
+ * returns EINTR), this only bounds the rare case where it is not. */
+#define POLL_STEP_MS 100
+/* On stop, how long frames still queued for connected daemons may take to
+ * leave. */
+#define LINGER_MS 2000
+/* Scans per daemon whose losses were logged (each is logged once). */
+#define GONE_SCANS 8
+
+/* ZeroMQ before 4.3 has no handshake event: the TCP connect then stands in
+ * for it. */
+#ifndef ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+#define ZMQ_EVENT_HANDSHAKE_SUCCEEDED ZMQ_EVENT_CONNECTED
+#endif
+
+typedef enum daemon_state {
+    NEVER_CONNECTED = 0,
+    CONNECTED,
+    DISCONNECTED
+} daemon_state;
+
+static const char *const state_names[] = {"never_connected", "connected",
+                                          "disconnected"};
+
+typedef struct router_daemon {
+    router_target target;
+    void *push;
+    void *monitor;              /* PAIR reading the PUSH socket's events */
+    daemon_state state;
+    uint64_t messages, bytes;   /* sent to it (all parts) */
+    uint64_t lost_frames;       /* frames it missed, not connected */
+    uint64_t lost_messages;     /* every message it missed, frames too */
+    long long lost_since_ms;    /* Unix time (ms) of its first loss since it
+                                   was last connected; 0 = none */
+    char gone[GONE_SCANS][RTOMO_ID_MAX];    /* scans whose loss was logged */
+    int gone_next;
+} router_daemon;
+
+typedef struct router_options {
+    const char *ingest, *control;
+    router_target targets[ROUTER_MAX_DAEMONS];
+    int n_targets;
+    long margin;
+    int help;
+} router_options;
+
+/* A received message: its parts, in a buffer kept from one message to the
+ * next. */
+typedef struct message_parts {
+    zmq_msg_t *msg;
+    int n, cap;
+} message_parts;
+
+typedef struct router {
+    const router_options *opt;
+    void *context, *ingest, *control;
+    router_daemon daemons[ROUTER_MAX_DAEMONS];
+    int n;
+    message_parts in, out;      /* received; one daemon's copies */
+    uint64_t messages, bytes_in;        /* received */
+    uint64_t frames;            /* of them darks, flats, projections and
+                                   SBDX frames */
+    uint64_t split, whole;      /* cut into rows / passed on as they came */
+    uint64_t forwarded;         /* sent, summed over the daemons */
+} router;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+"Usage: rtomo-router [OPTION]...\n"
+"Receive a camera's stream once and send each of several rtomod daemons only\n"
+"the detector rows it reconstructs (docs/rtomod.md, \"Several daemons\").\n"
+"\n"
+"  -i, --ingest ENDPOINT    where the camera pushes: a bound PULL socket\n"
+"                           (default " DEFAULT_INGEST ")\n"
+"  -d, --daemon EP=FIRST:COUNT\n"
+"                           a daemon's ingest endpoint and the detector rows\n"
+"                           it reconstructs (its reconstruction.rows); once\n"
+"                           per daemon, 1 to 64 daemons\n"
+"  -m, --margin N           rows more on either side of each daemon's rows,\n"
+"                           for filters that reach across rows (phase\n"
+"                           retrieval); clipped to the detector (default 0)\n"
+"  -c, --control ENDPOINT   a bound REP socket answering {\"cmd\": \"status\"}\n"
+"                           (default " DEFAULT_CONTROL ")\n"
+"  -h, --help               show this help\n"
+"\n"
+"Darks, flats and projections reach each daemon as its rows (with the\n"
+"margin), the header saying which (\"rows\", PROTOCOL.md 3.4); a daemon whose\n"
+"rows cover the whole detector, or lie outside it, gets the whole frame.\n"
+"Begins and ends go to every daemon.  SBDX streams are not split yet: every\n"
+"SBDX message goes whole to every daemon.  What the router cannot read or\n"
+"cut (not JSON, an unknown type, a payload that does not match its shape)\n"
+"goes whole to every daemon too, which rejects it with its usual reason.\n"
+"\n"
+"The slowest daemon sets the pace: while a connected daemon's queue is full\n"
+"the router waits, and so does the camera.  A daemon that is not connected\n"
+"gets nothing: what it misses is counted (status: lost_frames) and logged\n"
+"once per scan.  Its rows cannot go to another daemon instead (the others'\n"
+"plans do not hold them), so its slices of that scan are lost.  Once it is\n"
+"back it gets the messages that follow; a scan whose begin it missed, it\n"
+"rejects.  Frames already queued for a daemon when its connection breaks\n"
+"may be lost without being counted.\n"
+"\n"
+"Status (--control): messages and bytes_in received; frames among them\n"
+"(darks, flats, projections, SBDX frames); split (cut into rows) and whole\n"
+"(passed on as they came); forwarded (sent, summed over the daemons); per\n"
+"daemon its endpoint, rows, state (connected, disconnected or\n"
+"never_connected), messages and bytes sent, lost_frames and lost_messages\n"
+"(frames, and every message, it missed while not connected), lost_since_ms\n"
+"(Unix time of its first loss since it was last connected, or null).\n"
+"\n"
+"Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (a socket could not\n"
+"be bound or connected, out of memory), 2 bad usage.\n");
+}
+
+/* ----------------------------------------------------------- options ---- */
+
+static int apply_option(int c, const char *arg, router_options *o)
+{
+    char why[512];
+    switch (c) {
+    case 'i': o->ingest = arg; return 0;
+    case 'c': o->control = arg; return 0;
+    case 'm':
+        return tool_parse_int(program, "--margin", arg, 0, 65536, &o->margin);
+    case 'd':
+        if (o->n_targets == ROUTER_MAX_DAEMONS)
+            return tool_option_error(program, "--daemon: at most %d daemons",
+                                     ROUTER_MAX_DAEMONS);
+        if (router_parse_target(arg, &o->targets[o->n_targets], why,
+                                sizeof why) != 0)
+            return tool_option_error(program, "--daemon: %s", why);
+        o->n_targets++;
+        return 0;
+    default:
+        return tool_option_error(program, "bad option");
+    }
+}
+
+static int parse_args(int argc, char **argv, router_options *o)
+{
+    static const struct option options[] = {
+        {"ingest", required_argument, NULL, 'i'},
+        {"daemon", required_argument, NULL, 'd'},
+        {"margin", required_argument, NULL, 'm'},
+        {"control", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "i:d:m:c:h", options, NULL)) != -1) {
+        if (c == 'h') {
+            o->help = 1;
+            return TOOL_OK;
+        }
+        if (c == '?')
+            return tool_usage_error(program, "bad option");
+        if (apply_option(c, optarg, o) != 0)
+            return TOOL_USAGE;
+    }
+    if (optind < argc)
+        return tool_usage_error(program, "unexpected argument '%s'",
+                                argv[optind]);
+    if (o->n_targets == 0)
+        return tool_usage_error(program, "no daemon: give --daemon "
+                                "EP=FIRST:COUNT for each");
+    return TOOL_OK;
+}
+
+/* ----------------------------------------------------------- helpers ---- */
+
+static int zmq_failed(const char *what)
+{
+    fprintf(stderr, "%s: %s: %s\n", program, what, zmq_strerror(zmq_errno()));
+    return -1;
+}
+
+static long long unix_ms(void)
+{
+    struct timeval t;
+    gettimeofday(&t, NULL);
+    return (long long)t.tv_sec * 1000 + t.tv_usec / 1000;
+}
+
+/* Room for at least n parts. */
+static int parts_reserve(message_parts *p, int n)
+{
+    if (n <= p->cap)
+        return 0;
+    int cap = p->cap ? p->cap : 4;
+    while (cap < n)
+        cap *= 2;
+    zmq_msg_t *grown = realloc(p->msg, sizeof *grown * (size_t)cap);
+    if (!grown) {
+        fprintf(stderr, "%s: out of memory for a message of %d parts\n",
+                program, n);
+        return -1;
+    }
+    p->msg = grown;
+    p->cap = cap;
+    return 0;
+}
+
+static void parts_close(message_parts *p)
+{
+    for (int i = 0; i < p->n; i++)
+        zmq_msg_close(&p->msg[i]);
+    p->n = 0;
+}
+
+/* ZeroMQ's free function for a header made by json_dumps. */
+static void free_text(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* The received payload, shared by the parts that point into it: each
+ * holds a reference, and the last one to go (in whichever ZeroMQ thread
+ * sends it) closes the message. */
+typedef struct payload_hold {
+    zmq_msg_t msg;
+    atomic_int refs;
+} payload_hold;
+
+static void release_hold(void *data, void *hint)
+{
+    (void)data;
+    payload_hold *h = hint;
+    if (atomic_fetch_sub(&h->refs, 1) == 1) {
+        zmq_msg_close(&h->msg);
+        free(h);
+    }
+}
+
+/* ------------------------------------------------ daemons' connections ---- */
+
+static void log_daemon(const router_daemon *d, const char *what)
+{
+    const router_rows *rows = &d->target.rows;
+    fprintf(stderr, "%s: daemon %s (rows %ld..%ld) %s\n", program,
+            d->target.endpoint, rows->first, rows->first + rows->count - 1,
+            what);
+}
+
+/* A daemon counts as connected once the ZeroMQ handshake succeeded, not
+ * at the TCP connect: with ZMQ_IMMEDIATE nothing can be sent before it,
+ * and a peer that never completes it (a CURVE daemon, another service on
+ * the port) must not hold the stream up. */
+static void note_event(router_daemon *d, unsigned event)
+{
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && d->state != CONNECTED) {
+        log_daemon(d, d->state == NEVER_CONNECTED
+                          ? "connected"
+                          : "is back: sending resumes");
+        d->state = CONNECTED;
+        d->lost_since_ms = 0;
+    } else if (event == ZMQ_EVENT_DISCONNECTED && d->state == CONNECTED) {
+        log_daemon(d, "disconnected: it gets nothing until it is back");
+        d->state = DISCONNECTED;
+    }
+}
+
+/* Read every event the monitor of d holds (two parts each: the event
+ * number and value, then the peer's address). */
+static void read_monitor(router_daemon *d)
+{
+    for (;;) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, d->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&part) >= sizeof event)
+            memcpy(&event, zmq_msg_data(&part), sizeof event);
+        int more = zmq_msg_more(&part);
+        /* The parts of one event come together: the rest never waits. */
+        while (more && zmq_msg_recv(&part, d->monitor, ZMQ_DONTWAIT) >= 0)
+            more = zmq_msg_more(&part);
+        zmq_msg_close(&part);
+        note_event(d, event);
+    }
+}
+
+/* Count what d misses of message m, and say so once per scan. */
+static void lose(router_daemon *d, const router_message *m)
+{
+    d->lost_messages++;
+    d->lost_frames += m->is_frame != 0;
+    if (!d->lost_since_ms)
+        d->lost_since_ms = unix_ms();
+    for (int i = 0; i < GONE_SCANS; i++)
+        if (strcmp(d->gone[i], m->scan) == 0 && d->gone[i][0])
+            return;
+    snprintf(d->gone[d->gone_next], RTOMO_ID_MAX, "%s", m->scan);
+    d->gone_next = (d->gone_next + 1) % GONE_SCANS;
+    char what[256];
+    snprintf(what, sizeof what, "is %s: its rows of scan %s are lost",
+             d->state == NEVER_CONNECTED ? "not there (never connected)"
+                                         : "gone",
+             m->scan[0] ? m->scan : "(none named)");
+    log_daemon(d, what);
+}
+
+/* ------------------------------------------------------------ control ---- */
+
+static json_t *bad_request(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static json_t *bad_request(const char *format, ...)
+{
+    char message[512];
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(message, sizeof message, format, ap);
+    va_end(ap);
+    return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", "bad_request",
+                     "message", message);
+}
+
+static json_t *daemon_json(const router_daemon *d)
+{
+    json_t *since = d->lost_since_ms ? json_integer(d->lost_since_ms)
+                                     : json_null();
+    return json_pack("{s:s, s:{s:I, s:I}, s:s, s:I, s:I, s:I, s:I, s:o}",
+                     "endpoint", d->target.endpoint, "rows",
+                     "first", (json_int_t)d->target.rows.first,
+                     "count", (json_int_t)d->target.rows.count,
+                     "state", state_names[d->state],
+                     "messages", (json_int_t)d->messages,
+                     "bytes", (json_int_t)d->bytes,
+                     "lost_frames", (json_int_t)d->lost_frames,
+                     "lost_messages", (json_int_t)d->lost_messages,
+                     "lost_since_ms", since);
+}
+
+static json_t *status_json(const router *r)
+{
+    json_t *daemons = json_array();
+    for (int i = 0; daemons && i < r->n; i++)
+        if (json_array_append_new(daemons, daemon_json(&r->daemons[i])) != 0) {
+            json_decref(daemons);
+            daemons = NULL;
+        }
+    if (!daemons)
+        return NULL;
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+                     "ok", 1, "messages", (json_int_t)r->messages,
+                     "bytes_in", (json_int_t)r->bytes_in,
+                     "frames", (json_int_t)r->frames,
+                     "split", (json_int_t)r->split,
+                     "whole", (json_int_t)r->whole,
+                     "forwarded", (json_int_t)r->forwarded,
+                     "margin", (json_int_t)r->opt->margin,
+                     "daemons", daemons);
+}
+
+/* The reply to one request of `parts` parts, the first `request`. */
+static json_t *control_reply(const router *r, const zmq_msg_t *request,
+                             int parts)
+{
+    if (parts != 1)
+        return bad_request("a request is one part (a JSON object), not %d",
+                           parts);
+    json_error_t e;
+    json_t *req = json_loadb(zmq_msg_data((zmq_msg_t *)request),
+                             zmq_msg_size((zmq_msg_t *)request),
+                             JSON_REJECT_DUPLICATES, &e);
+    json_t *reply;
+    const char *cmd = json_string_value(json_object_get(req, "cmd"));
+    if (!req)
+        reply = bad_request("the request is not JSON: %s", e.text);
+    else if (!json_is_object(req))
+        reply = bad_request("the request is not a JSON object");
+    else if (!cmd)
+        reply = bad_request("the request has no \"cmd\" string");
+    else if (strcmp(cmd, "status") != 0)
+        reply = bad_request("unknown command \"%.64s\": the router answers "
+                            "only \"status\"", cmd);
+    else
+        reply = status_json(r);
+    json_decref(req);
+    return reply;
+}
+
+/* Receive one request (all its parts); 1 when there is none. */
+static int receive_request(router *r, message_parts *p)
+{
+    int more = 1;
+    while (more) {
+        if (parts_reserve(p, p->n + 1) != 0)
+            return -1;
+        zmq_msg_t *part = &p->msg[p->n];
+        zmq_msg_init(part);
+        if (zmq_msg_recv(part, r->control, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(part);
+            return p->n == 0 ? 1 : zmq_failed("control receive");
+        }
+        p->n++;
+        more = zmq_msg_more(part);
+    }
+    return 0;
+}
+
+/* Answer every request the control socket holds. */
+static int serve_control(router *r)
+{
+    message_parts request = {0};
+    int rc;
+    while ((rc = receive_request(r, &request)) == 0) {
+        json_t *reply = control_reply(r, &request.msg[0], request.n);
+        char *text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+        static const char no_memory[] = "{\"ok\":false,\"error\":\"internal\","
+                                        "\"message\":\"out of memory\"}";
+        const char *out = text ? text : no_memory;
+        /* REP must answer before it can receive again. */
+        if (zmq_send(r->control, out, strlen(out), 0) < 0)
+            rc = zmq_failed("control reply");
+        free(text);
+        json_decref(reply);
+        parts_close(&request);
+        if (rc != 0)
+            break;
+    }
+    parts_close(&request);
+    free(request.msg);
+    return rc < 0 ? -1 : 0;
+}
+
+/* --------------------------------------------------------------- poll ---- */
+
+/* Poll the control socket, every monitor and, when `socket` is not NULL,
+ * that socket for `events`, for up to ms; serve the monitors and the
+ * control socket.  Returns the socket's revents (0 when interrupted by a
+ * signal), or -1 on a failure. */
+static int poll_and_serve(router *r, void *socket, short events, long ms)
+{
+    zmq_pollitem_t items[2 + ROUTER_MAX_DAEMONS];
+    int n = 0;
+    items[n++] = (zmq_pollitem_t){r->control, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < r->n; i++)
+        items[n++] = (zmq_pollitem_t){r->daemons[i].monitor, 0, ZMQ_POLLIN, 0};
+    if (socket)
+        items[n++] = (zmq_pollitem_t){socket, 0, events, 0};
+    if (zmq_poll(items, n, ms) < 0)
+        return zmq_errno() == EINTR ? 0 : zmq_failed("poll");
+    /* Monitors first, so that status tells the latest state. */
+    for (int i = 0; i < r->n; i++)
+        if (items[1 + i].revents & ZMQ_POLLIN)
+            read_monitor(&r->daemons[i]);
+    if ((items[0].revents & ZMQ_POLLIN) && serve_control(r) != 0)
+        return -1;
+    return socket ? items[n - 1].revents : 0;
+}
+
+/* ------------------------------------------------------------ sending ---- */
+
+/* Send the first part to d, waiting while d is connected and its queue is
+ * full (back-pressure).  0 sent; 1 d is not connected (nothing sent); -1
+ * failed or interrupted. */
+static int send_first(router *r, router_daemon *d, zmq_msg_t *part, int more)
+{
+    const int flags = ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0);
+    for (;;) {
+        if (d->state != CONNECTED)
+            return 1;
+        if (zmq_msg_send(part, d->push, flags) >= 0)
+            return 0;
+        if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
+            return zmq_failed("send to a daemon");
+        if (tool_interrupted)
+            return -1;
+        if (poll_and_serve(r, d->push, ZMQ_POLLOUT, POLL_STEP_MS) < 0)
+            return -1;
+    }
+}
+
+/* Send the parts in p to d, or count them lost when d is not connected;
+ * consumes them.  0, or -1 when sending failed or was interrupted. */
+static int deliver(router *r, router_daemon *d, message_parts *p,
+                   const router_message *m)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < p->n; i++)
+        bytes += zmq_msg_size(&p->msg[i]);
+    int rc = send_first(r, d, &p->msg[0], p->n > 1);
+    /* Once the first part is in, ZeroMQ takes the others of the message
+     * without waiting. */
+    for (int i = 1; rc == 0 && i < p->n; i++)
+        if (zmq_msg_send(&p->msg[i], d->push, i + 1 < p->n ? ZMQ_SNDMORE
+                                                           : 0) < 0)
+            rc = zmq_failed("send to a daemon");
+    parts_close(p);             /* a no-op for the parts sent */
+    if (rc == 1)
+        lose(d, m);
+    if (rc == 0) {
+        d->messages++;
+        d->bytes += bytes;
+        r->forwarded++;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* Every daemon gets the received parts as they came (shared, not
+ * copied). */
+static int route_whole(router *r, const router_message *m)
+{
+    for (int k = 0; k < r->n; k++) {
+        if (parts_reserve(&r->out, r->in.n) != 0)
+            return -1;
+        for (int i = 0; i < r->in.n; i++) {
+            zmq_msg_init(&r->out.msg[i]);
+            zmq_msg_copy(&r->out.msg[i], &r->in.msg[i]);
+        }
+        r->out.n = r->in.n;
+        if (deliver(r, &r->daemons[k], &r->out, m) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Daemon d's parts of a split frame: its rows, with a header that says
+ * which, or the whole frame when it needs every row (or none). */
+static int split_parts(router *r, const router_daemon *d, router_message *m,
+                       payload_hold *hold)
+{
+    zmq_msg_t *out = r->out.msg;
+    router_rows rows;
+    r->out.n = 0;
+    if (!router_rows_needed(d->target.rows, r->opt->margin, m->height,
+                            &rows)) {
+        zmq_msg_init(&out[0]);
+        zmq_msg_copy(&out[0], &r->in.msg[0]);
+        zmq_msg_init(&out[1]);
+        zmq_msg_copy(&out[1], &hold->msg);
+        r->out.n = 2;
+        return 0;
+    }
+    char *header = router_header_with_rows(m, rows);
+    if (!header || zmq_msg_init_data(&out[0], header, strlen(header),
+                                     free_text, NULL) != 0) {
+        free(header);
+        fprintf(stderr, "%s: out of memory for a header\n", program);
+        return -1;
+    }
+    size_t offset, length;
+    router_payload_range(m, rows, &offset, &length);
+    unsigned char *data = zmq_msg_data(&hold->msg);
+    atomic_fetch_add(&hold->refs, 1);
+    if (zmq_msg_init_data(&out[1], data + offset, length, release_hold,
+                          hold) != 0) {
+        release_hold(NULL, hold);
+        zmq_msg_close(&out[0]);
+        return zmq_failed("wrapping a frame's rows");
+    }
+    r->out.n = 2;
+    return 0;
+}
+
+/* Each daemon gets its rows of the frame.  The payload moves into a hold
+ * that the parts share; the router's own reference goes at the end. */
+static int route_split(router *r, router_message *m)
+{
+    payload_hold *hold = malloc(sizeof *hold);
+    if (!hold || parts_reserve(&r->out, 2) != 0) {
+        free(hold);
+        fprintf(stderr, "%s: out of memory for a frame\n", program);
+        return -1;
+    }
+    zmq_msg_init(&hold->msg);
+    zmq_msg_move(&hold->msg, &r->in.msg[1]);
+    atomic_init(&hold->refs, 1);
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < r->n; k++) {
+        rc = split_parts(r, &r->daemons[k], m, hold);
+        if (rc == 0)
+            rc = deliver(r, &r->daemons[k], &r->out, m);
+    }
+    release_hold(NULL, hold);
+    return rc;
+}
+
+/* ------------------------------------------------------------ receive ---- */
+
+/* Receive one message (all its parts) into r->in; 1 when there is none. */
+static int receive_message(router *r)
+{
+    message_parts *p = &r->in;
+    int more = 1;
+    while (more) {
+        if (parts_reserve(p, p->n + 1) != 0)
+            return -1;
+        zmq_msg_t *part = &p->msg[p->n];
+        zmq_msg_init(part);
+        /* The parts of a message arrive together: only the first may be
+         * missing; a signal may still interrupt any. */
+        int got;
+        while ((got = zmq_msg_recv(part, r->ingest, ZMQ_DONTWAIT)) < 0 &&
+               zmq_errno() == EINTR && p->n > 0)
+            ;
+        if (got < 0) {
+            zmq_msg_close(part);
+            if (p->n == 0 && (zmq_errno() == EAGAIN || zmq_errno() == EINTR))
+                return 1;
+            return zmq_failed("ingest receive");
+        }
+        p->n++;
+        more = zmq_msg_more(part);
+    }
+    return 0;
+}
+
+/* Receive a message and pass it on.  0, or -1 when the router must stop. */
+static int route_one(router *r)
+{
+    int rc = receive_message(r);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    size_t payload = r->in.n > 1 ? zmq_msg_size(&r->in.msg[1]) : 0;
+    router_message m;
+    router_message_read(&m, zmq_msg_data(&r->in.msg[0]),
+                        zmq_msg_size(&r->in.msg[0]), r->in.n, payload);
+    r->messages++;
+    for (int i = 0; i < r->in.n; i++)
+        r->bytes_in += zmq_msg_size(&r->in.msg[i]);
+    r->frames += m.is_frame != 0;
+    if (m.route == ROUTER_SPLIT) {
+        r->split++;
+        rc = route_split(r, &m);
+    } else {
+        r->whole++;
+        rc = route_whole(r, &m);
+    }
+    router_message_clear(&m);
+    parts_close(&r->in);
+    return rc;
+}
+
+static int run(router *r)
+{
+    while (!tool_interrupted) {
+        int events = poll_and_serve(r, r->ingest, ZMQ_POLLIN, POLL_STEP_MS);
+        if (events < 0)
+            return -1;
+        if ((events & ZMQ_POLLIN) && route_one(r) != 0)
+            return tool_interrupted ? 0 : -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- sockets ---- */
+
+static void *bound_socket(router *r, int type, const char *endpoint,
+                          const char *role)
+{
+    void *s = zmq_socket(r->context, type);
+    int linger = 0;
+    if (!s || zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_bind(s, endpoint) != 0) {
+        fprintf(stderr, "%s: cannot bind the %s socket to %s: %s\n", program,
+                role, endpoint, zmq_strerror(zmq_errno()));
+        if (s)
+            zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Daemon d's PUSH socket, with its monitor connected before the socket
+ * connects, so that no event is missed. */
+static int open_daemon(router *r, router_daemon *d, int index)
+{
+    char monitor[64];
+    snprintf(monitor, sizeof monitor, "inproc://rtomo-router-monitor-%d",
+             index);
+    int one = 1, linger = LINGER_MS;
+    d->push = zmq_socket(r->context, ZMQ_PUSH);
+    if (!d->push ||
+        zmq_setsockopt(d->push, ZMQ_IMMEDIATE, &one, sizeof one) != 0 ||
+        zmq_setsockopt(d->push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_socket_monitor(d->push, monitor, ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                             ZMQ_EVENT_DISCONNECTED) != 0)
+        return zmq_failed("a daemon's socket");
+    d->monitor = zmq_socket(r->context, ZMQ_PAIR);
+    if (!d->monitor || zmq_connect(d->monitor, monitor) != 0)
+        return zmq_failed("a daemon's socket monitor");
+    if (zmq_connect(d->push, d->target.endpoint) != 0) {
+        fprintf(stderr, "%s: cannot connect to daemon %s: %s\n", program,
+                d->target.endpoint, zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_router(router *r, const router_options *o)
+{
+    memset(r, 0, sizeof *r);
+    r->opt = o;
+    r->context = zmq_ctx_new();
+    if (!r->context)
+        return zmq_failed("ZeroMQ context");
+    r->ingest = bound_socket(r, ZMQ_PULL, o->ingest, "ingest");
+    r->control = bound_socket(r, ZMQ_REP, o->control, "control");
+    if (!r->ingest || !r->control)
+        return -1;
+    for (; r->n < o->n_targets; r->n++) {
+        r->daemons[r->n].target = o->targets[r->n];
+        if (open_daemon(r, &r->daemons[r->n], r->n) != 0) {
+            r->n++;             /* closed with the others */
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Close everything; frames queued for connected daemons get LINGER_MS to
+ * leave (zmq_ctx_term waits for them). */
+static void close_router(router *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        router_daemon *d = &r->daemons[i];
+        if (d->push)
+            zmq_socket_monitor(d->push, NULL, 0);
+        if (d->monitor)
+            zmq_close(d->monitor);
+        if (d->push)
+            zmq_close(d->push);
+    }
+    if (r->ingest)
+        zmq_close(r->ingest);
+    if (r->control)
+        zmq_close(r->control);
+    parts_close(&r->in);
+    free(r->in.msg);
+    free(r->out.msg);
+    if (r->context)
+        zmq_ctx_term(r->context);
+}
+
+/* ------------------------------------------------------------- main ---- */
+
+static void print_plan(const router *r)
+{
+    printf("%s: ingest %s, control %s, margin %ld rows\n", program,
+           r->opt->ingest, r->opt->control, r->opt->margin);
+    for (int i = 0; i < r->n; i++) {
+        const router_target *t = &r->daemons[i].target;
+        printf("%s: daemon %s: rows %ld..%ld\n", program, t->endpoint,
+               t->rows.first, t->rows.first + t->rows.count - 1);
+    }
+    fflush(stdout);
+}
+
+static void print_summary(const router *r)
+{
+    printf("%s: %llu messages (%.1f MB) received: %llu frames cut into "
+           "rows, %llu passed on whole\n", program,
+           (unsigned long long)r->messages, (double)r->bytes_in / 1e6,
+           (unsigned long long)r->split, (unsigned long long)r->whole);
+    for (int i = 0; i < r->n; i++) {
+        const router_daemon *d = &r->daemons[i];
+        printf("%s: daemon %s: %llu messages (%.1f MB) sent, %llu frames "
+               "lost\n", program, d->target.endpoint,
+               (unsigned long long)d->messages, (double)d->bytes / 1e6,
+               (unsigned long long)d->lost_frames);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    router_options o = {.ingest = DEFAULT_INGEST, .control = DEFAULT_CONTROL};
+    int st = parse_args(argc, argv, &o);
+    if (st != TOOL_OK)
+        return st;
+    if (o.help) {
+        usage(stdout);
+        return TOOL_OK;
+    }
+    router r;
+    tool_catch_signals();
+    st = open_router(&r, &o) == 0 ? TOOL_OK : TOOL_FAILED;
+    if (st == TOOL_OK) {
+        print_plan(&r);
+        st = run(&r) == 0 ? TOOL_OK : TOOL_FAILED;
+        print_summary(&r);
+    }
+    close_router(&r);
+    return st;
+}
