@@ -429,8 +429,10 @@ static json_t *control_reply(const router *r, const zmq_msg_t *request,
     return reply;
 }
 
-/* Receive one request (all its parts); 1 when there is none. */
-static int receive_request(router *r, message_parts *p)
+/* Receive one message (all its parts) from `socket` into p; 1 when there
+ * is none.  The parts of a message arrive together: only the first may be
+ * missing; a signal may still interrupt any. */
+static int receive_parts(void *socket, message_parts *p, const char *what)
 {
     int more = 1;
     while (more) {
@@ -438,9 +440,15 @@ static int receive_request(router *r, message_parts *p)
             return -1;
         zmq_msg_t *part = &p->msg[p->n];
         zmq_msg_init(part);
-        if (zmq_msg_recv(part, r->control, ZMQ_DONTWAIT) < 0) {
+        int got;
+        while ((got = zmq_msg_recv(part, socket, ZMQ_DONTWAIT)) < 0 &&
+               zmq_errno() == EINTR && p->n > 0)
+            ;
+        if (got < 0) {
             zmq_msg_close(part);
-            return p->n == 0 ? 1 : zmq_failed("control receive");
+            if (p->n == 0 && (zmq_errno() == EAGAIN || zmq_errno() == EINTR))
+                return 1;
+            return zmq_failed(what);
         }
         p->n++;
         more = zmq_msg_more(part);
@@ -453,7 +461,8 @@ static int serve_control(router *r)
 {
     message_parts request = {0};
     int rc;
-    while ((rc = receive_request(r, &request)) == 0) {
+    while ((rc = receive_parts(r->control, &request,
+                               "control receive")) == 0) {
         json_t *reply = control_reply(r, &request.msg[0], request.n);
         char *text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
         static const char no_memory[] = "{\"ok\":false,\"error\":\"internal\","
@@ -628,38 +637,10 @@ static int route_split(router *r, router_message *m)
 
 /* ------------------------------------------------------------ receive ---- */
 
-/* Receive one message (all its parts) into r->in; 1 when there is none. */
-static int receive_message(router *r)
-{
-    message_parts *p = &r->in;
-    int more = 1;
-    while (more) {
-        if (parts_reserve(p, p->n + 1) != 0)
-            return -1;
-        zmq_msg_t *part = &p->msg[p->n];
-        zmq_msg_init(part);
-        /* The parts of a message arrive together: only the first may be
-         * missing; a signal may still interrupt any. */
-        int got;
-        while ((got = zmq_msg_recv(part, r->ingest, ZMQ_DONTWAIT)) < 0 &&
-               zmq_errno() == EINTR && p->n > 0)
-            ;
-        if (got < 0) {
-            zmq_msg_close(part);
-            if (p->n == 0 && (zmq_errno() == EAGAIN || zmq_errno() == EINTR))
-                return 1;
-            return zmq_failed("ingest receive");
-        }
-        p->n++;
-        more = zmq_msg_more(part);
-    }
-    return 0;
-}
-
 /* Receive a message and pass it on.  0, or -1 when the router must stop. */
 static int route_one(router *r)
 {
-    int rc = receive_message(r);
+    int rc = receive_parts(r->ingest, &r->in, "ingest receive");
     if (rc != 0)
         return rc < 0 ? -1 : 0;
     size_t payload = r->in.n > 1 ? zmq_msg_size(&r->in.msg[1]) : 0;

@@ -633,6 +633,65 @@ void daemon_send_end(rtomo_client *c, const daemon_scan *s)
                   "scan_end: %s", err.message);
 }
 
+rtomo_client *daemon_connect_all(const daemon_proc *d, int n,
+                                 const char *ingest)
+{
+    char ingests[512] = "", publish[512] = "";
+    for (int i = 0; i < n; i++) {
+        snprintf(ingests + strlen(ingests), sizeof ingests - strlen(ingests),
+                 "%s%s", i ? "," : "", d[i].ingest);
+        snprintf(publish + strlen(publish), sizeof publish - strlen(publish),
+                 "%s%s", i ? "," : "", d[i].publish);
+    }
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = ingest ? ingest : ingests;
+    opt.publish = publish;
+    opt.control = d[0].control;
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "client: %s", err.message);
+    ck_assert_int_eq(rtomo_client_publishers(c), n);
+    ck_assert(rtomo_client_subscribe(c, "", &err) == RTOMO_OK);
+    unsigned live = 0;
+    for (int tries = 0; tries < DAEMON_TIMEOUT_MS / 100 &&
+                        live != (1u << n) - 1; tries++) {
+        rtomo_published m = {0};
+        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
+            m.kind == RTOMO_PUBLISHED_TELEMETRY)
+            live |= 1u << m.source;
+        rtomo_published_clear(&m);
+    }
+    ck_assert_msg(live == (1u << n) - 1, "telemetry from daemons %#x only",
+                  live);
+    return c;
+}
+
+const daemon_image *daemon_slice_from(const daemon_inbox *in, int source,
+                                      const char *scan, int row)
+{
+    for (int i = 0; i < in->n_images; i++) {
+        const daemon_image *im = &in->images[i];
+        if (im->source == source && im->h.slice == row &&
+            strcmp(im->h.topic, RTOMO_TOPIC_SLICE) == 0 &&
+            strcmp(im->h.scan, scan) == 0)
+            return im;
+    }
+    return NULL;
+}
+
+int daemon_count_slices_from(const daemon_inbox *in, int source,
+                             const char *scan)
+{
+    int n = 0;
+    for (int i = 0; i < in->n_images; i++)
+        n += in->images[i].source == source &&
+             strcmp(in->images[i].h.topic, RTOMO_TOPIC_SLICE) == 0 &&
+             strcmp(in->images[i].h.scan, scan) == 0;
+    return n;
+}
+
 /* One frame of detector rows [first, first + count) only. */
 static void send_frame_rows(rtomo_client *c, const daemon_scan *s,
                             rtomo_msg_type type, int index,

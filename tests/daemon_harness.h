@@ -207,6 +207,18 @@ void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
 void daemon_send_end(rtomo_client *c, const daemon_scan *s);
 /* begin, fields, every projection in order, the flats after, end. */
 void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
+/* A client of n daemons: pushing to `ingest` (NULL: fanned out to every
+ * daemon's), merging what all publish, with the first's control socket;
+ * subscribed to everything, returned once every daemon's telemetry came. */
+rtomo_client *daemon_connect_all(const daemon_proc *d, int n,
+                                 const char *ingest);
+/* With several publishers: the slice of detector row `row` of `scan` from
+ * publisher `source` among those received (NULL when none came), and how
+ * many slices of `scan` that publisher sent. */
+const daemon_image *daemon_slice_from(const daemon_inbox *in, int source,
+                                      const char *scan, int row);
+int daemon_count_slices_from(const daemon_inbox *in, int source,
+                             const char *scan);
 /* The same with every dark, flat and projection carrying only detector
  * rows [first, first + count) ("rows", as a router sends them). */
 void daemon_send_scan_rows(rtomo_client *c, const daemon_scan *s, int first,

@@ -20,14 +20,14 @@
 #include "daemon_process.h"
 #include "rtomo_client.h"
 
-static double now_ms(void)
+double daemon_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
 }
 
-static void pause_ms(int ms)
+void daemon_pause_ms(int ms)
 {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
@@ -76,7 +76,7 @@ static int wait_for_ping(daemon_process *p, int timeout_ms, char *error,
         snprintf(error, error_size, "control client: %s", err.message);
         return -1;
     }
-    double deadline = now_ms() + timeout_ms;
+    double deadline = daemon_now_ms() + timeout_ms;
     int rc = -1;
     while (rc != 0) {
         int status;
@@ -87,7 +87,7 @@ static int wait_for_ping(daemon_process *p, int timeout_ms, char *error,
                                                       : -1);
             break;
         }
-        if (now_ms() > deadline) {
+        if (daemon_now_ms() > deadline) {
             snprintf(error, error_size, "rtomod does not answer ping on %s: "
                      "%s", p->control, err.message);
             break;
@@ -178,15 +178,15 @@ int daemon_process_stop(daemon_process *p, int sig, int timeout_ms)
     if (!p->pid)
         return -1;
     kill(p->pid, sig);
-    double deadline = now_ms() + timeout_ms;
+    double deadline = daemon_now_ms() + timeout_ms;
     int status;
-    while (now_ms() < deadline) {
+    while (daemon_now_ms() < deadline) {
         if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
             p->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status)
                                      : 128 + WTERMSIG(status);
         }
-        pause_ms(10);
+        daemon_pause_ms(10);
     }
     kill(p->pid, SIGKILL);
     waitpid(p->pid, &status, 0);

@@ -41,4 +41,8 @@ int daemon_process_exited(daemon_process *p, int *status);
 /* The rtomod binary: $RTOMOD, else $top_builddir/rtomod, else ./rtomod. */
 void daemon_process_default_path(char *out, size_t size);
 
+/* A monotonic clock in milliseconds, and a sleep of ms milliseconds. */
+double daemon_now_ms(void);
+void daemon_pause_ms(int ms);
+
 #endif /* DAEMON_PROCESS_H */

@@ -24,64 +24,6 @@
 
 #define SAME_AS_ENGINE 1e-5
 
-/* A client fanned out to n daemons: ingest to all, publish from all,
- * control of the first; returns once every daemon's telemetry came. */
-static rtomo_client *connect_all(daemon_proc *d, int n)
-{
-    char ingest[512] = "", publish[512] = "";
-    for (int i = 0; i < n; i++) {
-        snprintf(ingest + strlen(ingest), sizeof ingest - strlen(ingest),
-                 "%s%s", i ? "," : "", d[i].ingest);
-        snprintf(publish + strlen(publish), sizeof publish - strlen(publish),
-                 "%s%s", i ? "," : "", d[i].publish);
-    }
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.ingest = ingest;
-    opt.publish = publish;
-    opt.control = d[0].control;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "client: %s", err.message);
-    ck_assert_int_eq(rtomo_client_daemons(c), n);
-    ck_assert_int_eq(rtomo_client_publishers(c), n);
-    ck_assert(rtomo_client_subscribe(c, "", &err) == RTOMO_OK);
-    unsigned live = 0;
-    for (int tries = 0; tries < DAEMON_TIMEOUT_MS / 100 &&
-                        live != (1u << n) - 1; tries++) {
-        rtomo_published m = {0};
-        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
-            m.kind == RTOMO_PUBLISHED_TELEMETRY)
-            live |= 1u << m.source;
-        rtomo_published_clear(&m);
-    }
-    ck_assert_msg(live == (1u << n) - 1, "telemetry from daemons %#x only",
-                  live);
-    return c;
-}
-
-/* The image of `slice` from publisher `source`, or NULL. */
-static const daemon_image *slice_from(const daemon_inbox *in, int source,
-                                      const char *scan, int slice)
-{
-    for (int i = 0; i < in->n_images; i++) {
-        const daemon_image *im = &in->images[i];
-        if (im->source == source && im->h.slice == slice &&
-            strcmp(im->h.scan, scan) == 0)
-            return im;
-    }
-    return NULL;
-}
-
-static int count_from(const daemon_inbox *in, int source, const char *scan)
-{
-    int n = 0;
-    for (int i = 0; i < in->n_images; i++)
-        n += in->images[i].source == source &&
-             strcmp(in->images[i].h.scan, scan) == 0;
-    return n;
-}
-
 /* Daemons 0 and 1 split the slices of `scan`; daemon 2 takes them all.
  * Every slice of daemon 2 comes from exactly one of the others, equal. */
 static void check_union(daemon_inbox *in, const char *scan, const int *rows,
@@ -89,22 +31,25 @@ static void check_union(daemon_inbox *in, const char *scan, const int *rows,
 {
     for (int k = 0; k < 3; k++)
         daemon_wait_event(in, "scan_complete", NULL, scan, 0);
-    for (int tries = 0; tries < 100 && (count_from(in, 0, scan) +
-                                        count_from(in, 1, scan) < n_rows ||
-                                        count_from(in, 2, scan) < n_rows);
+    for (int tries = 0;
+         tries < 100 && (daemon_count_slices_from(in, 0, scan) +
+                                 daemon_count_slices_from(in, 1, scan) <
+                             n_rows ||
+                         daemon_count_slices_from(in, 2, scan) < n_rows);
          tries++)
         daemon_inbox_pump(in, 100);
-    ck_assert_int_eq(count_from(in, 2, scan), n_rows);
-    ck_assert_int_eq(count_from(in, 0, scan) + count_from(in, 1, scan),
+    ck_assert_int_eq(daemon_count_slices_from(in, 2, scan), n_rows);
+    ck_assert_int_eq(daemon_count_slices_from(in, 0, scan) +
+                         daemon_count_slices_from(in, 1, scan),
                      n_rows);
     for (int i = 0; i < n_rows; i++) {
-        const daemon_image *whole = slice_from(in, 2, scan, rows[i]);
+        const daemon_image *whole = daemon_slice_from(in, 2, scan, rows[i]);
         int mine = rows[i] < split ? 0 : 1;
-        const daemon_image *part = slice_from(in, mine, scan, rows[i]);
+        const daemon_image *part = daemon_slice_from(in, mine, scan, rows[i]);
         ck_assert_msg(whole && part, "slice %d: from the single daemon %s, "
                       "from daemon %d %s", rows[i], whole ? "yes" : "no",
                       mine, part ? "yes" : "no");
-        ck_assert_ptr_null(slice_from(in, 1 - mine, scan, rows[i]));
+        ck_assert_ptr_null(daemon_slice_from(in, 1 - mine, scan, rows[i]));
         ck_assert_int_eq(part->h.index, whole->h.index);
         ck_assert_int_eq(part->h.count, whole->h.count);
         ck_assert_int_eq(whole->h.index, i);
@@ -118,9 +63,10 @@ static void check_union(daemon_inbox *in, const char *scan, const int *rows,
     }
 }
 
-START_TEST(two_daemons_split_one_stream)
+/* Daemons 0 and 1 take rows 0..2 and 3..5 of a 6-row detector, daemon 2
+ * all of them. */
+static void start_split(daemon_proc d[3])
 {
-    daemon_proc d[3];
     const char *low[] = {"--set", "reconstruction.rows={\"first\": 0, "
                          "\"count\": 3}", NULL};
     const char *high[] = {"--set", "reconstruction.rows={\"first\": 3, "
@@ -128,7 +74,13 @@ START_TEST(two_daemons_split_one_stream)
     daemon_start(&d[0], low);
     daemon_start(&d[1], high);
     daemon_start(&d[2], NULL);
-    rtomo_client *c = connect_all(d, 3);
+}
+
+START_TEST(two_daemons_split_one_stream)
+{
+    daemon_proc d[3];
+    start_split(d);
+    rtomo_client *c = daemon_connect_all(d, 3, NULL);
     daemon_inbox in;
     daemon_inbox_init(&in, c);
 
@@ -141,7 +93,7 @@ START_TEST(two_daemons_split_one_stream)
     /* Compared with the engine too: the single daemon is right. */
     float *ref = daemon_reference_slices(&a, all, 6, NULL, NULL);
     for (int i = 0; i < 6; i++) {
-        const daemon_image *im = slice_from(&in, 2, "shared-all", i);
+        const daemon_image *im = daemon_slice_from(&in, 2, "shared-all", i);
         double scale = test_max_abs(ref + 64 * 64 * i, 64 * 64);
         ck_assert(test_max_abs_diff(im->data, ref + 64 * 64 * i, 64 * 64) <=
                   SAME_AS_ENGINE * scale);
@@ -155,8 +107,8 @@ START_TEST(two_daemons_split_one_stream)
     daemon_scan_select_rows(&b, some, 3);
     daemon_send_scan(c, &b);
     check_union(&in, "shared-some", some, 3, 3);
-    ck_assert_int_eq(count_from(&in, 0, "shared-some"), 1);
-    ck_assert_int_eq(count_from(&in, 1, "shared-some"), 2);
+    ck_assert_int_eq(daemon_count_slices_from(&in, 0, "shared-some"), 1);
+    ck_assert_int_eq(daemon_count_slices_from(&in, 1, "shared-some"), 2);
 
     daemon_scan_free(&a);
     daemon_scan_free(&b);
@@ -182,14 +134,8 @@ static rtomo_client *ingest_only(const daemon_proc *d)
 START_TEST(daemons_take_frames_of_their_rows_only)
 {
     daemon_proc d[3];
-    const char *low[] = {"--set", "reconstruction.rows={\"first\": 0, "
-                         "\"count\": 3}", NULL};
-    const char *high[] = {"--set", "reconstruction.rows={\"first\": 3, "
-                          "\"count\": 3}", NULL};
-    daemon_start(&d[0], low);
-    daemon_start(&d[1], high);
-    daemon_start(&d[2], NULL);
-    rtomo_client *c = connect_all(d, 3);
+    start_split(d);
+    rtomo_client *c = daemon_connect_all(d, 3, NULL);
     rtomo_client *to_low = ingest_only(&d[0]), *to_high = ingest_only(&d[1]);
     daemon_inbox in;
     daemon_inbox_init(&in, c);

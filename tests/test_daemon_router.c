@@ -44,19 +44,6 @@
 #define MESSAGES (FRAMES + 2)           /* with the begin and the end */
 #define FRAME_BYTES (WIDTH * HEIGHT * 2)        /* uint16 */
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
-static void pause_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
 /* ------------------------------------------------------- decisions ---- */
 
 static const char PROJECTION_U16[] =
@@ -324,10 +311,10 @@ static json_t *router_status(rtomo_client *rc)
 static int router_answers(router_proc *r)
 {
     rtomo_client *rc = router_client(r);
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     int status, up = 0;
     while (!up && !daemon_process_exited(&r->p, &status) &&
-           now_ms() < deadline) {
+           daemon_now_ms() < deadline) {
         json_t *reply = router_status_or_null(rc);
         up = reply != NULL;
         json_decref(reply);
@@ -415,7 +402,7 @@ static const char *daemon_state(json_t *status, int k)
 static void wait_router_state(rtomo_client *rc, int k, int n,
                               const char *state)
 {
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     for (;;) {
         json_t *st = router_status(rc);
         int done = 1;
@@ -424,9 +411,9 @@ static void wait_router_state(rtomo_client *rc, int k, int n,
         json_decref(st);
         if (done)
             return;
-        ck_assert_msg(now_ms() < deadline, "the router's daemon %d is not "
-                      "%s", k, state);
-        pause_ms(20);
+        ck_assert_msg(daemon_now_ms() < deadline, "the router's daemon %d "
+                      "is not %s", k, state);
+        daemon_pause_ms(20);
     }
 }
 
@@ -435,7 +422,7 @@ static void wait_router_state(rtomo_client *rc, int k, int n,
  * status then. */
 static json_t *wait_router_messages(rtomo_client *rc, int n, long messages)
 {
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     for (;;) {
         json_t *st = router_status(rc);
         int done = field(st, "messages") == messages;
@@ -446,11 +433,11 @@ static json_t *wait_router_messages(rtomo_client *rc, int n, long messages)
         }
         if (done)
             return st;
-        ck_assert_msg(now_ms() < deadline, "the router received %ld "
+        ck_assert_msg(daemon_now_ms() < deadline, "the router received %ld "
                       "messages, expected %ld", field(st, "messages"),
                       messages);
         json_decref(st);
-        pause_ms(20);
+        daemon_pause_ms(20);
     }
 }
 
@@ -471,40 +458,6 @@ static void start_daemons(daemon_proc *d, int whole)
         daemon_start(&d[3], NULL);
 }
 
-/* A client that pushes to `ingest` (the router) and subscribes to the n
- * daemons (control: the first's); returns once every daemon's telemetry
- * came. */
-static rtomo_client *connect_all(const char *ingest, daemon_proc *d, int n)
-{
-    char publish[512] = "";
-    for (int i = 0; i < n; i++)
-        snprintf(publish + strlen(publish), sizeof publish - strlen(publish),
-                 "%s%s", i ? "," : "", d[i].publish);
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.ingest = ingest;
-    opt.publish = publish;
-    opt.control = d[0].control;
-    opt.control_timeout_ms = 10000;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "client: %s", err.message);
-    ck_assert_int_eq(rtomo_client_publishers(c), n);
-    ck_assert(rtomo_client_subscribe(c, "", &err) == RTOMO_OK);
-    unsigned live = 0;
-    for (int tries = 0; tries < DAEMON_TIMEOUT_MS / 100 &&
-                        live != (1u << n) - 1; tries++) {
-        rtomo_published m = {0};
-        if (rtomo_client_receive(c, &m, 100, &err) == RTOMO_OK &&
-            m.kind == RTOMO_PUBLISHED_TELEMETRY)
-            live |= 1u << m.source;
-        rtomo_published_clear(&m);
-    }
-    ck_assert_msg(live == (1u << n) - 1, "telemetry from daemons %#x only",
-                  live);
-    return c;
-}
-
 /* A scan of the routed detector that reconstructs every row. */
 static void make_scan(daemon_scan *s, const char *id, uint64_t seed)
 {
@@ -515,47 +468,23 @@ static void make_scan(daemon_scan *s, const char *id, uint64_t seed)
     daemon_scan_select_rows(s, rows, HEIGHT);
 }
 
-/* The slice of `row` from publisher `source`, or NULL. */
-static const daemon_image *slice_from(const daemon_inbox *in, int source,
-                                      const char *scan, int row)
-{
-    for (int i = 0; i < in->n_images; i++) {
-        const daemon_image *im = &in->images[i];
-        if (im->source == source && im->h.slice == row &&
-            strcmp(im->h.topic, RTOMO_TOPIC_SLICE) == 0 &&
-            strcmp(im->h.scan, scan) == 0)
-            return im;
-    }
-    return NULL;
-}
-
-static int count_from(const daemon_inbox *in, int source, const char *scan)
-{
-    int n = 0;
-    for (int i = 0; i < in->n_images; i++)
-        n += in->images[i].source == source &&
-             strcmp(in->images[i].h.topic, RTOMO_TOPIC_SLICE) == 0 &&
-             strcmp(in->images[i].h.scan, scan) == 0;
-    return n;
-}
-
 /* Wait until publisher k has sent want[k] slices of `scan`, for each of
  * the n; asserts within the timeout. */
 static void wait_slices(daemon_inbox *in, const char *scan, const int *want,
                         int n)
 {
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     for (;;) {
         int done = 1;
         for (int k = 0; k < n; k++)
-            done &= count_from(in, k, scan) >= want[k];
+            done &= daemon_count_slices_from(in, k, scan) >= want[k];
         if (done)
             break;
-        ck_assert_msg(now_ms() < deadline, "slices of %s missing", scan);
+        ck_assert_msg(daemon_now_ms() < deadline, "slices of %s missing", scan);
         daemon_inbox_pump(in, 100);
     }
     for (int k = 0; k < n; k++)
-        ck_assert_int_eq(count_from(in, k, scan), want[k]);
+        ck_assert_int_eq(daemon_count_slices_from(in, k, scan), want[k]);
 }
 
 static int count_events(const daemon_inbox *in, const char *event,
@@ -580,14 +509,14 @@ static void check_merged(const daemon_inbox *in, const daemon_scan *s)
         rows[i] = i;
     float *ref = daemon_reference_slices(s, rows, HEIGHT, NULL, NULL);
     for (int row = 0; row < HEIGHT; row++) {
-        const daemon_image *whole = slice_from(in, 3, scan, row);
+        const daemon_image *whole = daemon_slice_from(in, 3, scan, row);
         const int mine = row / THIRD;
-        const daemon_image *part = slice_from(in, mine, scan, row);
+        const daemon_image *part = daemon_slice_from(in, mine, scan, row);
         ck_assert_msg(whole && part, "slice %d: from the whole daemon %s, "
                       "from daemon %d %s", row, whole ? "yes" : "no", mine,
                       part ? "yes" : "no");
         for (int k = 0; k < 3; k++)
-            ck_assert_msg(k == mine || !slice_from(in, k, scan, row),
+            ck_assert_msg(k == mine || !daemon_slice_from(in, k, scan, row),
                           "slice %d came from daemon %d too", row, k);
         ck_assert_int_eq(part->h.index, whole->h.index);
         ck_assert_int_eq(part->h.count, whole->h.count);
@@ -676,7 +605,7 @@ START_TEST(router_cuts_one_stream_for_three_daemons)
     router_start(&r, d, rows, 4);
     rtomo_client *rc = router_client(&r);
     wait_router_state(rc, -1, 4, "connected");
-    rtomo_client *c = connect_all(r.p.ingest, d, 4);
+    rtomo_client *c = daemon_connect_all(d, 4, r.p.ingest);
     daemon_inbox in;
     daemon_inbox_init(&in, c);
 
@@ -726,7 +655,7 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
     router_start(&r, d, rows, 3);
     rtomo_client *rc = router_client(&r);
     wait_router_state(rc, -1, 3, "connected");
-    rtomo_client *c = connect_all(r.p.ingest, d, 3);
+    rtomo_client *c = daemon_connect_all(d, 3, r.p.ingest);
     daemon_inbox in;
     daemon_inbox_init(&in, c);
     const int thirds[3] = {THIRD, THIRD, THIRD};
@@ -761,12 +690,12 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
      * last. */
     const int two[2] = {THIRD, THIRD};
     wait_slices(&in, "after", two, 2);
-    double deadline = now_ms() + DAEMON_TIMEOUT_MS;
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     while (count_events(&in, "scan_complete", "after") < 2 &&
-           now_ms() < deadline)
+           daemon_now_ms() < deadline)
         daemon_inbox_pump(&in, 100);
     ck_assert_int_eq(count_events(&in, "scan_complete", "after"), 2);
-    ck_assert_int_eq(count_from(&in, 2, "after"), 0);
+    ck_assert_int_eq(daemon_count_slices_from(&in, 2, "after"), 0);
 
     rtomo_client_close(rc);
     char *log = router_stop(&r);

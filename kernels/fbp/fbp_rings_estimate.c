@@ -368,7 +368,8 @@ static void bridge_run(rings_row *w, const double *excluded, int a, int b)
     if (kl == 0 && kr == 0)
         return;
     if (kl == 0 || kr == 0) {
-        const int near = kl ? (int)w->fit_x[kl - 1] : (int)w->fit_x[kl + b - a + 1];
+        const int near = kl ? (int)w->fit_x[kl - 1]
+                            : (int)w->fit_x[kl + b - a + 1];
         for (int x = a; x <= b; x++) {
             for (int j = 0; j < w->k; j++)
                 w->pick[j] = w->mean[j][x] - w->mean[j][near];
