@@ -171,12 +171,8 @@ static int set_curve(const rtomo_client *c, void *s)
 {
     if (!c->server_key[0])
         return 0;
-    return zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->server_key,
-                          RTOMO_KEY_Z85_SIZE) != 0 ||
-           zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, c->public_key,
-                          RTOMO_KEY_Z85_SIZE) != 0 ||
-           zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, c->secret_key,
-                          RTOMO_KEY_Z85_SIZE) != 0 ? -1 : 0;
+    return rtomo_keys_set_client(s, c->server_key, c->public_key,
+                                 c->secret_key);
 }
 
 /* A socket made as `how` says, connected: linger time, high-water mark

@@ -356,3 +356,16 @@ rtomo_status rtomo_keys_generate(const char *base, int overwrite,
     explicit_bzero(secret_text, sizeof secret_text);
     return status;
 }
+
+int rtomo_keys_set_client(void *s, const char *server_z85,
+                          const char *public_z85, const char *secret_z85)
+{
+    return zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_z85,
+                          RTOMO_KEY_Z85_SIZE) != 0 ||
+                   zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_z85,
+                                  RTOMO_KEY_Z85_SIZE) != 0 ||
+                   zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_z85,
+                                  RTOMO_KEY_Z85_SIZE) != 0
+               ? -1
+               : 0;
+}

@@ -56,6 +56,12 @@ rtomo_status rtomo_keys_read_public_list(const char *path, const char *what,
                                          rtomo_keys_each_fn *each, void *arg,
                                          int *count, rtomo_error *err);
 
+/* Make ZeroMQ socket s a CURVE client of the server whose public key is
+ * server_z85, with this client's pair (before it connects).  0, or -1
+ * with errno set by ZeroMQ. */
+int rtomo_keys_set_client(void *s, const char *server_z85,
+                          const char *public_z85, const char *secret_z85);
+
 /* Make a new key pair and write BASE.key (the public key, mode 0644) and
  * BASE.key_secret (both keys, mode 0600, never readable by others, not
  * even for a moment).  Existing files are refused unless `overwrite`.

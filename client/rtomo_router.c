@@ -37,6 +37,7 @@
 #include <zmq.h>
 
 #include "router_route.h"
+#include "rtomo_keys.h"
 #include "tool_common.h"
 
 static const char *program = "rtomo-router";
@@ -87,6 +88,11 @@ typedef struct router_options {
     int n_targets;
     long margin;
     int help;
+    /* CURVE towards the daemons: key files, then the keys (Z85). */
+    const char *server_key, *client_key;
+    int curve;
+    char server_z85[RTOMO_KEY_Z85_SIZE], public_z85[RTOMO_KEY_Z85_SIZE],
+        secret_z85[RTOMO_KEY_Z85_SIZE];
 } router_options;
 
 /* A received message: its parts, in a buffer kept from one message to the
@@ -127,11 +133,22 @@ static void usage(FILE *out)
 "                           retrieval); clipped to the detector (default 0)\n"
 "  -c, --control ENDPOINT   a bound REP socket answering {\"cmd\": \"status\"}\n"
 "                           (default " DEFAULT_CONTROL ")\n"
+"      --server-key FILE    CURVE towards the daemons: their public key\n"
+"                           (NAME.key; the daemons of one router share a\n"
+"                           key pair)\n"
+"      --client-key FILE    CURVE: the router's key pair (NAME.key_secret,\n"
+"                           rtomo-keygen), listed in each daemon's\n"
+"                           security.client_keys\n"
 "  -h, --help               show this help\n"
 "\n"
 "Darks, flats and projections reach each daemon as its rows (with the\n"
 "margin), the header saying which (\"rows\", PROTOCOL.md 3.4); a daemon whose\n"
 "rows cover the whole detector, or lie outside it, gets the whole frame.\n"
+"With CURVE a daemon that refuses the router's key never completes the\n"
+"handshake: it stays never_connected in the status, and what it misses is\n"
+"counted as lost.  The ingest and control sockets are plain ZeroMQ: bind\n"
+"them to a trusted network (the detector's) or to loopback.\n"
+"\n"
 "Begins and ends go to every daemon.  SBDX streams are not split yet: every\n"
 "SBDX message goes whole to every daemon.  What the router cannot read or\n"
 "cut (not JSON, an unknown type, a payload that does not match its shape)\n"
@@ -168,6 +185,8 @@ static int apply_option(int c, const char *arg, router_options *o)
     case 'c': o->control = arg; return 0;
     case 'm':
         return tool_parse_int(program, "--margin", arg, 0, 65536, &o->margin);
+    case TOOL_OPT_SERVER_KEY: o->server_key = arg; return 0;
+    case TOOL_OPT_CLIENT_KEY: o->client_key = arg; return 0;
     case 'd':
         if (o->n_targets == ROUTER_MAX_DAEMONS)
             return tool_option_error(program, "--daemon: at most %d daemons",
@@ -182,6 +201,28 @@ static int apply_option(int c, const char *arg, router_options *o)
     }
 }
 
+/* The CURVE keys named by --server-key and --client-key (both or
+ * neither). */
+static int read_keys(router_options *o)
+{
+    if (!o->server_key && !o->client_key)
+        return TOOL_OK;
+    if (!o->server_key || !o->client_key)
+        return tool_usage_error(program, "CURVE needs both --server-key and "
+                                "--client-key");
+    if (!rtomo_keys_curve_available())
+        return tool_usage_error(program, "this libzmq was built without "
+                                "CURVE: --server-key cannot be used");
+    rtomo_error err;
+    if (rtomo_keys_read(o->server_key, "--server-key", o->server_z85, NULL,
+                        &err) != RTOMO_OK ||
+        rtomo_keys_read(o->client_key, "--client-key", o->public_z85,
+                        o->secret_z85, &err) != RTOMO_OK)
+        return tool_report_error(program, &err);
+    o->curve = 1;
+    return TOOL_OK;
+}
+
 static int parse_args(int argc, char **argv, router_options *o)
 {
     static const struct option options[] = {
@@ -190,6 +231,7 @@ static int parse_args(int argc, char **argv, router_options *o)
         {"margin", required_argument, NULL, 'm'},
         {"control", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
+        TOOL_CURVE_OPTIONS,
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "i:d:m:c:h", options, NULL)) != -1) {
@@ -208,7 +250,7 @@ static int parse_args(int argc, char **argv, router_options *o)
     if (o->n_targets == 0)
         return tool_usage_error(program, "no daemon: give --daemon "
                                 "EP=FIRST:COUNT for each");
-    return TOOL_OK;
+    return read_keys(o);
 }
 
 /* ----------------------------------------------------------- helpers ---- */
@@ -693,6 +735,14 @@ static void *bound_socket(router *r, int type, const char *endpoint,
     return s;
 }
 
+/* Make s a CURVE client of the daemons when keys were given. */
+static int set_curve(const router_options *o, void *s)
+{
+    return o->curve ? rtomo_keys_set_client(s, o->server_z85, o->public_z85,
+                                            o->secret_z85)
+                    : 0;
+}
+
 /* Daemon d's PUSH socket, with its monitor connected before the socket
  * connects, so that no event is missed. */
 static int open_daemon(router *r, router_daemon *d, int index)
@@ -702,7 +752,7 @@ static int open_daemon(router *r, router_daemon *d, int index)
              index);
     int one = 1, linger = LINGER_MS;
     d->push = zmq_socket(r->context, ZMQ_PUSH);
-    if (!d->push ||
+    if (!d->push || set_curve(r->opt, d->push) != 0 ||
         zmq_setsockopt(d->push, ZMQ_IMMEDIATE, &one, sizeof one) != 0 ||
         zmq_setsockopt(d->push, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_socket_monitor(d->push, monitor, ZMQ_EVENT_HANDSHAKE_SUCCEEDED |

@@ -14,6 +14,7 @@
 
 #include "check_run.h"
 #include "daemon_harness.h"
+#include "rtomo_keys.h"
 #include "rtomo_sim.h"
 
 static double now_ms(void)
@@ -666,6 +667,20 @@ rtomo_client *daemon_connect_all(const daemon_proc *d, int n,
     ck_assert_msg(live == (1u << n) - 1, "telemetry from daemons %#x only",
                   live);
     return c;
+}
+
+void daemon_make_key_pair(const char *dir, const char *name,
+                          char *public_path, char *secret_path)
+{
+    char base[160], z85[RTOMO_KEY_Z85_SIZE];
+    snprintf(base, sizeof base, "%s/%s", dir, name);
+    rtomo_error err;
+    ck_assert_msg(rtomo_keys_generate(base, 0, z85, &err) == RTOMO_OK,
+                  "keygen %s: %s", base, err.message);
+    if (public_path)
+        snprintf(public_path, 256, "%s.key", base);
+    if (secret_path)
+        snprintf(secret_path, 256, "%s.key_secret", base);
 }
 
 const daemon_image *daemon_slice_from(const daemon_inbox *in, int source,

@@ -212,6 +212,11 @@ void daemon_send_scan(rtomo_client *c, const daemon_scan *s);
  * subscribed to everything, returned once every daemon's telemetry came. */
 rtomo_client *daemon_connect_all(const daemon_proc *d, int n,
                                  const char *ingest);
+/* A CURVE key pair DIR/NAME.key and DIR/NAME.key_secret (as rtomo-keygen
+ * writes them); their paths into public_path / secret_path (256 bytes
+ * each; NULL: not wanted). */
+void daemon_make_key_pair(const char *dir, const char *name,
+                          char *public_path, char *secret_path);
 /* With several publishers: the slice of detector row `row` of `scan` from
  * publisher `source` among those received (NULL when none came), and how
  * many slices of `scan` that publisher sent. */

@@ -25,11 +25,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
 #include "router_route.h"
+#include "rtomo_keys.h"
 
 #define SAME_AS_ENGINE 1e-5
 
@@ -324,10 +326,12 @@ static int router_answers(router_proc *r)
 }
 
 /* Start the router in front of daemons d[0..n-1], daemon k with rows
- * rows[k] ("FIRST:COUNT").  A port taken between its choice and the
- * router's bind (tests run in parallel) costs another attempt. */
+ * rows[k] ("FIRST:COUNT"), and the options in `extra` (NULL-terminated,
+ * or NULL).  A port taken between its choice and the router's bind
+ * (tests run in parallel) costs another attempt. */
 static void router_start(router_proc *r, const daemon_proc *d,
-                         const char *const *rows, int n)
+                         const char *const *rows, int n,
+                         const char *const *extra)
 {
     char path[1024], targets[8][128];
     router_path(path, sizeof path);
@@ -348,6 +352,8 @@ static void router_start(router_proc *r, const daemon_proc *d,
             argv[argc++] = "--daemon";
             argv[argc++] = targets[k];
         }
+        for (int i = 0; extra && extra[i] && argc < 30; i++)
+            argv[argc++] = extra[i];
         argv[argc] = NULL;
         router_spawn(r, argv);
         if (router_answers(r) == 0)
@@ -602,7 +608,7 @@ START_TEST(router_cuts_one_stream_for_three_daemons)
     start_daemons(d, 1);
     router_proc r;
     const char *const rows[] = {"0:16", "16:16", "32:16", "0:48"};
-    router_start(&r, d, rows, 4);
+    router_start(&r, d, rows, 4, NULL);
     rtomo_client *rc = router_client(&r);
     wait_router_state(rc, -1, 4, "connected");
     rtomo_client *c = daemon_connect_all(d, 4, r.p.ingest);
@@ -652,7 +658,7 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
     start_daemons(d, 0);
     router_proc r;
     const char *const rows[] = {"0:16", "16:16", "32:16"};
-    router_start(&r, d, rows, 3);
+    router_start(&r, d, rows, 3, NULL);
     rtomo_client *rc = router_client(&r);
     wait_router_state(rc, -1, 3, "connected");
     rtomo_client *c = daemon_connect_all(d, 3, r.p.ingest);
@@ -715,6 +721,118 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
 }
 END_TEST
 
+/* A client of a CURVE daemon with the given key pair (the router's),
+ * once the daemon answers it. */
+static rtomo_client *keyed_client(const daemon_proc *d, const char *server,
+                                  const char *pair)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.control = d->control;
+    opt.server_key = server;
+    opt.client_key = pair;
+    opt.control_timeout_ms = 1000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "keyed client: %s", err.message);
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
+    rtomo_status st = RTOMO_E_UNAVAILABLE;
+    while (st != RTOMO_OK && daemon_now_ms() < deadline) {
+        json_t *reply = NULL;
+        st = rtomo_client_command(c, "ping", &reply, &err);
+        json_decref(reply);
+    }
+    ck_assert_msg(st == RTOMO_OK, "the CURVE daemon does not answer");
+    return c;
+}
+
+/* A daemon that admits only listed CURVE keys: the router with its key
+ * pair delivers a whole scan; a router without keys never completes the
+ * handshake, says so (never_connected) and counts the scan as lost. */
+START_TEST(router_speaks_curve_to_secure_daemons)
+{
+    if (!rtomo_keys_curve_available()) {
+        printf("libzmq without CURVE: skipped\n");
+        return;
+    }
+    char dir[256], clients[300], server_public[256], server_secret[256];
+    char router_secret[256];
+    test_make_temp_dir("rtomo-router-keys", dir, sizeof dir);
+    snprintf(clients, sizeof clients, "%s/clients", dir);
+    ck_assert(mkdir(clients, 0755) == 0);
+    daemon_make_key_pair(dir, "daemons", server_public, server_secret);
+    daemon_make_key_pair(clients, "router", NULL, router_secret);
+    char secret_arg[320], clients_arg[360];
+    snprintf(secret_arg, sizeof secret_arg,
+             "security.curve_secret_key_file=%s", server_secret);
+    snprintf(clients_arg, sizeof clients_arg, "security.client_keys=%s",
+             clients);
+    const char *args[] = {"--set", secret_arg, "--set", clients_arg, NULL};
+    daemon_proc d;
+    daemon_spawn(&d, args);
+    rtomo_client *keyed = keyed_client(&d, server_public, router_secret);
+
+    const char *const rows[] = {"0:48"};
+    const char *const keys[] = {"--server-key", server_public,
+                                "--client-key", router_secret, NULL};
+    router_proc with, without;
+    router_start(&with, &d, rows, 1, keys);
+    router_start(&without, &d, rows, 1, NULL);
+    rtomo_client *rc_with = router_client(&with);
+    rtomo_client *rc_without = router_client(&without);
+    wait_router_state(rc_with, 0, 1, "connected");
+
+    /* Through the keyed router: the daemon takes the whole scan. */
+    daemon_scan s;
+    make_scan(&s, "curve", 0xdae1604);
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = with.p.ingest;
+    rtomo_error err;
+    rtomo_client *cam = rtomo_client_open(&opt, &err);
+    ck_assert_msg(cam, "camera: %s", err.message);
+    daemon_send_scan(cam, &s);
+    rtomo_client_close(cam);
+    json_t *st = wait_router_messages(rc_with, 1, MESSAGES);
+    ck_assert_int_eq(field(router_daemon_json(st, 0), "lost_messages"), 0);
+    json_decref(st);
+    rtomo_scan_outcome out;
+    ck_assert_msg(rtomo_client_scan_outcome(keyed, "curve", DAEMON_TIMEOUT_MS,
+                                            &out, &err) == RTOMO_OK,
+                  "%s", err.message);
+    ck_assert_msg(out.final && out.state == RTOMO_SCAN_COMPLETE &&
+                      out.frames == FRAMES,
+                  "scan curve through the keyed router: %s, %ld frames (%s)",
+                  rtomo_scan_state_name(out.state), out.frames, out.reason);
+
+    /* The router without keys: refused, reported, counted. */
+    st = router_status(rc_without);
+    ck_assert_str_eq(daemon_state(st, 0), "never_connected");
+    json_decref(st);
+    opt.ingest = without.p.ingest;
+    cam = rtomo_client_open(&opt, &err);
+    ck_assert_msg(cam, "camera: %s", err.message);
+    daemon_scan t;
+    make_scan(&t, "no-key", 0xdae1605);
+    daemon_send_scan(cam, &t);
+    rtomo_client_close(cam);
+    st = wait_router_messages(rc_without, 1, MESSAGES);
+    ck_assert_str_eq(daemon_state(st, 0), "never_connected");
+    ck_assert_int_eq(field(router_daemon_json(st, 0), "lost_frames"), FRAMES);
+    json_decref(st);
+
+    rtomo_client_close(rc_with);
+    rtomo_client_close(rc_without);
+    free(router_stop(&with));
+    free(router_stop(&without));
+    daemon_scan_free(&s);
+    daemon_scan_free(&t);
+    rtomo_client_close(keyed);
+    daemon_stop(&d);
+    test_remove_tree(dir);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -724,6 +842,7 @@ int main(void)
         daemon_arguments,
         router_cuts_one_stream_for_three_daemons,
         router_counts_what_a_gone_daemon_misses,
+        router_speaks_curve_to_secure_daemons,
     };
     return daemon_run_tests("daemon_router", tests,
                             (int)(sizeof tests / sizeof tests[0]), 300);

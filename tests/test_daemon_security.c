@@ -39,20 +39,6 @@ typedef struct keyring {
     char clients[128];
 } keyring;
 
-static void make_pair(const char *dir, const char *name, char *public_path,
-                      char *secret_path)
-{
-    char base[160], z85[RTOMO_KEY_Z85_SIZE];
-    snprintf(base, sizeof base, "%s/%s", dir, name);
-    rtomo_error err;
-    ck_assert_msg(rtomo_keys_generate(base, 0, z85, &err) == RTOMO_OK,
-                  "keygen %s: %s", base, err.message);
-    if (public_path)
-        snprintf(public_path, 256, "%s.key", base);
-    if (secret_path)
-        snprintf(secret_path, 256, "%s.key_secret", base);
-}
-
 static void keyring_make(keyring *k)
 {
     if (!rtomo_keys_curve_available()) {
@@ -64,9 +50,9 @@ static void keyring_make(keyring *k)
     ck_assert(mkdtemp(k->dir));
     snprintf(k->clients, sizeof k->clients, "%s/clients", k->dir);
     ck_assert(mkdir(k->clients, 0755) == 0);
-    make_pair(k->dir, "server", k->server_public, k->server_secret);
-    make_pair(k->clients, "good", NULL, k->good_secret);
-    make_pair(k->dir, "stranger", k->stranger_public, k->stranger_secret);
+    daemon_make_key_pair(k->dir, "server", k->server_public, k->server_secret);
+    daemon_make_key_pair(k->clients, "good", NULL, k->good_secret);
+    daemon_make_key_pair(k->dir, "stranger", k->stranger_public, k->stranger_secret);
 }
 
 static void keyring_remove(keyring *k)
