@@ -192,9 +192,14 @@ static void unshuffle128(const uint8_t *rows, size_t row, size_t g0,
             __m128i p01 = half ? _mm_unpackhi_epi64(d[0][q], d[1][q])
                                : _mm_unpacklo_epi64(d[0][q], d[1][q]);
             if (elem_size == 2) {
-                for (int k = 0; k < 8; k++) {
-                    uint16_t m = (uint16_t)bits_k(p01, k);
-                    memcpy(dst + 2 * k, &m, 2);
+                /* Four elements per 8-byte store: one store per element
+                 * was what bounded this loop. */
+                for (int k = 0; k < 8; k += 4) {
+                    uint64_t m = (uint64_t)bits_k(p01, k) |
+                                 (uint64_t)bits_k(p01, k + 1) << 16 |
+                                 (uint64_t)bits_k(p01, k + 2) << 32 |
+                                 (uint64_t)bits_k(p01, k + 3) << 48;
+                    memcpy(dst + 2 * k, &m, 8);
                 }
                 continue;
             }
