@@ -143,6 +143,12 @@ rtomod_scan *rtomod_scan_acquiring(rtomod *d, const char *id);
 rtomod_scan *rtomod_scan_named(rtomod *d, const char *id);
 /* Live scans in a phase. */
 int rtomod_scan_count(rtomod *d, rtomod_scan_phase phase);
+/* A scan's method settings: its own where it gave them, the
+ * configuration's elsewhere, `method` when it named none (parallel beams
+ * take the daemon's default method, cone beams FDK).  The configured
+ * clamp applies to SIRT only. */
+void rtomod_scan_method(const rtomod_config *cfg, const rtomo_scan_spec *spec,
+                        rtomo_method method, rtomo_method_settings *m);
 /* The scan no longer takes input: it waits for `parts` DONE results from
  * the workers (0: it completes now). */
 void rtomod_scan_finish(rtomod *d, rtomod_scan *scan, int parts);

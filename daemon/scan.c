@@ -153,6 +153,28 @@ void rtomod_rejectf(rtomod *d, rtomo_reject reason, const char *scan,
     rtomod_reject(d, &why, scan, index);
 }
 
+/* ----------------------------------------------------------- method ---- */
+
+void rtomod_scan_method(const rtomod_config *cfg, const rtomo_scan_spec *spec,
+                        rtomo_method method, rtomo_method_settings *m)
+{
+    const rtomo_method_settings *dflt = &cfg->reconstruction.method;
+    const unsigned has = spec->given;
+    *m = spec->method;
+    if (!(has & RTOMO_SPEC_HAS_METHOD))
+        m->method = method;
+    if (!(has & RTOMO_SPEC_HAS_ITERATIONS))
+        m->iterations = dflt->iterations;
+    if (!(has & RTOMO_SPEC_HAS_PUBLISH_EVERY))
+        m->publish_every = dflt->publish_every;
+    if (!(has & RTOMO_SPEC_HAS_TOLERANCE))
+        m->tolerance = dflt->tolerance;
+    if (!(has & RTOMO_SPEC_HAS_WARM_START))
+        m->warm_start = dflt->warm_start;
+    if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
+        m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
+}
+
 /* ------------------------------------------------------- frame jobs ---- */
 
 rtomod_job *rtomod_frame_job(const rtomod *d, rtomod_job_kind kind,

@@ -85,31 +85,6 @@ static void compose_geometry(const rtomod_config *cfg,
     }
 }
 
-/* The method: the scan's own; FDK ("fbp") when it names none (the
- * daemon's configured method is for parallel beams: a solve of a whole
- * volume is asked for, not a default).  The iterative options the scan
- * left out come from the configuration. */
-static void compose_method(const rtomod_config *cfg,
-                           const rtomo_scan_spec *spec,
-                           rtomo_method_settings *m)
-{
-    const rtomo_method_settings *dflt = &cfg->reconstruction.method;
-    const unsigned has = spec->given;
-    *m = spec->method;
-    if (!(has & RTOMO_SPEC_HAS_METHOD))
-        m->method = RTOMO_METHOD_FBP;
-    if (!(has & RTOMO_SPEC_HAS_ITERATIONS))
-        m->iterations = dflt->iterations;
-    if (!(has & RTOMO_SPEC_HAS_PUBLISH_EVERY))
-        m->publish_every = dflt->publish_every;
-    if (!(has & RTOMO_SPEC_HAS_TOLERANCE))
-        m->tolerance = dflt->tolerance;
-    if (!(has & RTOMO_SPEC_HAS_WARM_START))
-        m->warm_start = dflt->warm_start;
-    if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
-        m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
-}
-
 /* Slab w of n: the geometry whose ROI is its z range. */
 static rtomo_cone_geometry slab_geometry(const rtomod_cone_scan *c, int w)
 {
@@ -324,7 +299,10 @@ int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
     }
     rtomod_cone_scan *c = scan->cone;
     c->geometry = g;
-    compose_method(&d->cfg, msg->scan_spec, &c->method);
+    /* FDK ("fbp") when the scan names no method: the daemon's configured
+     * method is for parallel beams, and a solve of a whole volume is
+     * asked for, not a default. */
+    rtomod_scan_method(&d->cfg, msg->scan_spec, RTOMO_METHOD_FBP, &c->method);
     split_slabs(d, c);
     char what[160];
     snprintf(what, sizeof what, "a cone-beam scan of %dx%dx%d voxels from %d "

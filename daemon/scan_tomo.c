@@ -280,25 +280,12 @@ static int compose_method(rtomod *d, const rtomo_scan_spec *spec,
                           rtomo_method_settings *m, const char **demoted)
 {
     *demoted = NULL;
-    const rtomo_method_settings *dflt = &d->cfg.reconstruction.method;
     const unsigned has = spec->given;
-    *m = spec->method;
-    if (!(has & RTOMO_SPEC_HAS_METHOD))
-        m->method = dflt->method;
-    if (!(has & RTOMO_SPEC_HAS_ITERATIONS))
-        m->iterations = dflt->iterations;
-    if (!(has & RTOMO_SPEC_HAS_PUBLISH_EVERY))
-        m->publish_every = dflt->publish_every;
-    if (!(has & RTOMO_SPEC_HAS_TOLERANCE))
-        m->tolerance = dflt->tolerance;
-    if (!(has & RTOMO_SPEC_HAS_WARM_START))
-        m->warm_start = dflt->warm_start;
-    /* The clamp is SIRT's: the configured one applies to SIRT only, a
-     * scan's own is refused with another method (the protocol checked it
-     * where the scan named its method too). */
-    if (!(has & RTOMO_SPEC_HAS_NONNEGATIVE))
-        m->nonnegative = dflt->nonnegative && m->method == RTOMO_METHOD_SIRT;
-    else if (m->nonnegative && m->method != RTOMO_METHOD_SIRT) {
+    rtomod_scan_method(&d->cfg, spec, d->cfg.reconstruction.method.method, m);
+    /* The clamp is SIRT's: a scan's own is refused with another method
+     * (the protocol checked it where the scan named its method too). */
+    if ((has & RTOMO_SPEC_HAS_NONNEGATIVE) && m->nonnegative &&
+        m->method != RTOMO_METHOD_SIRT) {
         rtomod_rejectf(d, RTOMO_REJECT_FIELD, spec->scan, -1, "field "
                        "\"reconstruction.nonnegative\" applies to \"sirt\" "
                        "only (the method is \"%s\", the daemon's "
