@@ -181,9 +181,10 @@ static void send_frame(rtomo_client *c, const cone_scan *s,
                   "frame %d: %s", index, err.message);
 }
 
-/* Begin, darks, flats, the projections not `skipped` (may be NULL), end. */
-static void send_scan(rtomo_client *c, const cone_scan *s,
-                      const unsigned char *skipped)
+/* Begin, darks, flats, and of projections 0 .. n - 1 those not `skipped`
+ * (may be NULL); no end. */
+static void send_opening(rtomo_client *c, const cone_scan *s,
+                         const unsigned char *skipped, int n)
 {
     rtomo_error err;
     ck_assert_msg(rtomo_client_send_scan_begin(c, &s->spec, &err) ==
@@ -194,10 +195,19 @@ static void send_scan(rtomo_client *c, const cone_scan *s,
     for (int i = 0; i < s->spec.n_flats; i++)
         send_frame(c, s, RTOMO_MSG_FLAT, i, s->flats + s->frame * (size_t)i,
                    NAN);
-    for (int p = 0; p < s->spec.geometry.n_proj; p++)
+    for (int p = 0; p < n; p++)
         if (!skipped || !skipped[p])
             send_frame(c, s, RTOMO_MSG_PROJECTION, p,
                        s->proj + s->frame * (size_t)p, NAN);
+}
+
+/* The whole scan: its opening with every projection not `skipped`, and
+ * the end. */
+static void send_scan(rtomo_client *c, const cone_scan *s,
+                      const unsigned char *skipped)
+{
+    send_opening(c, s, skipped, s->spec.geometry.n_proj);
+    rtomo_error err;
     ck_assert(rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, s->spec.scan,
                                     &err) == RTOMO_OK);
 }
@@ -449,17 +459,7 @@ START_TEST(idle_timeout_reconstructs_what_came)
     unsigned char skipped[N_PROJ];
     for (int p = 0; p < N_PROJ; p++)
         skipped[p] = p >= 60;
-    rtomo_error err;
-    ck_assert(rtomo_client_send_scan_begin(t.c, &s.spec, &err) == RTOMO_OK);
-    for (int i = 0; i < s.spec.n_darks; i++)
-        send_frame(t.c, &s, RTOMO_MSG_DARK, i, s.darks + s.frame * (size_t)i,
-                   NAN);
-    for (int i = 0; i < s.spec.n_flats; i++)
-        send_frame(t.c, &s, RTOMO_MSG_FLAT, i, s.flats + s.frame * (size_t)i,
-                   NAN);
-    for (int p = 0; p < 60; p++)
-        send_frame(t.c, &s, RTOMO_MSG_PROJECTION, p,
-                   s.proj + s.frame * (size_t)p, NAN);
+    send_opening(t.c, &s, NULL, 60);
     daemon_wait_event(&t.in, "scan_ending", "idle_timeout", "quiet", 0);
     rtomo_cone_geometry g;
     float *ref = engine_fdk(&s, skipped, &g);
@@ -811,17 +811,8 @@ START_TEST(abort_then_next_scan)
     daemon_session_open(&t, backend_args, 1);
     cone_scan s;
     cone_scan_make(&s, "ab", test_seed(0xc0de, 3));
+    send_opening(t.c, &s, NULL, 40);
     rtomo_error err;
-    ck_assert(rtomo_client_send_scan_begin(t.c, &s.spec, &err) == RTOMO_OK);
-    for (int i = 0; i < s.spec.n_darks; i++)
-        send_frame(t.c, &s, RTOMO_MSG_DARK, i, s.darks + s.frame * (size_t)i,
-                   NAN);
-    for (int i = 0; i < s.spec.n_flats; i++)
-        send_frame(t.c, &s, RTOMO_MSG_FLAT, i, s.flats + s.frame * (size_t)i,
-                   NAN);
-    for (int p = 0; p < 40; p++)
-        send_frame(t.c, &s, RTOMO_MSG_PROJECTION, p,
-                   s.proj + s.frame * (size_t)p, NAN);
     ck_assert(rtomo_client_wait_for_scan(t.c, "ab", 45, 10000, &err) ==
               RTOMO_OK);
     json_decref(daemon_request(t.c, "{\"cmd\": \"abort\", \"scan\": "
