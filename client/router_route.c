@@ -66,6 +66,26 @@ static const char *check_shape(const json_t *root, size_t payload_size,
     return NULL;
 }
 
+/* Whether the header says protocol version 1: another version may lay
+ * frames out differently, or give SBDX frames a meaning across frames,
+ * so it is not the router's to cut or deal. */
+static int version_1(const json_t *root)
+{
+    const json_t *version = json_object_get(root, "protocol");
+    return json_is_integer(version) &&
+           json_integer_value(version) == RTOMO_PROTOCOL_VERSION;
+}
+
+/* Why an sbdx_frame cannot be dealt to one daemon, or NULL when it can.
+ * Its payload is not checked: whichever daemon gets it judges it, as it
+ * would judge a frame sent to it alone. */
+static const char *cannot_deal(const json_t *root, int parts)
+{
+    if (!version_1(root))
+        return "not protocol version 1";
+    return parts != 2 ? "not two parts" : NULL;
+}
+
 /* Why the message cannot be cut into rows, or NULL when it can. */
 static const char *cannot_split(const json_t *root, int type, int parts,
                                 size_t payload_size, router_message *m)
@@ -73,10 +93,7 @@ static const char *cannot_split(const json_t *root, int type, int parts,
     if (type != RTOMO_MSG_DARK && type != RTOMO_MSG_FLAT &&
         type != RTOMO_MSG_PROJECTION)
         return "not a dark, flat or projection";
-    const json_t *version = json_object_get(root, "protocol");
-    /* Another version may lay rows out differently: not ours to cut. */
-    if (!json_is_integer(version) ||
-        json_integer_value(version) != RTOMO_PROTOCOL_VERSION)
+    if (!version_1(root))
         return "not protocol version 1";
     if (parts != 2)
         return "not two parts";
@@ -105,6 +122,7 @@ void router_message_read(router_message *m, const void *header, size_t size,
 {
     memset(m, 0, sizeof *m);
     m->route = ROUTER_WHOLE;
+    m->type = -1;
     /* Duplicate keys are refused: the daemon refuses them too (bad_json),
      * and a rewrite would silently pick one of them. */
     json_t *root = json_loadb(header, size, JSON_REJECT_DUPLICATES, NULL);
@@ -117,7 +135,14 @@ void router_message_read(router_message *m, const void *header, size_t size,
     if (scan && rtomo_proto_valid_id(scan))
         snprintf(m->scan, sizeof m->scan, "%s", scan);
     int type = message_type(root);
+    m->type = type;
     m->is_frame = is_frame_type(type);
+    if (type == RTOMO_MSG_SBDX_FRAME) {
+        m->why_whole = cannot_deal(root, parts);
+        m->route = m->why_whole ? ROUTER_WHOLE : ROUTER_DEAL;
+        json_decref(root);
+        return;
+    }
     m->why_whole = type < 0 ? "its type is unknown"
                             : cannot_split(root, type, parts, payload_size, m);
     if (m->why_whole) {

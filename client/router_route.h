@@ -6,9 +6,11 @@
  * program so that the tests can check every rule on its own.
  *
  * The router cuts only what it understands completely: a version-1 dark,
- * flat or projection of two parts whose payload is exactly its shape.
- * Everything else goes to every daemon as it came, so that each daemon
- * rejects it with its own specific reason and counts it; nothing is
+ * flat or projection of two parts whose payload is exactly its shape.  A
+ * version-1 sbdx_frame of two parts is dealt to one daemon (SBDX frames
+ * are independent: any daemon can take any frame; router_sbdx.h picks
+ * which).  Everything else goes to every daemon as it came, so that each
+ * daemon rejects it with its own specific reason and counts it; nothing is
  * dropped because the router could not read it.
  */
 #ifndef RTOMO_ROUTER_ROUTE_H
@@ -36,12 +38,15 @@ typedef struct router_target {
 
 typedef enum router_route {
     ROUTER_WHOLE = 0,           /* to every daemon as it came */
-    ROUTER_SPLIT                /* each daemon gets the rows it needs */
+    ROUTER_SPLIT,               /* each daemon gets the rows it needs */
+    ROUTER_DEAL                 /* to one daemon, as it came (SBDX frames) */
 } router_route;
 
 /* What the router made of one ingest message. */
 typedef struct router_message {
     router_route route;
+    int type;                   /* its "type" (rtomo_msg_type), -1 when it
+                                   names none the router knows */
     int is_frame;               /* dark, flat, projection or sbdx_frame by
                                    its "type" (counted as frames) */
     char scan[RTOMO_ID_MAX];    /* its scan id; "" when it names none */

@@ -7,7 +7,8 @@
  *
  * What is cut and how (router_route.h): darks, flats and projections go
  * to each daemon as its rows (plus --margin) with "rows" in the header
- * (PROTOCOL.md 3.4); everything else, and whatever the router cannot read,
+ * (PROTOCOL.md 3.4); SBDX frames are dealt to one daemon each, in turn
+ * (router_sbdx.h); everything else, and whatever the router cannot read,
  * goes whole to every daemon, so that each daemon judges it as usual.
  * Payloads are never copied: each daemon's part points into the received
  * message, which lives until the last daemon's part has left.
@@ -17,7 +18,7 @@
  * daemon's state.  A connected daemon whose queue is full is waited for
  * (back-pressure: the slowest sets the pace, as with fan-out); one that is
  * not connected is skipped, and what it misses is counted and logged,
- * never dropped silently.  The control socket (status) and the monitors
+ * never dropped silently; its turns of SBDX frames go to the others.  The control socket (status) and the monitors
  * are served in the same poll loop as the ingest socket, also while the
  * router waits for a daemon.
  */
@@ -37,6 +38,7 @@
 #include <zmq.h>
 
 #include "router_route.h"
+#include "router_sbdx.h"
 #include "rtomo_keys.h"
 #include "tool_common.h"
 
@@ -78,6 +80,9 @@ typedef struct router_daemon {
     uint64_t lost_messages;     /* every message it missed, frames too */
     long long lost_since_ms;    /* Unix time (ms) of its first loss since it
                                    was last connected; 0 = none */
+    uint64_t sbdx_frames;       /* SBDX frames dealt to it and sent */
+    uint64_t rerouted_frames;   /* SBDX frames of its turns that went to
+                                   another daemon */
     char gone[GONE_SCANS][RTOMO_ID_MAX];    /* scans whose loss was logged */
     int gone_next;
 } router_daemon;
@@ -112,7 +117,13 @@ typedef struct router {
     uint64_t frames;            /* of them darks, flats, projections and
                                    SBDX frames */
     uint64_t split, whole;      /* cut into rows / passed on as they came */
+    uint64_t dealt;             /* SBDX frames given to one daemon */
+    uint64_t rerouted_frames;   /* ... not to the one whose turn it was */
+    uint64_t lost_frames;       /* SBDX frames no daemon could take */
     uint64_t forwarded;         /* sent, summed over the daemons */
+    router_sbdx sbdx;           /* the SBDX streams and whose turn it is */
+    char lost_stream[RTOMO_ID_MAX];     /* the last one whose loss was
+                                           logged */
 } router;
 
 static void usage(FILE *out)
@@ -149,10 +160,12 @@ static void usage(FILE *out)
 "counted as lost.  The ingest and control sockets are plain ZeroMQ: bind\n"
 "them to a trusted network (the detector's) or to loopback.\n"
 "\n"
-"Begins and ends go to every daemon.  SBDX streams are not split yet: every\n"
-"SBDX message goes whole to every daemon.  What the router cannot read or\n"
-"cut (not JSON, an unknown type, a payload that does not match its shape)\n"
-"goes whole to every daemon too, which rejects it with its usual reason.\n"
+"Begins and ends go to every daemon.  SBDX frames are dealt: each goes whole\n"
+"to one daemon, in turn (the FIRST:COUNT rows do not matter), and each\n"
+"daemon publishes the planes and composite of the frames it got (their\n"
+"\"frame\" is the stream's index).  What the router cannot read or cut (not\n"
+"JSON, an unknown type, a payload that does not match its shape) goes whole\n"
+"to every daemon, which rejects it with its usual reason.\n"
 "\n"
 "The slowest daemon sets the pace: while a connected daemon's queue is full\n"
 "the router waits, and so does the camera.  A daemon that is not connected\n"
@@ -160,16 +173,26 @@ static void usage(FILE *out)
 "once per scan.  Its rows cannot go to another daemon instead (the others'\n"
 "plans do not hold them), so its slices of that scan are lost.  Once it is\n"
 "back it gets the messages that follow; a scan whose begin it missed, it\n"
-"rejects.  Frames already queued for a daemon when its connection breaks\n"
-"may be lost without being counted.\n"
+"rejects.  SBDX frames are rerouted instead: a turn of a daemon that is not\n"
+"connected, or was not sent the stream's sbdx_begin (it was away, or its\n"
+"connection broke since: it may have restarted), goes to the next daemon\n"
+"that can take the frame, counted (rerouted_frames) and logged once per\n"
+"stream; a frame is lost only when no daemon can take it.  A connected\n"
+"daemon whose queue is full is waited for, not passed over.  Frames already\n"
+"queued for a daemon when its connection breaks may be lost without being\n"
+"counted.\n"
 "\n"
 "Status (--control): messages and bytes_in received; frames among them\n"
-"(darks, flats, projections, SBDX frames); split (cut into rows) and whole\n"
-"(passed on as they came); forwarded (sent, summed over the daemons); per\n"
-"daemon its endpoint, rows, state (connected, disconnected or\n"
-"never_connected), messages and bytes sent, lost_frames and lost_messages\n"
-"(frames, and every message, it missed while not connected), lost_since_ms\n"
-"(Unix time of its first loss since it was last connected, or null).\n"
+"(darks, flats, projections, SBDX frames); split (cut into rows), dealt (SBDX\n"
+"frames given to one daemon) and whole (passed on as they came to every\n"
+"daemon); rerouted_frames (SBDX frames that went to another daemon than the\n"
+"one whose turn it was); lost_frames (SBDX frames no daemon could take);\n"
+"forwarded (sent, summed over the daemons); per daemon its endpoint, rows,\n"
+"state (connected, disconnected or never_connected), messages and bytes\n"
+"sent, sbdx_frames (SBDX frames dealt to it), rerouted_frames (its turns\n"
+"that went to another daemon), lost_frames and lost_messages (frames, and\n"
+"every message, it missed while not connected), lost_since_ms (Unix time\n"
+"of its first loss since it was last connected, or null).\n"
 "\n"
 "Exit status: 0 stopped by SIGINT or SIGTERM, 1 failure (a socket could not\n"
 "be bound or connected, out of memory), 2 bad usage.\n");
@@ -333,8 +356,9 @@ static void log_daemon(const router_daemon *d, const char *what)
  * at the TCP connect: with ZMQ_IMMEDIATE nothing can be sent before it,
  * and a peer that never completes it (a CURVE daemon, another service on
  * the port) must not hold the stream up. */
-static void note_event(router_daemon *d, unsigned event)
+static void note_event(router *r, int k, unsigned event)
 {
+    router_daemon *d = &r->daemons[k];
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && d->state != CONNECTED) {
         log_daemon(d, d->state == NEVER_CONNECTED
                           ? "connected"
@@ -344,13 +368,15 @@ static void note_event(router_daemon *d, unsigned event)
     } else if (event == ZMQ_EVENT_DISCONNECTED && d->state == CONNECTED) {
         log_daemon(d, "disconnected: it gets nothing until it is back");
         d->state = DISCONNECTED;
+        router_sbdx_forget(&r->sbdx, k);
     }
 }
 
-/* Read every event the monitor of d holds (two parts each: the event
- * number and value, then the peer's address). */
-static void read_monitor(router_daemon *d)
+/* Read every event the monitor of daemon k holds (two parts each: the
+ * event number and value, then the peer's address). */
+static void read_monitor(router *r, int k)
 {
+    router_daemon *d = &r->daemons[k];
     for (;;) {
         zmq_msg_t part;
         zmq_msg_init(&part);
@@ -366,8 +392,39 @@ static void read_monitor(router_daemon *d)
         while (more && zmq_msg_recv(&part, d->monitor, ZMQ_DONTWAIT) >= 0)
             more = zmq_msg_more(&part);
         zmq_msg_close(&part);
-        note_event(d, event);
+        note_event(r, k, event);
     }
+}
+
+static int is_sbdx(const router_message *m)
+{
+    return m->type == RTOMO_MSG_SBDX_BEGIN || m->type == RTOMO_MSG_SBDX_END ||
+           m->type == RTOMO_MSG_SBDX_FRAME;
+}
+
+/* Say once per scan what becomes of d's share of m's scan while it is
+ * away. */
+static void log_gone(router_daemon *d, const router_message *m)
+{
+    for (int i = 0; i < GONE_SCANS; i++)
+        if (strcmp(d->gone[i], m->scan) == 0 && d->gone[i][0])
+            return;
+    snprintf(d->gone[d->gone_next], RTOMO_ID_MAX, "%s", m->scan);
+    d->gone_next = (d->gone_next + 1) % GONE_SCANS;
+    const char *scan = m->scan[0] ? m->scan : "(none named)";
+    const char *away = d->state == NEVER_CONNECTED
+                           ? "is not there (never connected)"
+                       : d->state == DISCONNECTED
+                           ? "is gone"
+                           : "was not sent the stream's begin";
+    char what[256];
+    if (is_sbdx(m))
+        snprintf(what, sizeof what, "%s: its SBDX frames of stream %s go to "
+                 "the other daemons", away, scan);
+    else
+        snprintf(what, sizeof what, "%s: its rows of scan %s are lost", away,
+                 scan);
+    log_daemon(d, what);
 }
 
 /* Count what d misses of message m, and say so once per scan. */
@@ -377,17 +434,7 @@ static void lose(router_daemon *d, const router_message *m)
     d->lost_frames += m->is_frame != 0;
     if (!d->lost_since_ms)
         d->lost_since_ms = unix_ms();
-    for (int i = 0; i < GONE_SCANS; i++)
-        if (strcmp(d->gone[i], m->scan) == 0 && d->gone[i][0])
-            return;
-    snprintf(d->gone[d->gone_next], RTOMO_ID_MAX, "%s", m->scan);
-    d->gone_next = (d->gone_next + 1) % GONE_SCANS;
-    char what[256];
-    snprintf(what, sizeof what, "is %s: its rows of scan %s are lost",
-             d->state == NEVER_CONNECTED ? "not there (never connected)"
-                                         : "gone",
-             m->scan[0] ? m->scan : "(none named)");
-    log_daemon(d, what);
+    log_gone(d, m);
 }
 
 /* ------------------------------------------------------------ control ---- */
@@ -410,13 +457,16 @@ static json_t *daemon_json(const router_daemon *d)
 {
     json_t *since = d->lost_since_ms ? json_integer(d->lost_since_ms)
                                      : json_null();
-    return json_pack("{s:s, s:{s:I, s:I}, s:s, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:s, s:{s:I, s:I}, s:s, s:I, s:I, s:I, s:I, s:I, s:I,"
+                     " s:o}",
                      "endpoint", d->target.endpoint, "rows",
                      "first", (json_int_t)d->target.rows.first,
                      "count", (json_int_t)d->target.rows.count,
                      "state", state_names[d->state],
                      "messages", (json_int_t)d->messages,
                      "bytes", (json_int_t)d->bytes,
+                     "sbdx_frames", (json_int_t)d->sbdx_frames,
+                     "rerouted_frames", (json_int_t)d->rerouted_frames,
                      "lost_frames", (json_int_t)d->lost_frames,
                      "lost_messages", (json_int_t)d->lost_messages,
                      "lost_since_ms", since);
@@ -432,12 +482,16 @@ static json_t *status_json(const router *r)
         }
     if (!daemons)
         return NULL;
-    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+    return json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                     "s:I, s:o}",
                      "ok", 1, "messages", (json_int_t)r->messages,
                      "bytes_in", (json_int_t)r->bytes_in,
                      "frames", (json_int_t)r->frames,
                      "split", (json_int_t)r->split,
+                     "dealt", (json_int_t)r->dealt,
                      "whole", (json_int_t)r->whole,
+                     "rerouted_frames", (json_int_t)r->rerouted_frames,
+                     "lost_frames", (json_int_t)r->lost_frames,
                      "forwarded", (json_int_t)r->forwarded,
                      "margin", (json_int_t)r->opt->margin,
                      "daemons", daemons);
@@ -544,7 +598,7 @@ static int poll_and_serve(router *r, void *socket, short events, long ms)
     /* Monitors first, so that status tells the latest state. */
     for (int i = 0; i < r->n; i++)
         if (items[1 + i].revents & ZMQ_POLLIN)
-            read_monitor(&r->daemons[i]);
+            read_monitor(r, i);
     if ((items[0].revents & ZMQ_POLLIN) && serve_control(r) != 0)
         return -1;
     return socket ? items[n - 1].revents : 0;
@@ -572,10 +626,9 @@ static int send_first(router *r, router_daemon *d, zmq_msg_t *part, int more)
     }
 }
 
-/* Send the parts in p to d, or count them lost when d is not connected;
- * consumes them.  0, or -1 when sending failed or was interrupted. */
-static int deliver(router *r, router_daemon *d, message_parts *p,
-                   const router_message *m)
+/* Send the parts in p to d; consumes them.  0 sent (and counted); 1 d is
+ * not connected (nothing sent); -1 sending failed or was interrupted. */
+static int send_parts(router *r, router_daemon *d, message_parts *p)
 {
     size_t bytes = 0;
     for (int i = 0; i < p->n; i++)
@@ -588,32 +641,126 @@ static int deliver(router *r, router_daemon *d, message_parts *p,
                                                            : 0) < 0)
             rc = zmq_failed("send to a daemon");
     parts_close(p);             /* a no-op for the parts sent */
-    if (rc == 1)
-        lose(d, m);
     if (rc == 0) {
         d->messages++;
         d->bytes += bytes;
         r->forwarded++;
     }
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
-/* Every daemon gets the received parts as they came (shared, not
- * copied). */
-static int route_whole(router *r, const router_message *m)
+/* Send the parts in p to d, or count them lost when d is not connected;
+ * consumes them.  0 sent, 1 lost, -1 sending failed or was
+ * interrupted. */
+static int deliver(router *r, router_daemon *d, message_parts *p,
+                   const router_message *m)
 {
+    int rc = send_parts(r, d, p);
+    if (rc == 1)
+        lose(d, m);
+    return rc;
+}
+
+/* The received parts as they came into r->out (shared, not copied). */
+static int copy_received(router *r)
+{
+    if (parts_reserve(&r->out, r->in.n) != 0)
+        return -1;
+    for (int i = 0; i < r->in.n; i++) {
+        zmq_msg_init(&r->out.msg[i]);
+        zmq_msg_copy(&r->out.msg[i], &r->in.msg[i]);
+    }
+    r->out.n = r->in.n;
+    return 0;
+}
+
+/* Every daemon gets the received parts as they came; *sent says which
+ * did. */
+static int route_whole(router *r, const router_message *m, router_set *sent)
+{
+    *sent = 0;
     for (int k = 0; k < r->n; k++) {
-        if (parts_reserve(&r->out, r->in.n) != 0)
+        if (copy_received(r) != 0)
             return -1;
-        for (int i = 0; i < r->in.n; i++) {
-            zmq_msg_init(&r->out.msg[i]);
-            zmq_msg_copy(&r->out.msg[i], &r->in.msg[i]);
-        }
-        r->out.n = r->in.n;
-        if (deliver(r, &r->daemons[k], &r->out, m) != 0)
+        int rc = deliver(r, &r->daemons[k], &r->out, m);
+        if (rc < 0)
             return -1;
+        if (rc == 0)
+            *sent |= (router_set)1 << k;
     }
     return 0;
+}
+
+/* A begin or end of an SBDX stream went out: the dealing follows which
+ * daemons have the stream. */
+static void follow_sbdx(router *r, const router_message *m, router_set sent)
+{
+    if (m->type == RTOMO_MSG_SBDX_BEGIN)
+        router_sbdx_begun(&r->sbdx, m->scan, sent);
+    else if (m->type == RTOMO_MSG_SBDX_END)
+        router_sbdx_ended(&r->sbdx, m->scan);
+}
+
+static router_set connected_daemons(const router *r)
+{
+    router_set set = 0;
+    for (int k = 0; k < r->n; k++)
+        if (r->daemons[k].state == CONNECTED)
+            set |= (router_set)1 << k;
+    return set;
+}
+
+/* An SBDX frame no daemon can take: counted against the daemon whose turn
+ * it was, and logged once per stream. */
+static void lose_dealt(router *r, int turn, const router_message *m)
+{
+    r->lost_frames++;
+    lose(&r->daemons[turn], m);
+    if (strcmp(r->lost_stream, m->scan) == 0)
+        return;
+    snprintf(r->lost_stream, sizeof r->lost_stream, "%s", m->scan);
+    fprintf(stderr, "%s: no daemon can take SBDX frames of stream %s (none "
+            "is connected and was sent its begin): they are lost\n", program,
+            m->scan[0] ? m->scan : "(none named)");
+}
+
+/* The frame went to daemon k although it was daemon turn's turn. */
+static void note_rerouted(router *r, int turn, const router_message *m)
+{
+    router_daemon *d = &r->daemons[turn];
+    r->rerouted_frames++;
+    d->rerouted_frames++;
+    log_gone(d, m);
+}
+
+/* One daemon gets the received SBDX frame as it came: the next in turn
+ * that can take it (router_sbdx.h).  One that goes away while the router
+ * waits for room in its queue passes the frame on to the next. */
+static int route_deal(router *r, const router_message *m)
+{
+    int first_turn = -1;
+    for (;;) {
+        int turn, k = router_sbdx_deal(&r->sbdx, m->scan, r->n,
+                                       connected_daemons(r), &turn);
+        if (first_turn < 0)
+            first_turn = turn;
+        if (k < 0) {
+            lose_dealt(r, first_turn, m);
+            return 0;
+        }
+        if (copy_received(r) != 0)
+            return -1;
+        int rc = send_parts(r, &r->daemons[k], &r->out);
+        if (rc < 0)
+            return -1;
+        if (rc == 0) {
+            r->daemons[k].sbdx_frames++;
+            if (k != first_turn)
+                note_rerouted(r, first_turn, m);
+            return 0;
+        }
+        /* rc == 1: k is no longer connected, so it is not picked again. */
+    }
 }
 
 /* Daemon d's parts of a split frame: its rows, with a header that says
@@ -671,7 +818,7 @@ static int route_split(router *r, router_message *m)
     for (int k = 0; rc == 0 && k < r->n; k++) {
         rc = split_parts(r, &r->daemons[k], m, hold);
         if (rc == 0)
-            rc = deliver(r, &r->daemons[k], &r->out, m);
+            rc = deliver(r, &r->daemons[k], &r->out, m) < 0 ? -1 : 0;
     }
     release_hold(NULL, hold);
     return rc;
@@ -696,9 +843,15 @@ static int route_one(router *r)
     if (m.route == ROUTER_SPLIT) {
         r->split++;
         rc = route_split(r, &m);
+    } else if (m.route == ROUTER_DEAL) {
+        r->dealt++;
+        rc = route_deal(r, &m);
     } else {
         r->whole++;
-        rc = route_whole(r, &m);
+        router_set sent;
+        rc = route_whole(r, &m, &sent);
+        if (rc == 0)
+            follow_sbdx(r, &m, sent);
     }
     router_message_clear(&m);
     parts_close(&r->in);
@@ -831,9 +984,12 @@ static void print_plan(const router *r)
 static void print_summary(const router *r)
 {
     printf("%s: %llu messages (%.1f MB) received: %llu frames cut into "
-           "rows, %llu passed on whole\n", program,
+           "rows, %llu SBDX frames dealt (%llu rerouted, %llu lost), %llu "
+           "passed on whole\n", program,
            (unsigned long long)r->messages, (double)r->bytes_in / 1e6,
-           (unsigned long long)r->split, (unsigned long long)r->whole);
+           (unsigned long long)r->split, (unsigned long long)r->dealt,
+           (unsigned long long)r->rerouted_frames,
+           (unsigned long long)r->lost_frames, (unsigned long long)r->whole);
     for (int i = 0; i < r->n; i++) {
         const router_daemon *d = &r->daemons[i];
         printf("%s: daemon %s: %llu messages (%.1f MB) sent, %llu frames "

@@ -12,12 +12,17 @@
  *     received a third of the frame bytes, and the router's counts agree;
  *   - a daemon that is gone before a scan: the router's status says so
  *     (disconnected, lost_frames = the scan's frames), it logs the loss
- *     once, and the two other daemons complete the scan.
+ *     once, and the two other daemons complete the scan;
+ *   - SBDX frames dealt in turn to three daemons: each publishes a third of
+ *     the frames, and together exactly what a fourth daemon fed the whole
+ *     stream publishes; with one daemon gone the two others take its turns
+ *     (rerouted, counted, logged once), nothing lost.
  */
 #include "config.h"
 
 #include <check.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@
 
 #include "daemon_harness.h"
 #include "router_route.h"
+#include "router_sbdx.h"
 #include "rtomo_keys.h"
 
 #define SAME_AS_ENGINE 1e-5
@@ -159,8 +165,12 @@ START_TEST(what_cannot_be_cut_goes_whole)
         {"[48, 64]", 2, FRAME_BYTES, 0},
         {"{\"protocol\":1,\"type\":\"scan_begin\",\"scan\":\"s\"}", 1, 0, 0},
         {"{\"protocol\":1,\"type\":\"scan_end\",\"scan\":\"s\"}", 2, 0, 0},
-        {"{\"protocol\":1,\"type\":\"sbdx_frame\",\"scan\":\"s\","
+        {"{\"protocol\":2,\"type\":\"sbdx_frame\",\"scan\":\"s\","
          "\"dtype\":\"uint8\",\"shape\":[2,2,3,4]}", 2, 48, 1},
+        {"{\"protocol\":1,\"type\":\"sbdx_frame\",\"scan\":\"s\","
+         "\"dtype\":\"uint8\",\"shape\":[2,2,3,4]}", 1, 0, 1},
+        {"{\"protocol\":1,\"type\":\"sbdx_begin\",\"scan\":\"s\"}", 1, 0,
+         0},
         {"{\"protocol\":1,\"type\":\"photo\",\"scan\":\"s\","
          "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, FRAME_BYTES, 0},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64]}", 1, 0, 1},
@@ -200,6 +210,73 @@ START_TEST(what_cannot_be_cut_goes_whole)
         ck_assert_ptr_null(m.header);
         router_message_clear(&m);
     }
+}
+END_TEST
+
+/* SBDX frames are dealt whatever their payload: the daemon that gets one
+ * judges it. */
+START_TEST(sbdx_frames_are_dealt)
+{
+    const char *frame = "{\"protocol\":1,\"type\":\"sbdx_frame\","
+                        "\"scan\":\"x1\",\"index\":3,\"dtype\":\"uint8\","
+                        "\"shape\":[2,2,3,4]}";
+    router_message m;
+    router_message_read(&m, frame, strlen(frame), 2, 47);
+    ck_assert_msg(m.route == ROUTER_DEAL, "not dealt: %s", m.why_whole);
+    ck_assert(m.is_frame && m.type == RTOMO_MSG_SBDX_FRAME);
+    ck_assert_str_eq(m.scan, "x1");
+    ck_assert_ptr_null(m.header);
+    router_message_clear(&m);
+}
+END_TEST
+
+/* Deal the next frame of `scan` among 3 daemons; check who gets it and
+ * whose turn it was. */
+static void deal(router_sbdx *t, const char *scan, router_set connected,
+                 int want, int want_turn)
+{
+    int turn = -2;
+    int k = router_sbdx_deal(t, scan, 3, connected, &turn);
+    ck_assert_msg(k == want && turn == want_turn, "dealt to %d (turn %d), "
+                  "expected %d (turn %d)", k, turn, want, want_turn);
+}
+
+START_TEST(sbdx_turns_pass_over_daemons_that_cannot_take_frames)
+{
+    router_sbdx t;
+    memset(&t, 0, sizeof t);
+    const router_set all = 7;
+    /* A stream the router never saw begin: every connected daemon. */
+    deal(&t, "s", all, 0, 0);
+    deal(&t, "s", all, 1, 1);
+    deal(&t, "s", all, 2, 2);
+    deal(&t, "s", all, 0, 0);
+    /* Daemon 1 was not sent the begin: its turns go on to daemon 2. */
+    router_sbdx_begun(&t, "s", 5);
+    deal(&t, "s", all, 2, 1);
+    deal(&t, "s", all, 0, 0);
+    /* Another stream has its own set, the same turn. */
+    router_sbdx_begun(&t, "u", all);
+    deal(&t, "u", all, 1, 1);
+    /* Daemon 2's connection broke: it may have restarted without them. */
+    router_sbdx_forget(&t, 2);
+    deal(&t, "s", all, 0, 2);
+    deal(&t, "u", all, 1, 1);
+    deal(&t, "u", all, 0, 2);
+    /* Not connected: nothing to take it, and the turn stays. */
+    deal(&t, "u", 4, -1, 1);
+    deal(&t, "u", 2, 1, 1);
+    /* Ended: no longer followed (every connected daemon again). */
+    router_sbdx_ended(&t, "s");
+    deal(&t, "s", all, 2, 2);
+    /* More streams than followed: the oldest is forgotten. */
+    for (int i = 0; i < ROUTER_SBDX_STREAMS; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "m%d", i);
+        router_sbdx_begun(&t, id, 1);
+    }
+    deal(&t, "u", all, 0, 0);   /* forgotten: anyone may take it */
+    deal(&t, "m3", all, 0, 1);
 }
 END_TEST
 
@@ -721,6 +798,302 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
 }
 END_TEST
 
+/* ------------------------------------------------------------ SBDX ---- */
+
+#define SBDX_FRAMES 12
+#define SBDX_PLANES 3
+
+/* 10x8 holes of 16x8 elements, m = 4, three planes: composites of 40x32;
+ * no planes published (the composite and depth map are what is merged). */
+static void sbdx_spec(rtomo_sbdx_spec *spec, const char *id)
+{
+    static const double ratios[SBDX_PLANES] = {0.8, 1.25, 2.1};
+    rtomo_sbdx_spec_init(spec);
+    snprintf(spec->scan, sizeof spec->scan, "%s", id);
+    rtomo_sbdx_geometry *g = &spec->geometry;
+    g->holes_x = 10;
+    g->holes_y = 8;
+    g->det_width = 16;
+    g->det_height = 8;
+    g->shift_m = 4;
+    g->n_planes = SBDX_PLANES;
+    spec->ratios = malloc(sizeof ratios);
+    ck_assert_ptr_nonnull(spec->ratios);
+    memcpy(spec->ratios, ratios, sizeof ratios);
+    g->ratios = spec->ratios;
+    spec->dtype = RTOMO_DTYPE_U8;
+    spec->planes = RTOMO_PLANES_NONE;
+}
+
+static size_t sbdx_samples(const rtomo_sbdx_spec *spec)
+{
+    const rtomo_sbdx_geometry *g = &spec->geometry;
+    return (size_t)g->holes_x * g->holes_y * g->det_width * g->det_height;
+}
+
+/* SBDX_FRAMES frames of random counts (seeded), one after another. */
+static uint8_t *sbdx_frames(const rtomo_sbdx_spec *spec, uint64_t seed)
+{
+    size_t n = sbdx_samples(spec) * SBDX_FRAMES;
+    uint8_t *frames = malloc(n);
+    ck_assert_ptr_nonnull(frames);
+    for (size_t i = 0; i < n; i++)
+        frames[i] = (uint8_t)test_rand_int(&seed, 0, 255);
+    return frames;
+}
+
+/* The stream (begin, frames 0 .. SBDX_FRAMES - 1, end) through c. */
+static void send_sbdx(rtomo_client *c, const rtomo_sbdx_spec *spec,
+                      const uint8_t *frames)
+{
+    rtomo_error err;
+    ck_assert(rtomo_client_send_sbdx_begin(c, spec, &err) == RTOMO_OK);
+    const rtomo_sbdx_geometry *g = &spec->geometry;
+    for (int i = 0; i < SBDX_FRAMES; i++) {
+        rtomo_frame_header f;
+        memset(&f, 0, sizeof f);
+        f.type = RTOMO_MSG_SBDX_FRAME;
+        snprintf(f.scan, sizeof f.scan, "%s", spec->scan);
+        f.index = i;
+        f.dtype = RTOMO_DTYPE_U8;
+        f.ndim = 4;
+        f.shape[0] = g->holes_y;
+        f.shape[1] = g->holes_x;
+        f.shape[2] = g->det_height;
+        f.shape[3] = g->det_width;
+        f.angle = f.axis_shift = NAN;
+        ck_assert_msg(rtomo_client_send_frame(c, &f, frames +
+                                              sbdx_samples(spec) * i,
+                                              sbdx_samples(spec), &err) ==
+                      RTOMO_OK, "sbdx_frame %d: %s", i, err.message);
+    }
+    ck_assert(rtomo_client_send_end(c, RTOMO_MSG_SBDX_END, spec->scan,
+                                    &err) == RTOMO_OK);
+}
+
+/* The same straight to daemon d (no router): the reference. */
+static void send_sbdx_to(const daemon_proc *d, const rtomo_sbdx_spec *spec,
+                         const uint8_t *frames)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.ingest = d->ingest;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "client of the reference daemon: %s", err.message);
+    send_sbdx(c, spec, frames);
+    rtomo_client_close(c);
+}
+
+/* Publisher `source`'s image of topic/scan for SBDX frame `frame`, or
+ * NULL; *count says how many it sent of that topic. */
+static const daemon_image *sbdx_image_from(const daemon_inbox *in,
+                                           int source, const char *topic,
+                                           const char *scan, int frame,
+                                           int *count)
+{
+    const daemon_image *found = NULL;
+    *count = 0;
+    for (int i = 0; i < in->n_images; i++) {
+        const daemon_image *im = &in->images[i];
+        if (im->source != source || strcmp(im->h.topic, topic) != 0 ||
+            strcmp(im->h.scan, scan) != 0)
+            continue;
+        ++*count;
+        if (im->h.frame == frame)
+            found = im;
+    }
+    return found;
+}
+
+/* Wait until publisher k has sent want[k] depth maps of `scan` (the last
+ * image of each frame), each of the n. */
+static void wait_sbdx(daemon_inbox *in, const char *scan, const int *want,
+                      int n)
+{
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
+    for (;;) {
+        int done = 1, count;
+        for (int k = 0; k < n; k++) {
+            sbdx_image_from(in, k, RTOMO_TOPIC_DEPTH, scan, -1, &count);
+            done &= count >= want[k];
+        }
+        if (done)
+            break;
+        ck_assert_msg(daemon_now_ms() < deadline, "SBDX frames of %s "
+                      "missing", scan);
+        daemon_inbox_pump(in, 100);
+    }
+}
+
+/* Every frame's composite and depth map came from exactly one of the
+ * dealt daemons 0 .. n_dealt - 1, daemon k got want[k] frames, and their
+ * union is what publisher `whole` (fed the whole stream) made. */
+static void check_dealt(const daemon_inbox *in, const char *scan,
+                        int n_dealt, const int *want, int whole)
+{
+    int got[4] = {0}, count;
+    for (int f = 0; f < SBDX_FRAMES; f++) {
+        const daemon_image *ref = sbdx_image_from(
+            in, whole, RTOMO_TOPIC_COMPOSITE, scan, f, &count);
+        const daemon_image *ref_depth = sbdx_image_from(
+            in, whole, RTOMO_TOPIC_DEPTH, scan, f, &count);
+        ck_assert_msg(ref && ref_depth, "frame %d: nothing from the whole "
+                      "daemon", f);
+        int from = -1;
+        for (int k = 0; k < n_dealt; k++) {
+            const daemon_image *c = sbdx_image_from(
+                in, k, RTOMO_TOPIC_COMPOSITE, scan, f, &count);
+            const daemon_image *depth = sbdx_image_from(
+                in, k, RTOMO_TOPIC_DEPTH, scan, f, &count);
+            if (!c)
+                continue;
+            ck_assert_msg(from < 0, "frame %d came from daemons %d and %d",
+                          f, from, k);
+            from = k;
+            ck_assert_uint_eq(c->size, ref->size);
+            size_t pixels = c->size / sizeof(float);
+            double scale = test_max_abs(ref->data, pixels);
+            double diff = test_max_abs_diff(c->data, ref->data, pixels);
+            ck_assert_msg(diff <= SAME_AS_ENGINE * scale, "frame %d's "
+                          "composite differs by %g (scale %g)", f, diff,
+                          scale);
+            ck_assert_msg(depth && depth->size == ref_depth->size &&
+                              memcmp(depth->data, ref_depth->data,
+                                     depth->size) == 0,
+                          "frame %d's depth map differs", f);
+        }
+        ck_assert_msg(from >= 0, "frame %d came from no dealt daemon", f);
+        got[from]++;
+    }
+    for (int k = 0; k < n_dealt; k++) {
+        printf("SBDX stream %s: daemon %d published %d of %d frames\n", scan,
+               k, got[k], SBDX_FRAMES);
+        ck_assert_msg(got[k] == want[k], "daemon %d published %d frames, "
+                      "expected %d", k, got[k], want[k]);
+    }
+}
+
+/* Wait until the router has received `messages` messages and sent
+ * `forwarded` in all; returns its status then. */
+static json_t *wait_router_forwarded(rtomo_client *rc, long messages,
+                                     long forwarded)
+{
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
+    for (;;) {
+        json_t *st = router_status(rc);
+        if (field(st, "messages") == messages &&
+            field(st, "forwarded") == forwarded)
+            return st;
+        ck_assert_msg(daemon_now_ms() < deadline, "the router received %ld "
+                      "messages and sent %ld, expected %ld and %ld",
+                      field(st, "messages"), field(st, "forwarded"),
+                      messages, forwarded);
+        json_decref(st);
+        daemon_pause_ms(20);
+    }
+}
+
+/* The router's daemon k: SBDX frames dealt to it, messages sent, turns
+ * passed on, and nothing lost. */
+static void check_dealt_to(json_t *st, int k, long frames, long messages,
+                           long rerouted, long lost_messages)
+{
+    json_t *d = router_daemon_json(st, k);
+    printf("router: daemon %d sent %ld messages, %ld bytes; %ld SBDX frames, "
+           "%ld rerouted, %ld messages lost\n", k, field(d, "messages"),
+           field(d, "bytes"), field(d, "sbdx_frames"),
+           field(d, "rerouted_frames"), field(d, "lost_messages"));
+    ck_assert_int_eq(field(d, "sbdx_frames"), frames);
+    ck_assert_int_eq(field(d, "messages"), messages);
+    ck_assert_int_eq(field(d, "rerouted_frames"), rerouted);
+    ck_assert_int_eq(field(d, "lost_frames"), 0);
+    ck_assert_int_eq(field(d, "lost_messages"), lost_messages);
+}
+
+/* Three daemons behind the router share an SBDX stream frame by frame;
+ * a fourth fed the whole stream directly is the reference.  Then the
+ * third daemon goes away: the two others take every frame. */
+START_TEST(router_deals_sbdx_frames_in_turn)
+{
+    daemon_proc d[4];
+    for (int k = 0; k < 4; k++)
+        daemon_start(&d[k], NULL);
+    router_proc r;
+    const char *const rows[] = {"0:16", "16:16", "32:16"};
+    router_start(&r, d, rows, 3, NULL);
+    rtomo_client *rc = router_client(&r);
+    wait_router_state(rc, -1, 3, "connected");
+    rtomo_client *c = daemon_connect_all(d, 4, r.p.ingest);
+    daemon_inbox in;
+    daemon_inbox_init(&in, c);
+
+    rtomo_sbdx_spec spec;
+    sbdx_spec(&spec, "dealt");
+    uint8_t *frames = sbdx_frames(&spec, 0xdae1606);
+    send_sbdx(c, &spec, frames);
+    send_sbdx_to(&d[3], &spec, frames);
+    const int thirds[4] = {4, 4, 4, SBDX_FRAMES};
+    wait_sbdx(&in, "dealt", thirds, 4);
+    check_dealt(&in, "dealt", 3, thirds, 3);
+    /* Begin and end to each, every frame to one. */
+    json_t *st = wait_router_forwarded(rc, SBDX_FRAMES + 2,
+                                       3 * 2 + SBDX_FRAMES);
+    ck_assert_int_eq(field(st, "dealt"), SBDX_FRAMES);
+    ck_assert_int_eq(field(st, "whole"), 2);
+    ck_assert_int_eq(field(st, "frames"), SBDX_FRAMES);
+    ck_assert_int_eq(field(st, "rerouted_frames"), 0);
+    ck_assert_int_eq(field(st, "lost_frames"), 0);
+    for (int k = 0; k < 3; k++)
+        check_dealt_to(st, k, 4, 2 + 4, 0, 0);
+    json_decref(st);
+
+    /* Daemon 2 goes away.  Each of its turns passes to the next daemon
+     * (0), after which the turn goes on from there (to 1): frames 2, 4,
+     * 6, 8 and 10 are rerouted, and 0 and 1 take six frames each. */
+    daemon_stop(&d[2]);
+    wait_router_state(rc, 2, 3, "disconnected");
+    rtomo_sbdx_spec_clear(&spec);
+    sbdx_spec(&spec, "rerouted");
+    send_sbdx(c, &spec, frames);
+    send_sbdx_to(&d[3], &spec, frames);
+    const int halves[4] = {6, 6, 0, SBDX_FRAMES};
+    wait_sbdx(&in, "rerouted", halves, 4);
+    check_dealt(&in, "rerouted", 3, halves, 3);
+    st = wait_router_forwarded(rc, 2 * (SBDX_FRAMES + 2),
+                               3 * 2 + SBDX_FRAMES + 2 * 2 + SBDX_FRAMES);
+    ck_assert_int_eq(field(st, "rerouted_frames"), 5);
+    ck_assert_int_eq(field(st, "lost_frames"), 0);
+    check_dealt_to(st, 0, 4 + 6, 6 + 2 + 6, 0, 0);
+    check_dealt_to(st, 1, 4 + 6, 6 + 2 + 6, 0, 0);
+    check_dealt_to(st, 2, 4, 6, 5, 2);  /* the begin and end it missed */
+    ck_assert_str_eq(daemon_state(st, 2), "disconnected");
+    json_decref(st);
+    /* Daemons 0 and 1, and the reference, complete the stream. */
+    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
+    while (count_events(&in, "scan_complete", "rerouted") < 3 &&
+           daemon_now_ms() < deadline)
+        daemon_inbox_pump(&in, 100);
+    ck_assert_int_eq(count_events(&in, "scan_complete", "rerouted"), 3);
+
+    rtomo_client_close(rc);
+    char *log = router_stop(&r);
+    char line[256];
+    snprintf(line, sizeof line, "daemon %s (rows 32..47) is gone: its SBDX "
+             "frames of stream rerouted go to the other daemons", d[2].ingest);
+    ck_assert_msg(occurrences(log, line) == 1, "the router's log says %d "
+                  "times \"%s\":\n%s", occurrences(log, line), line, log);
+    free(log);
+    free(frames);
+    rtomo_sbdx_spec_clear(&spec);
+    daemon_inbox_free(&in);
+    rtomo_client_close(c);
+    for (int k = 0; k < 4; k++)
+        if (k != 2)
+            daemon_stop(&d[k]);
+}
+END_TEST
+
 /* A client of a CURVE daemon with the given key pair (the router's),
  * once the daemon answers it. */
 static rtomo_client *keyed_client(const daemon_proc *d, const char *server,
@@ -839,9 +1212,12 @@ int main(void)
         rows_needed_widen_and_clip,
         frames_are_cut_into_rows,
         what_cannot_be_cut_goes_whole,
+        sbdx_frames_are_dealt,
+        sbdx_turns_pass_over_daemons_that_cannot_take_frames,
         daemon_arguments,
         router_cuts_one_stream_for_three_daemons,
         router_counts_what_a_gone_daemon_misses,
+        router_deals_sbdx_frames_in_turn,
         router_speaks_curve_to_secure_daemons,
     };
     return daemon_run_tests("daemon_router", tests,
