@@ -18,12 +18,18 @@
  *   - the autotuned kernel is one of the two; GU/s of both kernels
  *     printed (RTOMO_CONE_BENCH="volume,projections,detector", default
  *     256,256,256; the issue's figure is 1024,1024,1024);
- *   - the separable-footprint pair on the GPU: adjoint within 1e-5
- *     (PAIR_ADJOINT_BOUND) over the CPU test's geometries, A and A^T
- *     against the CPU's (PAIR_CPU_BOUND), SIRT and CGLS against the CPU's
- *     images (SOLVE_CPU_BOUND) and better than FDK on 24 views; its speed
- *     when RTOMO_CONE_SF_BENCH="volume,projections,width,height" is set
- *     (the issue's figure: 1024,1024,1536,1152).
+ *   - the separable-footprint pair on the GPU, each of its kernels (the
+ *     z-column ones, the same with A's shared patch off, the first ones:
+ *     PAIR_VARIANTS): adjoint within 1e-5 (PAIR_ADJOINT_BOUND) over the
+ *     CPU test's geometries and three more (several z chunks and thin
+ *     voxels, footprints wider than the kernels keep in registers, the
+ *     speed test's shape with partial tiles), A and A^T against the CPU's
+ *     (PAIR_CPU_BOUND) on random data and on the sphere phantom, SIRT and
+ *     CGLS against the CPU's images (SOLVE_CPU_BOUND) and better than FDK
+ *     on 24 views; its speed when
+ *     RTOMO_CONE_SF_BENCH="volume,projections,width,height" is set (the
+ *     issue's figure: 1024,1024,1536,1152; RTOMO_CONE_SF_KERNEL=old for
+ *     the first kernels').
  * Exits 77 (skipped) without a GPU.
  */
 #include "config.h"
@@ -281,6 +287,91 @@ END_TEST
  * differences carried through the iterations. */
 #define SOLVE_CPU_BOUND 1e-3
 
+/* The pair's geometries on the GPU: the CPU test's, then three more:
+ * several z chunks of both kernels (75 slices of 0.7 mm: footprints under
+ * a row), voxels of 3 mm (footprints of up to 6 cells, wider than the
+ * kernels keep in registers), and the speed test's shape (sad 4 det_u,
+ * sdd 8 det_u) with tiles and chunks cut short at every edge. */
+#define PAIR_CASES (CONE_TEST_PAIR_CASES + 3)
+static rtomo_cone_geometry pair_case(int i)
+{
+    if (i < CONE_TEST_PAIR_CASES)
+        return cone_test_pair_case(i);
+    rtomo_cone_geometry g = cone_test_pair_case(0);
+    switch (i - CONE_TEST_PAIR_CASES) {
+    case 0:
+        g.nx = 40;
+        g.ny = 36;
+        g.nz = 75;
+        g.voxel = 0.7;
+        g.det_u = 44;
+        g.det_v = 40;
+        g.n_proj = 20;
+        break;
+    case 1:
+        g.nx = g.ny = g.nz = 20;
+        g.voxel = 3.0;
+        g.n_proj = 19;
+        break;
+    default:
+        g.nx = 70;
+        g.ny = 70;
+        g.nz = 41;
+        g.det_u = 75;
+        g.det_v = 57;
+        g.n_proj = 21;
+        g.sad = 4.0 * g.det_u;
+        g.sdd = 8.0 * g.det_u;
+        g.voxel = 0.8 * g.det_u / g.nx;
+        break;
+    }
+    return g;
+}
+
+/* The GPU pair's kernels under test: the z-column kernels (the default),
+ * the same with A's shared patch off (every add a global atomic), and
+ * the first kernels (RTOMO_CONE_SF_KERNEL=old). */
+#define PAIR_VARIANTS 3
+static const char *const variant_names[PAIR_VARIANTS] = {
+    "z-column", "z-column, no patch", "first"};
+
+/* Sets name to value (NULL: unsets it); returns the old value (caller
+ * frees). */
+static char *swap_env(const char *name, const char *value)
+{
+    const char *was = getenv(name);
+    char *old = was ? strdup(was) : NULL;
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    return old;
+}
+
+static void restore_env(const char *name, char *old)
+{
+    if (old)
+        setenv(name, old, 1);
+    else
+        unsetenv(name);
+    free(old);
+}
+
+static rtomo_iter *create_pair(const rtomo_cone_geometry *g,
+                               rtomo_backend backend);
+
+/* A GPU pair with variant v's kernels (the switches are read when a pair
+ * is made; whatever the environment said before is put back). */
+static rtomo_iter *create_gpu_variant(const rtomo_cone_geometry *g, int v)
+{
+    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", v == 2 ? "old" : "new");
+    char *patch = swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
+    rtomo_iter *it = create_pair(g, RTOMO_BACKEND_CUDA);
+    restore_env("RTOMO_CONE_SF_KERNEL", kernel);
+    restore_env("RTOMO_CONE_SF_PATCH", patch);
+    return it;
+}
+
 static rtomo_iter *create_pair(const rtomo_cone_geometry *g,
                                rtomo_backend backend)
 {
@@ -306,11 +397,13 @@ static double dot(const float *a, const float *b, size_t n)
     return s;
 }
 
+/* _i: case _i / PAIR_VARIANTS, variant _i % PAIR_VARIANTS. */
 START_TEST(test_pair_adjoint)
 {
     uint64_t seed = test_seed(0xc0c5, _i);
-    rtomo_cone_geometry g = cone_test_pair_case(_i);
-    rtomo_iter *it = create_pair(&g, RTOMO_BACKEND_CUDA);
+    const int c = _i / PAIR_VARIANTS, v = _i % PAIR_VARIANTS;
+    rtomo_cone_geometry g = pair_case(c);
+    rtomo_iter *it = create_gpu_variant(&g, v);
     const size_t nv = cone_test_roi_voxels(&g);
     const size_t ns = (size_t)g.n_proj * g.det_u * g.det_v;
     float *x = random_frames(&seed, nv), *y = random_frames(&seed, ns);
@@ -338,9 +431,9 @@ START_TEST(test_pair_adjoint)
                                  ? sqrt(dot(ax, ax, ns) * dot(y, y, ns))
                                  : fabs(a);
         const double rel = fabs(a - b) / scale;
-        fprintf(stderr, "GPU SF pair adjointness, %s data, case %d: "
-                "relative %.2e (bound %.0e)\n",
-                signed_data ? "signed" : "positive", _i, rel,
+        fprintf(stderr, "GPU SF pair (%s kernels) adjointness, %s data, "
+                "case %d: relative %.2e (bound %.0e)\n", variant_names[v],
+                signed_data ? "signed" : "positive", c, rel,
                 PAIR_ADJOINT_BOUND);
         ck_assert(isfinite(a) && isfinite(b) && a != 0.0);
         ck_assert_double_le(rel, PAIR_ADJOINT_BOUND);
@@ -353,15 +446,15 @@ START_TEST(test_pair_adjoint)
 }
 END_TEST
 
-START_TEST(test_pair_vs_cpu)
+/* A x and A^T y on the GPU (variant v) against the CPU's; the relative
+ * L2 differences into ea, eb. */
+static void pair_vs_cpu(const rtomo_cone_geometry *g, int v, const float *x,
+                        const float *y, double *ea, double *eb)
 {
-    uint64_t seed = test_seed(0xc0c6, _i);
-    rtomo_cone_geometry g = cone_test_pair_case(_i);
-    rtomo_iter *cpu = create_pair(&g, RTOMO_BACKEND_CPU);
-    rtomo_iter *gpu = create_pair(&g, RTOMO_BACKEND_CUDA);
-    const size_t nv = cone_test_roi_voxels(&g);
-    const size_t ns = (size_t)g.n_proj * g.det_u * g.det_v;
-    float *x = random_frames(&seed, nv), *y = random_frames(&seed, ns);
+    rtomo_iter *cpu = create_pair(g, RTOMO_BACKEND_CPU);
+    rtomo_iter *gpu = create_gpu_variant(g, v);
+    const size_t nv = cone_test_roi_voxels(g);
+    const size_t ns = (size_t)g->n_proj * g->det_u * g->det_v;
     float *a1 = malloc(sizeof(float) * ns), *a2 = malloc(sizeof(float) * ns);
     float *b1 = malloc(sizeof(float) * nv), *b2 = malloc(sizeof(float) * nv);
     ck_assert(a1 && a2 && b1 && b2);
@@ -372,19 +465,61 @@ START_TEST(test_pair_vs_cpu)
     ck_assert_int_eq(rtomo_iter_backproject(cpu, y, 1, b1, &err), RTOMO_OK);
     ck_assert_int_eq(rtomo_iter_project(gpu, x, 1, a2, &err), RTOMO_OK);
     ck_assert_int_eq(rtomo_iter_backproject(gpu, y, 1, b2, &err), RTOMO_OK);
-    const double ea = test_rel_l2(a2, a1, ns), eb = test_rel_l2(b2, b1, nv);
-    fprintf(stderr, "GPU SF pair vs CPU, case %d: A %.2e, A^T %.2e "
-            "relative L2 (bound %.0e)\n", _i, ea, eb, PAIR_CPU_BOUND);
-    ck_assert_double_le(ea, PAIR_CPU_BOUND);
-    ck_assert_double_le(eb, PAIR_CPU_BOUND);
-    free(x);
-    free(y);
+    *ea = test_rel_l2(a2, a1, ns);
+    *eb = test_rel_l2(b2, b1, nv);
     free(a1);
     free(a2);
     free(b1);
     free(b2);
     rtomo_iter_destroy(cpu);
     rtomo_iter_destroy(gpu);
+}
+
+/* _i: case _i / PAIR_VARIANTS, variant _i % PAIR_VARIANTS; fresh random
+ * data. */
+START_TEST(test_pair_vs_cpu)
+{
+    uint64_t seed = test_seed(0xc0c6, _i);
+    const int c = _i / PAIR_VARIANTS, v = _i % PAIR_VARIANTS;
+    rtomo_cone_geometry g = pair_case(c);
+    const size_t nv = cone_test_roi_voxels(&g);
+    const size_t ns = (size_t)g.n_proj * g.det_u * g.det_v;
+    float *x = random_frames(&seed, nv), *y = random_frames(&seed, ns);
+    double ea, eb;
+    pair_vs_cpu(&g, v, x, y, &ea, &eb);
+    fprintf(stderr, "GPU SF pair (%s kernels) vs CPU, case %d: A %.2e, "
+            "A^T %.2e relative L2 (bound %.0e)\n", variant_names[v], c, ea,
+            eb, PAIR_CPU_BOUND);
+    ck_assert_double_le(ea, PAIR_CPU_BOUND);
+    ck_assert_double_le(eb, PAIR_CPU_BOUND);
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* The sphere phantom's voxels (A) and its exact projections (A^T), GPU
+ * variant _i against the CPU: smooth data with sharp edges, where random
+ * data have none. */
+START_TEST(test_pair_phantom)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.nx = g.ny = 40;
+    g.nz = 37;
+    g.voxel = 1.5;
+    g.n_proj = 24;
+    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
+    const int n = cone_test_spheres(e);
+    float *proj = cone_test_project(&g, e, n);
+    float *truth = cone_test_truth(&g, e, n);
+    double ea, eb;
+    pair_vs_cpu(&g, _i, truth, proj, &ea, &eb);
+    fprintf(stderr, "GPU SF pair (%s kernels) vs CPU, sphere phantom: "
+            "A %.2e, A^T %.2e relative L2 (bound %.0e)\n",
+            variant_names[_i], ea, eb, PAIR_CPU_BOUND);
+    ck_assert_double_le(ea, PAIR_CPU_BOUND);
+    ck_assert_double_le(eb, PAIR_CPU_BOUND);
+    free(proj);
+    free(truth);
 }
 END_TEST
 
@@ -486,9 +621,12 @@ START_TEST(test_pair_speed)
     /* The engine times the solve's A (twice: the start's residual and
      * the iteration's) and A^T (once); the SIRT weights' are not timed. */
     const double a = 0.5 * r.project_seconds, at = r.backproject_seconds;
-    fprintf(stderr, "SF pair %d^3, %d projections of %d x %d: A %.2f s, "
-            "A^T %.2f s, %.2f s for the pair (the paper: 95.7 s on a Titan "
-            "V)\n", N, NP, DU, DV, a, at, a + at);
+    const char *kernels = getenv("RTOMO_CONE_SF_KERNEL");
+    fprintf(stderr, "SF pair %d^3, %d projections of %d x %d, %s kernels: "
+            "A %.2f s, A^T %.2f s, %.2f s for the pair (the paper: 95.7 s on "
+            "a Titan V)\n", N, NP, DU, DV,
+            kernels && strcmp(kernels, "old") == 0 ? "first" : "z-column", a,
+            at, a + at);
     free(proj);
     free(x);
     rtomo_iter_destroy(gpu);
@@ -617,8 +755,10 @@ int main(void)
     tcase_add_test(tc, test_stream);
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_speed);
-    tcase_add_loop_test(tc, test_pair_adjoint, 0, CONE_TEST_PAIR_CASES);
-    tcase_add_loop_test(tc, test_pair_vs_cpu, 0, CONE_TEST_PAIR_CASES);
+    tcase_add_loop_test(tc, test_pair_adjoint, 0,
+                        PAIR_CASES * PAIR_VARIANTS);
+    tcase_add_loop_test(tc, test_pair_vs_cpu, 0, PAIR_CASES * PAIR_VARIANTS);
+    tcase_add_loop_test(tc, test_pair_phantom, 0, PAIR_VARIANTS);
     tcase_add_test(tc, test_pair_solve);
     tcase_add_test(tc, test_pair_speed);
     suite_add_tcase(s, tc);

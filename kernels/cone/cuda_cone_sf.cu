@@ -1,12 +1,15 @@
 /*
- * cuda_cone_sf.cu — the separable-footprint cone-beam pair's kernels and
- * the vector kernels the solvers need (dot, axpby, mul, clamp), with their
- * launchers.  Everything runs on the pair's one stream; the launchers that
- * return numbers (dot) wait for them.
+ * cuda_cone_sf.cu — the separable-footprint cone-beam pair's launchers,
+ * its first kernels and the vector kernels the solvers need (dot, axpby,
+ * mul, clamp).  Everything runs on the pair's one stream; the launchers
+ * that return numbers (dot) wait for them.  A and A^T run the z-column
+ * kernels of cuda_cone_sf_column.cu (issue 15: 5-10x faster, expected)
+ * unless RTOMO_CONE_SF_KERNEL=old picks the first kernels below, kept to
+ * compare the two in one session.
  *
- * A^T (backproject) is a gather: one thread per voxel column (x, y) and
- * CUDA_SF_ZBLOCK voxels of it, accumulated in registers over every
- * projection (the paper's z column per thread).  Per projection the
+ * The first kernels.  A^T (backproject) is a gather: one thread per voxel
+ * column (x, y) and CUDA_SF_ZBLOCK voxels of it, accumulated in registers
+ * over every projection (the paper's z column per thread).  Per projection the
  * column's transaxial footprint (cone_sf_column_at: four corners, the
  * amplitude, the magnification) and its cells' weights F1 (in registers,
  * up to SF_CELLS cells) are computed once for the thread's voxels; each
@@ -231,14 +234,10 @@ static unsigned vec_blocks(size_t n)
     return (unsigned)((n + VEC_THREADS - 1) / VEC_THREADS);
 }
 
-extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
-                                             const float *volume,
-                                             float *projections,
-                                             rtomo_error *err)
+/* The first A: one launch per projection, atomics into its cells. */
+static rtomo_status project_old(cuda_cone_sf *s, const float *volume,
+                                float *projections, rtomo_error *err)
 {
-    const size_t n = s->frame_len * (size_t)s->n_proj;
-    RTOMO_CUDA_TRY(err, cudaMemsetAsync(projections, 0, sizeof(float) * n,
-                                        s->stream));
     const dim3 block(SF_BLOCK_X, SF_BLOCK_Y);
     for (int p = 0; p < s->n_proj; p++) {
         /* One projection per launch: its cells are the only ones the
@@ -248,6 +247,23 @@ extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
             projections + (size_t)p * s->frame_len);
         RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_project_kernel");
     }
+    return RTOMO_OK;
+}
+
+extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
+                                             const float *volume,
+                                             float *projections,
+                                             rtomo_error *err)
+{
+    const size_t n = s->frame_len * (size_t)s->n_proj;
+    RTOMO_CUDA_TRY(err, cudaMemsetAsync(projections, 0, sizeof(float) * n,
+                                        s->stream));
+    rtomo_status st =
+        s->old_kernels
+            ? project_old(s, volume, projections, err)
+            : cuda_cone_sf_project_columns(s, volume, projections, err);
+    if (st != RTOMO_OK)
+        return st;
     cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
         projections, s->amp_theta, s->frame_len, n, projections);
     RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_amplitude_kernel");
@@ -264,11 +280,18 @@ extern "C" rtomo_status cuda_cone_sf_backproject(cuda_cone_sf *s,
     cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
         projections, s->amp_theta, s->frame_len, n, s->weighted);
     RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_amplitude_kernel");
-    const dim3 block(SF_BLOCK_X, SF_BLOCK_Y);
-    cone_sf_backproject_kernel<<<sf_grid(&s->k), block, 0, s->stream>>>(
-        s->k, s->n_proj, s->cos_b, s->sin_b, s->weighted, s->frame_len,
-        volume);
-    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_backproject_kernel");
+    if (s->old_kernels) {
+        const dim3 block(SF_BLOCK_X, SF_BLOCK_Y);
+        cone_sf_backproject_kernel<<<sf_grid(&s->k), block, 0, s->stream>>>(
+            s->k, s->n_proj, s->cos_b, s->sin_b, s->weighted, s->frame_len,
+            volume);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_backproject_kernel");
+    } else {
+        rtomo_status st = cuda_cone_sf_backproject_columns(s, s->weighted,
+                                                           volume, err);
+        if (st != RTOMO_OK)
+            return st;
+    }
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->stream));
     return RTOMO_OK;
 }

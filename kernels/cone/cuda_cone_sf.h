@@ -1,8 +1,9 @@
 /*
  * cuda_cone_sf.h — the separable-footprint cone-beam pair on the GPU: its
  * state (cuda_cone_sf_backend.cu) and the launchers of its kernels
- * (cuda_cone_sf.cu).  The footprints are cone_sf.h's, the same code as the
- * CPU pair's.
+ * (cuda_cone_sf.cu: the first kernels and the vector ops;
+ * cuda_cone_sf_column.cu: the z-column kernels, the default).  The
+ * footprints are cone_sf.h's, the same code as the CPU pair's.
  */
 #ifndef RTOMO_CUDA_CONE_SF_H
 #define RTOMO_CUDA_CONE_SF_H
@@ -33,6 +34,11 @@ typedef struct cuda_cone_sf {
     float *weighted;            /* A^T's input times l_theta, device */
     double *partial;            /* CUDA_SF_DOT_BLOCKS, device */
     double *partial_host;       /* pinned */
+    int old_kernels;            /* RTOMO_CONE_SF_KERNEL=old: the first
+                                   kernels, to compare against */
+    int patch_cap;              /* cells of A's shared patch allowed
+                                   (RTOMO_CONE_SF_PATCH; 0: global atomics
+                                   only, the test of that path) */
 } cuda_cone_sf;
 
 #ifdef __cplusplus
@@ -46,6 +52,17 @@ rtomo_status cuda_cone_sf_project(cuda_cone_sf *s, const float *volume,
 rtomo_status cuda_cone_sf_backproject(cuda_cone_sf *s,
                                       const float *projections, float *volume,
                                       rtomo_error *err);
+/* The z-column kernels behind the two above (cuda_cone_sf_column.cu):
+ * A into zeroed projections (without l_theta), A^T of projections already
+ * times l_theta; queued on s->stream, not waited for. */
+rtomo_status cuda_cone_sf_project_columns(cuda_cone_sf *s,
+                                          const float *volume,
+                                          float *projections,
+                                          rtomo_error *err);
+rtomo_status cuda_cone_sf_backproject_columns(cuda_cone_sf *s,
+                                              const float *weighted,
+                                              float *volume,
+                                              rtomo_error *err);
 /* Vector kernels on n floats (device). */
 rtomo_status cuda_cone_sf_dot(cuda_cone_sf *s, const float *a, const float *b,
                               size_t n, double *out, rtomo_error *err);

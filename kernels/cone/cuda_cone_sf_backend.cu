@@ -5,9 +5,15 @@
  * vector ops from cuda_cone_sf.cu.  Every op is synchronous, as the
  * iterative front end wants (iter_internal.h).  Not done: several GPUs,
  * multi-streaming of volume slabs larger than the device.
+ *
+ * Two switches, read when a pair is made, for comparing kernels in one
+ * session: RTOMO_CONE_SF_KERNEL=old (the first kernels instead of the
+ * z-column ones) and RTOMO_CONE_SF_PATCH=N (at most N cells in A's
+ * shared patch; 0 sends every add to global memory).
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +73,21 @@ static rtomo_status upload_tables(cuda_cone_sf *s, const cone_iter *ci,
     return RTOMO_OK;
 }
 
+/* The kernel switches (see the file comment); anything else in them
+ * means the defaults. */
+static void choose_kernels(cuda_cone_sf *s)
+{
+    const char *kernel = getenv("RTOMO_CONE_SF_KERNEL");
+    s->old_kernels = kernel && strcmp(kernel, "old") == 0;
+    const char *patch = getenv("RTOMO_CONE_SF_PATCH");
+    char *end = NULL;
+    const long cap = patch ? strtol(patch, &end, 10) : -1;
+    s->patch_cap = patch && end != patch && *end == '\0' && cap >= 0 &&
+                           cap < INT_MAX
+                       ? (int)cap
+                       : INT_MAX;
+}
+
 extern "C" rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *ci,
                                             rtomo_error *err)
 {
@@ -89,6 +110,7 @@ extern "C" rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *ci,
     s->frame_len = geo->frame_len;
     s->cos_host = geo->cos_beta;
     s->sin_host = geo->sin_beta;
+    choose_kernels(s);
     RTOMO_CUDA_TRY(err, cudaSetDevice(s->device));
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&s->stream,
                                                   cudaStreamNonBlocking));
