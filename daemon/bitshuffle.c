@@ -2,14 +2,19 @@
  * bitshuffle.c — the bitshuffle bit transpose and the "bslz4" framing of
  * DECTRIS Stream V2 images (rtomod_bitshuffle.h says the layout).
  *
- * The transpose works on 8 elements at a time: for byte j of the element
- * the 8 bit rows 8 j .. 8 j + 7 each hold one byte for those 8 elements,
- * which together form an 8 x 8 bit matrix; transposing it (three delta
- * swaps on a 64-bit word) gives byte j of each of the 8 elements.  That
- * keeps a 2048 x 2048 uint16 image well under the time LZ4 takes.
+ * The inverse transpose, which the daemon runs on every block of every
+ * compressed image, has three kernels of the same results: a portable one
+ * (64-bit words: a byte transpose of 8 bit rows, then an 8 x 8 bit
+ * transpose per word), one of SSE2 vectors (x86-64's baseline) and one of
+ * AVX2 vectors, built with a target attribute (no -mavx2 for the whole
+ * build) and chosen at run time where the CPU has AVX2.  The portable
+ * kernel stays for other machines and as the tests' reference.  Blocks
+ * are decoded side by side on the threads a caller lends
+ * (rtomod_bslz4_decode_parallel).
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +22,9 @@
 #include <lz4.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
+#endif
+#if defined(__SSE2__) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #endif
 
 #include "rtomod_bitshuffle.h"
@@ -130,110 +138,14 @@ static void unshuffle64(const uint8_t *rows, size_t row, size_t g0,
     }
 }
 
-#ifdef __SSE2__
-/* 16 groups of 8 elements (g0 .. g0 + 15) of plane j: d[q] holds groups
- * 2 q and 2 q + 1, 8 bytes each, byte b = bit row 8 j + b's byte of the
- * group (a byte transpose in three rounds of unpacks). */
-static void gather16(const uint8_t *rows, size_t row, size_t g0, size_t j,
-                     __m128i d[8])
+/* Groups g_begin .. row - 1 of every byte plane, one group (8 elements)
+ * at a time: any element size, any group count. */
+static void unshuffle_groups(const uint8_t *in, uint8_t *out, size_t row,
+                             size_t elem_size, size_t g_begin)
 {
-    __m128i v[8], a[8], c[8];
-    for (int b = 0; b < 8; b++)
-        v[b] = _mm_loadu_si128((const __m128i *)(rows + (8 * j + (size_t)b) *
-                                                 row + g0));
-    for (int i = 0; i < 4; i++) {
-        a[2 * i] = _mm_unpacklo_epi8(v[2 * i], v[2 * i + 1]);
-        a[2 * i + 1] = _mm_unpackhi_epi8(v[2 * i], v[2 * i + 1]);
-    }
-    /* a[0], a[2], a[4], a[6]: groups 0-7; a[1], ...: groups 8-15 */
-    for (int h = 0; h < 2; h++) {
-        c[4 * h] = _mm_unpacklo_epi16(a[h], a[h + 2]);
-        c[4 * h + 1] = _mm_unpackhi_epi16(a[h], a[h + 2]);
-        c[4 * h + 2] = _mm_unpacklo_epi16(a[h + 4], a[h + 6]);
-        c[4 * h + 3] = _mm_unpackhi_epi16(a[h + 4], a[h + 6]);
-    }
-    for (int h = 0; h < 2; h++) {
-        d[4 * h] = _mm_unpacklo_epi32(c[4 * h], c[4 * h + 2]);
-        d[4 * h + 1] = _mm_unpackhi_epi32(c[4 * h], c[4 * h + 2]);
-        d[4 * h + 2] = _mm_unpacklo_epi32(c[4 * h + 1], c[4 * h + 3]);
-        d[4 * h + 3] = _mm_unpackhi_epi32(c[4 * h + 1], c[4 * h + 3]);
-    }
-}
-
-/* Bit k of each of the 16 bytes of v, byte i's in bit i. */
-static unsigned bits_k(__m128i v, int k)
-{
-    return (unsigned)_mm_movemask_epi8(
-        _mm_sll_epi16(v, _mm_cvtsi32_si128(7 - k)));
-}
-
-/* 128 elements of 1, 2 or 4 bytes (16 groups from g0). */
-static void unshuffle128(const uint8_t *rows, size_t row, size_t g0,
-                         size_t elem_size, uint8_t *out)
-{
-    __m128i d[4][8];
-    for (size_t j = 0; j < elem_size; j++)
-        gather16(rows, row, g0, j, d[j]);
-    for (int q = 0; q < 8; q++)
-        for (int half = 0; half < 2; half++) {
-            size_t g = 2 * (size_t)q + (size_t)half;
-            uint8_t *dst = out + 8 * g * elem_size;
-            if (elem_size == 1) {
-                /* d[0][q] holds groups 2q and 2q + 1 already. */
-                if (half)
-                    continue;
-                for (int k = 0; k < 8; k++) {
-                    unsigned m = bits_k(d[0][q], k);
-                    dst[k] = (uint8_t)m;
-                    dst[8 + k] = (uint8_t)(m >> 8);
-                }
-                continue;
-            }
-            __m128i p01 = half ? _mm_unpackhi_epi64(d[0][q], d[1][q])
-                               : _mm_unpacklo_epi64(d[0][q], d[1][q]);
-            if (elem_size == 2) {
-                /* Four elements per 8-byte store: one store per element
-                 * was what bounded this loop. */
-                for (int k = 0; k < 8; k += 4) {
-                    uint64_t m = (uint64_t)bits_k(p01, k) |
-                                 (uint64_t)bits_k(p01, k + 1) << 16 |
-                                 (uint64_t)bits_k(p01, k + 2) << 32 |
-                                 (uint64_t)bits_k(p01, k + 3) << 48;
-                    memcpy(dst + 2 * k, &m, 8);
-                }
-                continue;
-            }
-            __m128i p23 = half ? _mm_unpackhi_epi64(d[2][q], d[3][q])
-                               : _mm_unpacklo_epi64(d[2][q], d[3][q]);
-            for (int k = 0; k < 8; k++) {
-                uint32_t m = bits_k(p01, k) | bits_k(p23, k) << 16;
-                memcpy(dst + 4 * k, &m, 4);
-            }
-        }
-}
-#endif
-
-void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
-                         size_t elem_size)
-{
-    size_t row = n_elem / 8;    /* bytes per bit row */
-#ifdef __SSE2__
-    if (row % 16 == 0 && (elem_size == 1 || elem_size == 2 ||
-                          elem_size == 4)) {
-        for (size_t g0 = 0; g0 < row; g0 += 16)
-            unshuffle128(in, row, g0, elem_size, out + 8 * g0 * elem_size);
-        return;
-    }
-#endif
-    if (row % 8 == 0 && (elem_size == 1 || elem_size == 2 ||
-                         elem_size == 4)) {
-        for (size_t g0 = 0; g0 < row; g0 += 8)
-            unshuffle64(in, row, g0, elem_size, out + 8 * g0 * elem_size);
-        return;
-    }
     for (size_t j = 0; j < elem_size; j++) {
         const uint8_t *rows = in + 8 * j * row;
-        for (size_t g = 0; g < row; g++) {
+        for (size_t g = g_begin; g < row; g++) {
             uint64_t x = 0;
             for (int b = 0; b < 8; b++)
                 x |= (uint64_t)rows[(size_t)b * row + g] << (8 * b);
@@ -243,6 +155,389 @@ void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
                 dst[(size_t)k * elem_size] = (uint8_t)(x >> (8 * k));
         }
     }
+}
+
+/* The portable kernel: 64 elements at a time in 64-bit words where the
+ * element size allows, the groups left over one at a time. */
+static void unshuffle_portable(const uint8_t *in, uint8_t *out,
+                               size_t n_elem, size_t elem_size)
+{
+    size_t row = n_elem / 8, g = 0;     /* bytes per bit row */
+    if (elem_size == 1 || elem_size == 2 || elem_size == 4)
+        for (; g + 8 <= row; g += 8)
+            unshuffle64(in, row, g, elem_size, out + 8 * g * elem_size);
+    unshuffle_groups(in, out, row, elem_size, g);
+}
+
+/*
+ * The vector kernels.  For byte j of the element, the 8 bit rows 8 j + b
+ * are loaded 16 (SSE2) or 32 (AVX2) bytes each, one register per row:
+ * byte m of register b holds bit b of that byte of the elements 8 m ..
+ * 8 m + 7, element 8 m + k in bit k.  In every byte position that is an
+ * 8 x 8 bit matrix (register b, bit k); transposing it across the 8
+ * registers (three rounds of masked shifts and xors, 4 x 4, 2 x 2 and
+ * 1 x 1 blocks) leaves in register k, byte m, byte j of element 8 m + k.
+ * Three rounds of byte interleaves (unpacks) put those bytes in element
+ * order, and for elements of 2, 4 or 8 bytes one more round per doubling
+ * interleaves the byte planes into whole elements.  That is about 15
+ * vector instructions per 16 output bytes, none of them a movemask: the
+ * SSE2 kernel this replaces (bitshuffle's published method: a byte
+ * transpose, then one movemask per 16 bits) assembled the elements from
+ * 16-bit masks with scalar shifts and stores, and took 1.8 GB/s per core
+ * for uint16 on the 2-core host of docs/PERFORMANCE.md where this takes 5
+ * (bench_bitshuffle).
+ *
+ * The unpacks of AVX2 work within each 128-bit half, so its two halves
+ * are two independent SSE2 steps on groups g0 .. g0 + 15 and g0 + 16 ..
+ * g0 + 31, stored 16 bytes at a time to their two places.
+ *
+ * A block whose row is not a multiple of the step (16 or 32 bytes) ends
+ * with one step over its last 16 or 32 groups, overlapping the one before
+ * it: those elements are written twice with the same values, which is
+ * cheaper than a scalar tail (in and out must not overlap).  Rows shorter
+ * than one step (blocks under 128 elements) take the portable kernel.
+ */
+#ifdef __SSE2__
+
+/* Every vector of a step is a named register only if the compiler unrolls
+ * the short loops over them and inlines the steps: an array of vectors
+ * indexed in a loop lives in memory, which halved the speed. */
+#define UNROLL _Pragma("GCC unroll 8")
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Exchange the bits of *a at (mask << shift) with the bits of *b at mask
+ * (16-bit shifts; the masks keep every bit inside its byte). */
+static inline void swap_bits_sse2(__m128i *a, __m128i *b, int shift,
+                                  __m128i mask)
+{
+    __m128i t = _mm_and_si128(_mm_xor_si128(_mm_srli_epi16(*a, shift), *b),
+                              mask);
+    *b = _mm_xor_si128(*b, t);
+    *a = _mm_xor_si128(*a, _mm_slli_epi16(t, shift));
+}
+
+/* The 8 x 8 bit transpose across r[0..7] in every byte position. */
+static inline void transpose_bits_sse2(__m128i r[8])
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x33),
+                  m1 = _mm_set1_epi8(0x55);
+    UNROLL
+    for (int b = 0; b < 4; b++)
+        swap_bits_sse2(&r[b], &r[b + 4], 4, m4);
+    UNROLL
+    for (int b = 0; b < 4; b++)     /* rows 0, 1, 4, 5 (counted to unroll) */
+        swap_bits_sse2(&r[b + (b & 2)], &r[b + (b & 2) + 2], 2, m2);
+    UNROLL
+    for (int b = 0; b < 8; b += 2)
+        swap_bits_sse2(&r[b], &r[b + 1], 1, m1);
+}
+
+/* (*a, *b) <- their bytes interleaved: the first halves, the second. */
+static inline void zip_sse2(__m128i *a, __m128i *b)
+{
+    __m128i lo = _mm_unpacklo_epi8(*a, *b);
+    *b = _mm_unpackhi_epi8(*a, *b);
+    *a = lo;
+}
+
+/* Zip v[i] with v[i + d] for d = n / 2, ..., 1 (n = 1, 2, 4 or 8): where
+ * register i held item i's byte of 16 items, the n registers then hold
+ * the items' n bytes each, in order.  After the bit transpose (n = 8,
+ * register k holding element 8 m + k in byte m) register v holds
+ * elements 16 v .. 16 v + 15; on n byte planes of 16 elements it makes
+ * the elements of n bytes. */
+static inline void zip_all_sse2(__m128i *v, int n)
+{
+    UNROLL
+    for (int d = n / 2; d >= 1; d /= 2) {
+        UNROLL
+        for (int i = 0; i < n; i++)
+            if (!(i & d))
+                zip_sse2(&v[i], &v[i + d]);
+    }
+}
+
+/* Byte plane j of the 128 elements of groups g0 .. g0 + 15, in element
+ * order, into p[0..7]. */
+ALWAYS_INLINE void plane_sse2(const uint8_t *in, size_t row, size_t g0,
+                              size_t j, __m128i p[8])
+{
+    UNROLL
+    for (int b = 0; b < 8; b++)
+        p[b] = _mm_loadu_si128(
+            (const __m128i *)(in + (8 * j + (size_t)b) * row + g0));
+    transpose_bits_sse2(p);
+    zip_all_sse2(p, 8);
+}
+
+/* The 128 elements of groups g0 .. g0 + 15 to out (their first byte).
+ * Always inlined, so that each element size gets its own unrolled copy
+ * with the planes in registers. */
+ALWAYS_INLINE void
+step_sse2(const uint8_t *in, size_t row, size_t g0, size_t elem_size,
+          uint8_t *out)
+{
+    __m128i p[8][8];            /* p[j][v]: plane j, bytes 16 v .. */
+    UNROLL
+    for (size_t j = 0; j < elem_size; j++)
+        plane_sse2(in, row, g0, j, p[j]);
+    UNROLL
+    for (int v = 0; v < 8; v++) {
+        __m128i e[8];           /* the planes of these 16 elements */
+        UNROLL
+        for (size_t j = 0; j < elem_size; j++)
+            e[j] = p[j][v];
+        zip_all_sse2(e, (int)elem_size);
+        UNROLL
+        for (size_t j = 0; j < elem_size; j++)
+            _mm_storeu_si128((__m128i *)(out + 16 * (elem_size * (size_t)v +
+                                                     j)), e[j]);
+    }
+}
+
+/* Every 16 groups of the block with step_sse2 (elem_size 1, 2, 4 or 8,
+ * row >= 16), the last step overlapping. */
+ALWAYS_INLINE void
+steps_sse2(const uint8_t *in, uint8_t *out, size_t row, size_t elem_size)
+{
+    for (size_t g0 = 0;; g0 += 16) {
+        if (g0 + 16 > row)
+            g0 = row - 16;
+        step_sse2(in, row, g0, elem_size, out + 8 * g0 * elem_size);
+        if (g0 + 16 == row)
+            break;
+    }
+}
+
+static void unshuffle_sse2(const uint8_t *in, uint8_t *out, size_t n_elem,
+                           size_t elem_size)
+{
+    size_t row = n_elem / 8;
+    if (row < 16)
+        unshuffle_portable(in, out, n_elem, elem_size);
+    else if (elem_size == 1)
+        steps_sse2(in, out, row, 1);
+    else if (elem_size == 2)
+        steps_sse2(in, out, row, 2);
+    else if (elem_size == 4)
+        steps_sse2(in, out, row, 4);
+    else if (elem_size == 8)
+        steps_sse2(in, out, row, 8);
+    else
+        unshuffle_portable(in, out, n_elem, elem_size);
+}
+#endif /* __SSE2__ */
+
+/* AVX2 where the compiler can build it without -mavx2 (GCC and clang on
+ * x86-64 with target attributes); used only where the CPU has it. */
+#if defined(__SSE2__) && defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AVX2_KERNEL 1
+#define AVX2 __attribute__((target("avx2")))
+
+AVX2 static inline void swap_bits_avx2(__m256i *a, __m256i *b, int shift,
+                                       __m256i mask)
+{
+    __m256i t = _mm256_and_si256(
+        _mm256_xor_si256(_mm256_srli_epi16(*a, shift), *b), mask);
+    *b = _mm256_xor_si256(*b, t);
+    *a = _mm256_xor_si256(*a, _mm256_slli_epi16(t, shift));
+}
+
+AVX2 static inline void transpose_bits_avx2(__m256i r[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x33),
+                  m1 = _mm256_set1_epi8(0x55);
+    UNROLL
+    for (int b = 0; b < 4; b++)
+        swap_bits_avx2(&r[b], &r[b + 4], 4, m4);
+    UNROLL
+    for (int b = 0; b < 4; b++)     /* rows 0, 1, 4, 5 (counted to unroll) */
+        swap_bits_avx2(&r[b + (b & 2)], &r[b + (b & 2) + 2], 2, m2);
+    UNROLL
+    for (int b = 0; b < 8; b += 2)
+        swap_bits_avx2(&r[b], &r[b + 1], 1, m1);
+}
+
+AVX2 static inline void zip_avx2(__m256i *a, __m256i *b)
+{
+    __m256i lo = _mm256_unpacklo_epi8(*a, *b);
+    *b = _mm256_unpackhi_epi8(*a, *b);
+    *a = lo;
+}
+
+AVX2 static inline void zip_all_avx2(__m256i *v, int n)
+{
+    UNROLL
+    for (int d = n / 2; d >= 1; d /= 2) {
+        UNROLL
+        for (int i = 0; i < n; i++)
+            if (!(i & d))
+                zip_avx2(&v[i], &v[i + d]);
+    }
+}
+
+/* Byte plane j of groups g0 .. g0 + 31: the low halves of p[0..7] hold
+ * the first 128 elements in order, the high halves the next 128. */
+AVX2 ALWAYS_INLINE void plane_avx2(const uint8_t *in, size_t row, size_t g0,
+                                   size_t j, __m256i p[8])
+{
+    UNROLL
+    for (int b = 0; b < 8; b++)
+        p[b] = _mm256_loadu_si256(
+            (const __m256i *)(in + (8 * j + (size_t)b) * row + g0));
+    transpose_bits_avx2(p);
+    zip_all_avx2(p, 8);
+}
+
+/* The 256 elements of groups g0 .. g0 + 31 to out. */
+AVX2 ALWAYS_INLINE void
+step_avx2(const uint8_t *in, size_t row, size_t g0, size_t elem_size,
+          uint8_t *out)
+{
+    __m256i p[8][8];
+    UNROLL
+    for (size_t j = 0; j < elem_size; j++)
+        plane_avx2(in, row, g0, j, p[j]);
+    uint8_t *second = out + 128 * elem_size;    /* the high halves' */
+    UNROLL
+    for (int v = 0; v < 8; v++) {
+        __m256i e[8];
+        UNROLL
+        for (size_t j = 0; j < elem_size; j++)
+            e[j] = p[j][v];
+        zip_all_avx2(e, (int)elem_size);
+        UNROLL
+        for (size_t j = 0; j < elem_size; j++) {
+            size_t at = 16 * (elem_size * (size_t)v + j);
+            _mm_storeu_si128((__m128i *)(out + at),
+                             _mm256_castsi256_si128(e[j]));
+            _mm_storeu_si128((__m128i *)(second + at),
+                             _mm256_extracti128_si256(e[j], 1));
+        }
+    }
+}
+
+AVX2 ALWAYS_INLINE void
+steps_avx2(const uint8_t *in, uint8_t *out, size_t row, size_t elem_size)
+{
+    for (size_t g0 = 0;; g0 += 32) {
+        if (g0 + 32 > row)
+            g0 = row - 32;
+        step_avx2(in, row, g0, elem_size, out + 8 * g0 * elem_size);
+        if (g0 + 32 == row)
+            break;
+    }
+}
+
+AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out,
+                                size_t n_elem, size_t elem_size)
+{
+    size_t row = n_elem / 8;
+    if (row < 32)
+        unshuffle_sse2(in, out, n_elem, elem_size);
+    else if (elem_size == 1)
+        steps_avx2(in, out, row, 1);
+    else if (elem_size == 2)
+        steps_avx2(in, out, row, 2);
+    else if (elem_size == 4)
+        steps_avx2(in, out, row, 4);
+    else if (elem_size == 8)
+        steps_avx2(in, out, row, 8);
+    else
+        unshuffle_portable(in, out, n_elem, elem_size);
+}
+#endif /* HAVE_AVX2_KERNEL */
+
+/* ------------------------------------------------- kernel choice ---- */
+
+typedef void (*unshuffle_fn)(const uint8_t *, uint8_t *, size_t, size_t);
+
+static const char *const kernel_names[RTOMOD_UNSHUFFLE_KERNELS] = {
+    "portable", "sse2", "avx2"};
+
+int rtomod_unshuffle_has(rtomod_unshuffle_kernel k)
+{
+    switch (k) {
+    case RTOMOD_UNSHUFFLE_PORTABLE:
+        return 1;
+    case RTOMOD_UNSHUFFLE_SSE2:
+#ifdef __SSE2__
+        return 1;
+#else
+        return 0;
+#endif
+    case RTOMOD_UNSHUFFLE_AVX2:
+#ifdef HAVE_AVX2_KERNEL
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;
+#else
+        return 0;
+#endif
+    default:
+        return 0;
+    }
+}
+
+const char *rtomod_unshuffle_name(rtomod_unshuffle_kernel k)
+{
+    return (unsigned)k < RTOMOD_UNSHUFFLE_KERNELS ? kernel_names[k] : "?";
+}
+
+static unshuffle_fn kernel_fn(rtomod_unshuffle_kernel k)
+{
+#ifdef HAVE_AVX2_KERNEL
+    if (k == RTOMOD_UNSHUFFLE_AVX2)
+        return unshuffle_avx2;
+#endif
+#ifdef __SSE2__
+    if (k == RTOMOD_UNSHUFFLE_SSE2)
+        return unshuffle_sse2;
+#endif
+    return unshuffle_portable;
+}
+
+/* The kernel rtomod_bitunshuffle uses: -1 until first asked, then the
+ * best this CPU has (or what rtomod_unshuffle_use set).  Any thread may
+ * make the first choice; they all make the same one. */
+static _Atomic int chosen = -1;
+
+rtomod_unshuffle_kernel rtomod_unshuffle_best(void)
+{
+    for (int k = RTOMOD_UNSHUFFLE_KERNELS - 1; k > 0; k--)
+        if (rtomod_unshuffle_has((rtomod_unshuffle_kernel)k))
+            return (rtomod_unshuffle_kernel)k;
+    return RTOMOD_UNSHUFFLE_PORTABLE;
+}
+
+rtomod_unshuffle_kernel rtomod_unshuffle_current(void)
+{
+    int k = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (k < 0) {
+        k = (int)rtomod_unshuffle_best();
+        atomic_store_explicit(&chosen, k, memory_order_relaxed);
+    }
+    return (rtomod_unshuffle_kernel)k;
+}
+
+int rtomod_unshuffle_use(rtomod_unshuffle_kernel k)
+{
+    if (!rtomod_unshuffle_has(k))
+        return -1;
+    atomic_store_explicit(&chosen, (int)k, memory_order_relaxed);
+    return 0;
+}
+
+void rtomod_bitunshuffle_with(rtomod_unshuffle_kernel k, const uint8_t *in,
+                              uint8_t *out, size_t n_elem, size_t elem_size)
+{
+    kernel_fn(rtomod_unshuffle_has(k) ? k : RTOMOD_UNSHUFFLE_PORTABLE)(
+        in, out, n_elem, elem_size);
+}
+
+void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
+                         size_t elem_size)
+{
+    kernel_fn(rtomod_unshuffle_current())(in, out, n_elem, elem_size);
 }
 
 void rtomod_bitshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,

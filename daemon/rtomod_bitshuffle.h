@@ -26,9 +26,41 @@
 #include <stdint.h>
 
 /* Undo the bit transpose of one block: n_elem elements (a multiple of 8)
- * of elem_size bytes, from `in` (bit rows) to `out` (elements). */
+ * of elem_size bytes, from `in` (bit rows) to `out` (elements), which
+ * must not overlap.  Uses rtomod_unshuffle_current()'s kernel. */
 void rtomod_bitunshuffle(const uint8_t *in, uint8_t *out, size_t n_elem,
                          size_t elem_size);
+
+/* The kernels of the inverse transpose, all of the same results: 64-bit
+ * words on any machine, SSE2 (x86-64), AVX2 (x86-64 CPUs that have it,
+ * chosen at run time).  Element sizes 1, 2, 4 and 8 and blocks of 128
+ * elements or more take the vector kernels' fast path; anything else
+ * falls back to the portable kernel. */
+typedef enum rtomod_unshuffle_kernel {
+    RTOMOD_UNSHUFFLE_PORTABLE,
+    RTOMOD_UNSHUFFLE_SSE2,
+    RTOMOD_UNSHUFFLE_AVX2,
+    RTOMOD_UNSHUFFLE_KERNELS
+} rtomod_unshuffle_kernel;
+
+/* Whether this build and this CPU have kernel k. */
+int rtomod_unshuffle_has(rtomod_unshuffle_kernel k);
+/* "portable", "sse2", "avx2". */
+const char *rtomod_unshuffle_name(rtomod_unshuffle_kernel k);
+/* The fastest kernel this CPU has. */
+rtomod_unshuffle_kernel rtomod_unshuffle_best(void);
+/* The kernel rtomod_bitunshuffle (and so the decoders) use: the best one
+ * unless rtomod_unshuffle_use chose another. */
+rtomod_unshuffle_kernel rtomod_unshuffle_current(void);
+/* Make every later rtomod_bitunshuffle use kernel k (for tests and
+ * benchmarks: the daemon keeps the best one); -1 when k is not available
+ * here. */
+int rtomod_unshuffle_use(rtomod_unshuffle_kernel k);
+/* rtomod_bitunshuffle with kernel k (the portable one where k is not
+ * available here). */
+void rtomod_bitunshuffle_with(rtomod_unshuffle_kernel k, const uint8_t *in,
+                              uint8_t *out, size_t n_elem,
+                              size_t elem_size);
 
 /* The forward transpose (for tests and benchmarks: the daemon only
  * decodes). */
