@@ -679,7 +679,8 @@ static int locate(const uint8_t *in, size_t size, size_t elem_size,
     return 0;
 }
 
-/* Block i of the plan into out (tmp: scratch of a block). */
+/* Block i of the plan into out (tmp: scratch of a block); the reason
+ * goes to why unless why_size is 0. */
 static int decode_one(const uint8_t *in, const plan *p, size_t i,
                       size_t elem_size, uint8_t *tmp, uint8_t *out, char *why,
                       size_t why_size)
@@ -689,51 +690,99 @@ static int decode_one(const uint8_t *in, const plan *p, size_t i,
     int got = LZ4_decompress_safe((const char *)in + b->in, (char *)tmp,
                                   (int)b->c, (int)bytes);
     if (got < 0 || (size_t)got != bytes) {
-        snprintf(why, why_size, "bslz4 block %zu is not a valid LZ4 block "
-                 "of %zu bytes (%s)", i, bytes,
-                 got < 0 ? "corrupt" : "wrong size");
+        if (why_size)
+            snprintf(why, why_size, "bslz4 block %zu is not a valid LZ4 "
+                     "block of %zu bytes (%s)", i, bytes,
+                     got < 0 ? "corrupt" : "wrong size");
         return -1;
     }
     rtomod_bitunshuffle(tmp, out + b->out * elem_size, b->n, elem_size);
     return 0;
 }
 
-/* Blocks are decoded in chunks, one chunk per call of the parallel for;
- * each chunk has its scratch block and its own error slot. */
-#define CHUNKS_MAX 64
-#define ERROR_MAX 200
+/* Blocks are decoded in chunks of about CHUNK_BYTES of image, which the
+ * threads of the parallel for claim one at a time: an image waits for
+ * its last chunk, so chunks must be small for the threads to finish
+ * together (64 chunks of a 2048 x 2048 uint16 image, as before, left up
+ * to an eighth of a helper's share at the end), and claiming one costs a
+ * contended atomic, so not too small. */
+#define CHUNK_BYTES (64 * 1024)
+#define CHUNKS_MAX (1 << 20)
+/* A block's scratch lies on the stack where it fits (bitshuffle's blocks
+ * are 8 KiB), so a chunk needs no allocation. */
+#define STACK_SCRATCH (16 * 1024)
 
 typedef struct job {
     const uint8_t *in;
     const plan *p;
     size_t elem_size;
     uint8_t *out;
-    size_t per_chunk;
-    size_t failed[CHUNKS_MAX];  /* first failing block, or SIZE_MAX */
-    char why[CHUNKS_MAX][ERROR_MAX];
+    size_t per_chunk;           /* blocks per chunk */
+    _Atomic size_t failed;      /* the first block that failed, or
+                                   SIZE_MAX: no text per chunk, the reason
+                                   is found again afterwards */
 } job;
+
+/* Lower j->failed to `block` if that is earlier. */
+static void note_failure(job *j, size_t block)
+{
+    size_t seen = atomic_load(&j->failed);
+    while (block < seen &&
+           !atomic_compare_exchange_weak(&j->failed, &seen, block))
+        ;
+}
 
 static void decode_chunk(void *ctx, int chunk)
 {
     job *j = ctx;
     size_t first = (size_t)chunk * j->per_chunk;
-    size_t end = first + j->per_chunk < j->p->n_blocks
+    size_t end = j->p->n_blocks - first > j->per_chunk
                      ? first + j->per_chunk : j->p->n_blocks;
-    j->failed[chunk] = SIZE_MAX;
-    uint8_t *tmp = malloc(j->p->block_elems * j->elem_size + 1);
+    /* Blocks beyond one known to fail need not be decoded: the image is
+     * refused for the first one. */
+    if (first > atomic_load(&j->failed))
+        return;
+    uint8_t stack[STACK_SCRATCH];
+    size_t need = j->p->block_elems * j->elem_size;
+    uint8_t *tmp = need <= sizeof stack ? stack : malloc(need);
     if (!tmp) {
-        j->failed[chunk] = first;
-        snprintf(j->why[chunk], ERROR_MAX, "out of memory for a bslz4 "
-                 "block");
+        note_failure(j, first);
         return;
     }
     for (size_t i = first; i < end; i++)
-        if (decode_one(j->in, j->p, i, j->elem_size, tmp, j->out,
-                       j->why[chunk], ERROR_MAX) != 0) {
-            j->failed[chunk] = i;
+        if (decode_one(j->in, j->p, i, j->elem_size, tmp, j->out, NULL,
+                       0) != 0) {
+            note_failure(j, i);
             break;
         }
+    if (tmp != stack)
+        free(tmp);
+}
+
+/* Why block i failed: decoded again, here, with its text (the same bytes
+ * fail the same way; only a scratch that could not be allocated may not
+ * fail twice). */
+static void failure_reason(const uint8_t *in, const plan *p, size_t i,
+                           size_t elem_size, uint8_t *out, char *why,
+                           size_t why_size)
+{
+    uint8_t *tmp = malloc(p->block_elems * elem_size + 1);
+    if (!tmp || decode_one(in, p, i, elem_size, tmp, out, why,
+                           why_size) == 0)
+        snprintf(why, why_size, "out of memory for bslz4 block %zu", i);
     free(tmp);
+}
+
+/* Blocks per chunk: about CHUNK_BYTES of image, at most CHUNKS_MAX
+ * chunks; all in one chunk without a parallel for. */
+static size_t blocks_per_chunk(const plan *p, size_t elem_size, int parallel)
+{
+    size_t block_bytes = p->block_elems * elem_size;
+    if (!parallel || block_bytes == 0)
+        return p->n_blocks ? p->n_blocks : 1;
+    size_t per = block_bytes < CHUNK_BYTES ? CHUNK_BYTES / block_bytes : 1;
+    return p->n_blocks / per >= CHUNKS_MAX ? p->n_blocks / CHUNKS_MAX + 1
+                                           : per;
 }
 
 int rtomod_bslz4_decode_parallel(const uint8_t *in, size_t in_size,
@@ -751,37 +800,23 @@ int rtomod_bslz4_decode_parallel(const uint8_t *in, size_t in_size,
         free(p.blocks);
         return -1;
     }
-    job *j = malloc(sizeof *j);
-    if (!j) {
-        free(p.blocks);
-        snprintf(why, why_size, "out of memory for a bslz4 job");
-        return -1;
-    }
-    j->in = in;
-    j->p = &p;
-    j->elem_size = elem_size;
-    j->out = out;
-    int chunks = p.n_blocks < CHUNKS_MAX ? (int)p.n_blocks : CHUNKS_MAX;
-    if (!par)
-        chunks = p.n_blocks > 0;
-    j->per_chunk = chunks ? (p.n_blocks + (size_t)chunks - 1) / (size_t)chunks
-                          : 0;
-    if (chunks > 0 && par)
-        par->run(par->pool, chunks, decode_chunk, j);
-    else if (chunks > 0)
-        decode_chunk(j, 0);
-    int rc = 0;
-    for (int c = 0; c < chunks && rc == 0; c++)
-        if (j->failed[c] != SIZE_MAX) {
-            snprintf(why, why_size, "%s", j->why[c]);
-            rc = -1;
-        }
-    if (rc == 0)
+    job j = {.in = in, .p = &p, .elem_size = elem_size, .out = out};
+    atomic_init(&j.failed, SIZE_MAX);
+    j.per_chunk = blocks_per_chunk(&p, elem_size, par != NULL);
+    int chunks = (int)((p.n_blocks + j.per_chunk - 1) / j.per_chunk);
+    if (par && chunks > 1)
+        par->run(par->pool, chunks, decode_chunk, &j);
+    else
+        for (int c = 0; c < chunks; c++)
+            decode_chunk(&j, c);
+    size_t bad = atomic_load(&j.failed);
+    if (bad != SIZE_MAX)
+        failure_reason(in, &p, bad, elem_size, out, why, why_size);
+    else
         memcpy(out + p.leftover_out * elem_size, in + p.leftover_in,
                p.leftover_bytes);
-    free(j);
     free(p.blocks);
-    return rc;
+    return bad != SIZE_MAX ? -1 : 0;
 }
 
 int rtomod_bslz4_decode(const uint8_t *in, size_t in_size, size_t elem_size,

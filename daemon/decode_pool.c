@@ -1,58 +1,95 @@
 /*
  * decode_pool.c — the event loop's decoding helpers
  * (rtomod_decode_pool.h): a generation counter under a mutex wakes the
- * helpers for each run; the items are claimed with an atomic counter;
- * the last helper to finish wakes the caller.
+ * helpers for each run; the items are claimed with an atomic word that
+ * holds the run's generation beside the next item; the thread that
+ * finishes the last item wakes the caller.
+ *
+ * The caller waits for the items, not for the helpers: a helper that
+ * wakes late (its core busy with a worker or ZeroMQ's threads) finds its
+ * run over and sleeps again, instead of holding up the loop, which under
+ * the former "every helper checks out" rule waited on the slowest wake-up
+ * of up to 8 helpers for every image even when the work was done.  That
+ * is also why a claim carries the generation: a helper that copied the
+ * run it woke for can never take an item of the next run with the last
+ * run's function.
  */
 #include "config.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "rtomod_decode_pool.h"
+
+/* A run, as the helpers copy it under the lock. */
+typedef struct run {
+    uint32_t generation;
+    void (*fn)(void *ctx, int i);
+    void *ctx;
+    int n;
+} run;
 
 struct rtomod_decode_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
     pthread_t *threads;
     int n_threads;
-    unsigned long generation;   /* runs started */
     int stopping;
-    /* The run in progress. */
-    void (*fn)(void *ctx, int i);
-    void *ctx;
-    int n;
-    atomic_int next;            /* next item to claim */
-    int busy;                   /* helpers still inside this run */
+    run current;                /* the latest run, under lock */
+    /* generation << 32 | next item: a claim succeeds only on its own
+     * run's generation (a 32-bit count: a helper would have to sleep
+     * through 2^32 runs between waking and claiming to be confused). */
+    _Atomic uint64_t claim;
+    atomic_int finished;        /* items of the current run done */
 };
 
-/* Claim and run items until none are left. */
-static void work(rtomod_decode_pool *p)
+/* Item i of r, or -1 when r has no item left or is no longer current. */
+static int claim_item(rtomod_decode_pool *p, const run *r)
+{
+    uint64_t c = atomic_load(&p->claim);
+    for (;;) {
+        if ((uint32_t)(c >> 32) != r->generation ||
+            (uint32_t)c >= (uint32_t)r->n)
+            return -1;
+        if (atomic_compare_exchange_weak(&p->claim, &c, c + 1))
+            return (int)(uint32_t)c;
+    }
+}
+
+/* Claim and run items of r until none are left; whoever finishes the
+ * last one wakes the caller. */
+static void work(rtomod_decode_pool *p, const run *r)
 {
     int i;
-    while ((i = atomic_fetch_add(&p->next, 1)) < p->n)
-        p->fn(p->ctx, i);
+    while ((i = claim_item(p, r)) >= 0) {
+        r->fn(r->ctx, i);
+        if (atomic_fetch_add(&p->finished, 1) + 1 == r->n) {
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
 }
 
 static void *helper(void *arg)
 {
     rtomod_decode_pool *p = arg;
-    unsigned long seen = 0;
+    uint32_t seen = 0;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->stopping && p->generation == seen)
+        while (!p->stopping && p->current.generation == seen)
             pthread_cond_wait(&p->wake, &p->lock);
         if (p->stopping)
             break;
-        seen = p->generation;
+        run r = p->current;
+        seen = r.generation;
         pthread_mutex_unlock(&p->lock);
-        work(p);
+        work(p, &r);
         pthread_mutex_lock(&p->lock);
-        if (--p->busy == 0)
-            pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -66,7 +103,8 @@ rtomod_decode_pool *rtomod_decode_pool_new(int threads)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->next, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->finished, 0);
     p->threads = calloc((size_t)(threads > 0 ? threads : 1),
                         sizeof *p->threads);
     if (!p->threads) {
@@ -110,17 +148,17 @@ void rtomod_decode_pool_run(void *pool, int n, void (*fn)(void *ctx, int i),
         return;
     }
     pthread_mutex_lock(&p->lock);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n = n;
-    atomic_store(&p->next, 0);
-    p->busy = p->n_threads;
-    p->generation++;
+    run r = {p->current.generation + 1, fn, ctx, n};
+    if (r.generation == 0)      /* 0 is what a new helper has seen */
+        r.generation = 1;
+    p->current = r;
+    atomic_store(&p->finished, 0);
+    atomic_store(&p->claim, (uint64_t)r.generation << 32);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    work(p);
+    work(p, &r);
     pthread_mutex_lock(&p->lock);
-    while (p->busy > 0)
+    while (atomic_load(&p->finished) < n)
         pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }

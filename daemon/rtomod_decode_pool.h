@@ -18,7 +18,8 @@ typedef struct rtomod_decode_pool rtomod_decode_pool;
 rtomod_decode_pool *rtomod_decode_pool_new(int threads);
 void rtomod_decode_pool_free(rtomod_decode_pool *pool);
 /* fn(ctx, i) for every i in [0, n), on the helpers and the caller; returns
- * when every call has returned.  One run at a time (the loop's thread). */
+ * when every call has returned, without waiting for helpers that woke too
+ * late to take any.  One run at a time (the loop's thread). */
 void rtomod_decode_pool_run(void *pool, int n, void (*fn)(void *ctx, int i),
                             void *ctx);
 /* The helpers to start: the cores this process may use beyond one, at
