@@ -6,14 +6,21 @@
  * (multiples of 8 elements or not, partial last blocks, leftover bytes)
  * decoded back, every malformed bslz4 buffer refused with a reason, and
  * the CBOR pre-check refusing hostile structure (deep nesting, lying
- * lengths, trailing bytes) before libcbor allocates for it.
+ * lengths, trailing bytes) before libcbor allocates for it.  The vector
+ * kernels of the inverse transpose (SSE2, AVX2) are compared bit for bit
+ * with the portable one, and round-trip whole bslz4 buffers, on data
+ * drawn fresh every run (the seed is printed; RTOMO_TEST_SEED replays
+ * one); the decoding helpers run every item of every run exactly once.
  */
 #include "config.h"
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lz4.h>
 
@@ -36,6 +43,32 @@ static void fill_random(uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = random_byte();
+}
+
+/* The run's seed for fresh data: RTOMO_TEST_SEED or the clock, printed by
+ * main() so that a failure can be replayed.  The older tests keep the
+ * fixed stream above (their corruptions are placed for it). */
+static uint64_t base_seed;
+
+/* A stream of its own for each test (salt), from the base seed. */
+static uint64_t seeded(uint64_t salt)
+{
+    uint64_t s = base_seed ^ (salt * 0x9E3779B97F4A7C15ULL);
+    return s ? s : 1;           /* xorshift must not start at 0 */
+}
+
+static uint64_t next_random(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void fill_seeded(uint64_t *s, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(next_random(s) >> 24);
 }
 
 /* The transpose by its definition: bit row 8 j + b, byte i, bit k is bit
@@ -293,6 +326,192 @@ START_TEST(bslz4_parallel_matches_sequential)
 }
 END_TEST
 
+/* ------------------------------------------------ vector kernels ---- */
+
+/* Whether kernel k is here to be tested (for `what`); says so either
+ * way, so that a host without AVX2 shows its tests skipped, not passed. */
+static int kernel_present(rtomod_unshuffle_kernel k, const char *what)
+{
+    if (rtomod_unshuffle_has(k)) {
+        fprintf(stderr, "%s kernel: %s\n", rtomod_unshuffle_name(k), what);
+        return 1;
+    }
+    fprintf(stderr, "SKIPPED: %s for the %s kernel (not in this build or "
+            "CPU)\n", what, rtomod_unshuffle_name(k));
+    return 0;
+}
+
+/* Bit-row lengths (block elements / 8) to compare: every one up to 70
+ * (under, at and beyond one SSE2 step of 16 and one AVX2 step of 32, so
+ * every overlapping last step), around the larger powers of 2, and a few
+ * drawn from s. */
+static size_t rows_case(size_t i, uint64_t *s)
+{
+    static const size_t fixed[] = {127, 128, 129, 255, 256, 257, 511, 512,
+                                   513, 1023, 1024, 1025, 2048};
+    size_t n_fixed = sizeof fixed / sizeof fixed[0];
+    if (i < 70)
+        return i + 1;
+    if (i < 70 + n_fixed)
+        return fixed[i - 70];
+    return 1 + (size_t)(next_random(s) % 3000);
+}
+#define ROWS_CASES (70 + 13 + 8)
+#define GUARD 64                /* bytes around an output that must stay */
+
+/* Kernel k against the portable one on n elements of `size` bytes of
+ * fresh data, in and out at odd addresses, nothing written outside. */
+static void compare_kernel(rtomod_unshuffle_kernel k, size_t n, size_t size,
+                           uint64_t *s)
+{
+    size_t bytes = n * size;
+    uint8_t *in = malloc(bytes + 1), *want = malloc(bytes + 1),
+            *got = malloc(bytes + 2 * GUARD + 3);
+    ck_assert(in && want && got);
+    fill_seeded(s, in + 1, bytes);
+    memset(got, 0xA5, bytes + 2 * GUARD + 3);
+    rtomod_bitunshuffle_with(RTOMOD_UNSHUFFLE_PORTABLE, in + 1, want, n,
+                             size);
+    rtomod_bitunshuffle_with(k, in + 1, got + GUARD + 3, n, size);
+    ck_assert_msg(memcmp(want, got + GUARD + 3, bytes) == 0,
+                  "%s kernel differs from the portable one: %zu elements "
+                  "of %zu bytes", rtomod_unshuffle_name(k), n, size);
+    for (size_t i = 0; i < GUARD; i++)
+        ck_assert_msg(got[3 + i] == 0xA5 && got[GUARD + 3 + bytes + i] == 0xA5,
+                      "%s kernel wrote outside %zu elements of %zu bytes",
+                      rtomod_unshuffle_name(k), n, size);
+    free(in); free(want); free(got);
+}
+
+START_TEST(vector_kernels_match_portable)
+{
+    /* 3 bytes: no vector path, the kernels must fall back correctly. */
+    static const size_t sizes[] = {1, 2, 4, 8, 3};
+    static const rtomod_unshuffle_kernel kernels[] = {
+        RTOMOD_UNSHUFFLE_SSE2, RTOMOD_UNSHUFFLE_AVX2};
+    uint64_t s = seeded(1);
+    for (size_t k = 0; k < 2; k++) {
+        if (!kernel_present(kernels[k], "compared with the portable one"))
+            continue;
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+            for (size_t i = 0; i < ROWS_CASES; i++)
+                compare_kernel(kernels[k], 8 * rows_case(i, &s), sizes[z],
+                               &s);
+    }
+}
+END_TEST
+
+/* n elements of `size` bytes that compress somewhat, as counts do: a
+ * ramp with random low bits. */
+static void fill_counts(uint64_t *s, uint8_t *p, size_t n, size_t size)
+{
+    for (size_t e = 0; e < n; e++) {
+        uint64_t v = e * 3 + (next_random(s) >> 40) % 16;
+        for (size_t j = 0; j < size; j++)
+            p[e * size + j] = (uint8_t)(v >> (8 * j));
+    }
+}
+
+/* Encode, then decode with the current kernel alone and on the pool. */
+static void round_trip(const uint8_t *data, size_t n, size_t size,
+                       size_t block, const rtomod_parallel *par)
+{
+    size_t len, bytes = n * size;
+    uint8_t *packed = encode(data, n, size, block, &len);
+    uint8_t *back = malloc(bytes + 1);
+    char why[256] = "";
+    for (int on_pool = 0; on_pool < 2; on_pool++) {
+        memset(back, 0x5A, bytes);
+        ck_assert_msg(rtomod_bslz4_decode_parallel(
+                          packed, len, size, back, bytes,
+                          on_pool ? par : NULL, why, sizeof why) == 0,
+                      "%zu x %zu bytes, blocks of %zu: %s", n, size, block,
+                      why);
+        ck_assert_msg(memcmp(back, data, bytes) == 0, "%s kernel: %zu "
+                      "elements of %zu bytes, blocks of %zu, %s, decoded "
+                      "wrong", rtomod_unshuffle_name(
+                          rtomod_unshuffle_current()), n, size, block,
+                      on_pool ? "on the pool" : "alone");
+    }
+    free(packed); free(back);
+}
+
+START_TEST(kernels_round_trip_bslz4)
+{
+    /* Counts that are and are not multiples of 8, 16, 32, 64 and of the
+     * blocks; blocks under, at and over one vector step. */
+    static const size_t counts[] = {0, 5, 8, 100, 1021, 8248, 4099, 16387,
+                                    65536};
+    static const size_t blocks[] = {8, 24, 128, 136, 1000, 0};
+    static const size_t sizes[] = {1, 2, 4};
+    uint64_t s = seeded(2);
+    rtomod_decode_pool *pool = rtomod_decode_pool_new(2);
+    ck_assert_ptr_nonnull(pool);
+    rtomod_parallel par = {rtomod_decode_pool_run, pool};
+    fprintf(stderr, "the decoders' kernel here: %s\n",
+            rtomod_unshuffle_name(rtomod_unshuffle_current()));
+    for (int k = 0; k < RTOMOD_UNSHUFFLE_KERNELS; k++) {
+        if (!kernel_present((rtomod_unshuffle_kernel)k,
+                            "bslz4 round trips"))
+            continue;
+        ck_assert_int_eq(rtomod_unshuffle_use((rtomod_unshuffle_kernel)k),
+                         0);
+        for (size_t z = 0; z < 3; z++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                size_t n = counts[c], size = sizes[z];
+                uint8_t *data = malloc(n * size + 1);
+                fill_counts(&s, data, n, size);
+                for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
+                    /* 0: bitshuffle's default, 8 KiB of elements */
+                    round_trip(data, n, size,
+                               blocks[b] ? blocks[b] : 8192 / size, &par);
+                free(data);
+            }
+    }
+    ck_assert_int_eq(rtomod_unshuffle_use(rtomod_unshuffle_best()), 0);
+    rtomod_decode_pool_free(pool);
+}
+END_TEST
+
+/* ------------------------------------------------- decoding pool ---- */
+
+typedef struct tally {
+    atomic_int hits[257];
+    int slow;                   /* every 7th item sleeps: late helpers */
+} tally;
+
+static void count_item(void *ctx, int i)
+{
+    tally *t = ctx;
+    atomic_fetch_add(&t->hits[i], 1);
+    if (t->slow && i % 7 == 0)
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+}
+
+/* Runs back to back, each tally on the same stack spot: an item run
+ * twice, skipped, or taken by a helper still in the run before (with
+ * that run's tally) shows as a wrong count. */
+START_TEST(pool_runs_every_item_once)
+{
+    rtomod_decode_pool *pool = rtomod_decode_pool_new(3);
+    ck_assert_ptr_nonnull(pool);
+    uint64_t s = seeded(3);
+    for (int run = 0; run < 3000; run++) {
+        tally t;
+        for (int i = 0; i < 257; i++)
+            atomic_init(&t.hits[i], 0);
+        t.slow = run % 10 == 0;
+        int n = (int)(next_random(&s) % 257);
+        rtomod_decode_pool_run(pool, n, count_item, &t);
+        for (int i = 0; i < 257; i++)
+            ck_assert_msg(atomic_load(&t.hits[i]) == (i < n),
+                          "run %d of %d items: item %d ran %d times", run,
+                          n, i, atomic_load(&t.hits[i]));
+    }
+    rtomod_decode_pool_free(pool);
+}
+END_TEST
+
 START_TEST(precheck_refuses_hostile_cbor)
 {
     rtomo_reject_info why;
@@ -431,6 +650,10 @@ END_TEST
 
 int main(void)
 {
+    const char *env = getenv("RTOMO_TEST_SEED");
+    base_seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+    fprintf(stderr, "random seed: RTOMO_TEST_SEED=%llu\n",
+            (unsigned long long)base_seed);
     Suite *s = suite_create("stream2_decode");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, transpose_matches_definition);
@@ -438,6 +661,9 @@ int main(void)
     tcase_add_test(tc, bslz4_malformed_refused);
     tcase_add_test(tc, bslz4_decodes_real_bitshuffle);
     tcase_add_test(tc, bslz4_parallel_matches_sequential);
+    tcase_add_test(tc, vector_kernels_match_portable);
+    tcase_add_test(tc, kernels_round_trip_bslz4);
+    tcase_add_test(tc, pool_runs_every_item_once);
     tcase_add_test(tc, large_strings_read_in_place);
     tcase_add_test(tc, precheck_refuses_hostile_cbor);
     suite_add_tcase(s, tc);
