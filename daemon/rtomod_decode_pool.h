@@ -4,9 +4,11 @@
  * fork-join "parallel for".  The loop thread hands out the work, takes
  * its share and returns when all of it is done, so images are still taken
  * in the order they arrived and nothing else in the daemon changes
- * threads.  Without it one loop thread decodes about 70 bslz4 images of
- * 2048 x 2048 uint16 per second on a 2 GHz core, far below what the
- * native ingest takes.
+ * threads.  Without it one loop thread decodes about 230 bslz4 images of
+ * 2048 x 2048 uint16 per second on a 2.5 GHz core (1.9 GB/s, with the
+ * SSE2 bit transpose: bench_bitshuffle), below the 617 frames/s the
+ * native ingest took over 4 connections on a 16-core host
+ * (docs/PERFORMANCE.md, run 34).
  */
 #ifndef RTOMOD_DECODE_POOL_H
 #define RTOMOD_DECODE_POOL_H
