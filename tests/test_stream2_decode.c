@@ -336,8 +336,9 @@ static int kernel_present(rtomod_unshuffle_kernel k, const char *what)
         fprintf(stderr, "%s kernel: %s\n", rtomod_unshuffle_name(k), what);
         return 1;
     }
-    fprintf(stderr, "SKIPPED: %s for the %s kernel (not in this build or "
-            "CPU)\n", what, rtomod_unshuffle_name(k));
+    fprintf(stderr, "SKIPPED: %s kernel: %s (this build or CPU has no %s "
+            "kernel)\n", rtomod_unshuffle_name(k), what,
+            rtomod_unshuffle_name(k));
     return 0;
 }
 
@@ -391,7 +392,7 @@ START_TEST(vector_kernels_match_portable)
         RTOMOD_UNSHUFFLE_SSE2, RTOMOD_UNSHUFFLE_AVX2};
     uint64_t s = seeded(1);
     for (size_t k = 0; k < 2; k++) {
-        if (!kernel_present(kernels[k], "compared with the portable one"))
+        if (!kernel_present(kernels[k], "comparison with the portable one"))
             continue;
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
             for (size_t i = 0; i < ROWS_CASES; i++)
