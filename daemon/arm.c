@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "rtomod.h"
+#include "rtomod_frame_rows.h"
 #include "rtomod_input.h"
 
 /* The arm's own fields: everything else is the begin message. */
@@ -429,21 +430,40 @@ static int same_type(const rtomod_image *im, rtomo_dtype dtype)
            (dtype == RTOMO_DTYPE_F32 && im->src_float);
 }
 
+/* The message the frame's pixels go to, and where in it: a new frame of
+ * the image's elements, or for a router's share a whole frame, zero but
+ * for the share, decoded at its offset (frame_rows.c). */
+static uint8_t *frame_memory(const rtomod_arm *a, const rtomod_image *im,
+                             zmq_msg_t *payload, rtomo_reject_info *why)
+{
+    const size_t size = rtomo_dtype_size(a->dtype);
+    const size_t whole = (size_t)(im->height * im->width) * size;
+    int failed = im->rows_count > 0
+                     ? rtomod_frame_rows_blank(whole, payload)
+                     : zmq_msg_init_size(payload, whole);
+    if (failed) {
+        /* The caller closes *payload: make it an empty message (a failed
+         * init leaves it unusable). */
+        zmq_msg_init(payload);
+        rtomo_reject_set(why, RTOMO_REJECT_OVERSIZE, "out of memory for a "
+                         "frame of %zu bytes", whole);
+        return NULL;
+    }
+    uint8_t *out = zmq_msg_data(payload);
+    return im->rows_count > 0 ? out + (size_t)im->offset * size : out;
+}
+
 /* The frame's pixels in the scan's type, in a new message. */
 static int frame_payload(const rtomod_arm *a, const rtomod_image *im,
                          zmq_msg_t *payload, rtomo_reject_info *why)
 {
-    size_t n = (size_t)(im->height * im->width);
+    size_t n = im->rows_count > 0 ? (size_t)im->elements
+                                  : (size_t)(im->height * im->width);
     size_t src_bytes = n * (size_t)im->src_size;
     size_t out_bytes = n * rtomo_dtype_size(a->dtype);
-    if (zmq_msg_init_size(payload, out_bytes) != 0) {
-        /* The caller closes *payload: make it an empty message (a failed
-         * init leaves it unusable). */
-        zmq_msg_init(payload);
-        return rtomo_reject_set(why, RTOMO_REJECT_OVERSIZE, "out of memory "
-                                "for a frame of %zu bytes", out_bytes);
-    }
-    uint8_t *out = zmq_msg_data(payload);
+    uint8_t *out = frame_memory(a, im, payload, why);
+    if (!out)
+        return -1;
     if (same_type(im, a->dtype) && !im->src_float)
         return im->decode(im->ctx, out, out_bytes, why);
     uint8_t *tmp = malloc(src_bytes ? src_bytes : 1);
@@ -512,6 +532,17 @@ void rtomod_arm_image(rtomod_input *in, const rtomod_image *im)
         rtomod_input_reject(in, &why, a->scan, msg.frame.index);
         return;
     }
+    /* An SBDX frame is every hole's readout: a share of its rows would be
+     * some holes only, which no plan takes. */
+    if (im->rows_count > 0 && a->sbdx) {
+        rtomo_reject_set(&why, RTOMO_REJECT_FIELD, "image with "
+                         "\"rtomo_rows\" (a router's share of rows %lld.."
+                         "%lld): SBDX arms take whole images only",
+                         (long long)im->rows_first,
+                         (long long)(im->rows_first + im->rows_count - 1));
+        rtomod_input_reject(in, &why, a->scan, msg.frame.index);
+        return;
+    }
     snprintf(msg.scan, sizeof msg.scan, "%s", a->scan);
     rtomo_frame_header *f = &msg.frame;
     f->type = msg.type;
@@ -521,6 +552,10 @@ void rtomod_arm_image(rtomod_input *in, const rtomod_image *im)
     memcpy(f->shape, a->shape, sizeof f->shape);
     f->angle = msg.type == RTOMO_MSG_PROJECTION ? im->angle : NAN;
     f->axis_shift = NAN;
+    /* The native handler checks a share against the rows the plans read
+     * (shape_mismatch), as for a native frame with "rows". */
+    f->rows_first = im->rows_count > 0 ? im->rows_first : 0;
+    f->rows_count = im->rows_count > 0 ? im->rows_count : 0;
     zmq_msg_t payload;
     double t0 = rtomod_now();
     int rc = frame_payload(a, im, &payload, &why);
@@ -530,7 +565,10 @@ void rtomod_arm_image(rtomod_input *in, const rtomod_image *im)
         rtomod_input_reject(in, &why, a->scan, f->index);
         return;
     }
-    size_t bytes = zmq_msg_size(&payload);
+    /* Pixel bytes handed over: a share's, not the whole frame's. */
+    size_t bytes = im->rows_count > 0
+                       ? (size_t)im->elements * rtomo_dtype_size(a->dtype)
+                       : zmq_msg_size(&payload);
     if (deliver_counted(in, &msg, &payload) == 0) {
         in->frames++;
         in->bytes_out += bytes;

@@ -119,7 +119,11 @@ static void on_image(rtomod_input *in, rtomod_s2_msg *m)
         .height = (int64_t)m->pixels.height,
         .width = (int64_t)m->pixels.width,
         .src_size = m->pixels.elem_size, .src_float = 0,
-        .decode = decode_pixels, .ctx = &ctx};
+        .decode = decode_pixels, .ctx = &ctx,
+        .rows_first = (int64_t)m->pixels.rows_first,
+        .rows_count = (int64_t)m->pixels.rows_count,
+        .offset = (int64_t)m->pixels.offset,
+        .elements = (int64_t)m->pixels.elements};
     rtomod_arm_image(in, &im);
 }
 

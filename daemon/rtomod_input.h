@@ -130,6 +130,12 @@ typedef struct rtomod_image {
     int src_float;              /* 1: float32 pixels (JSON headers) */
     rtomod_pixel_fn decode;
     void *ctx;
+    /* A router's share of the image (rows_count > 0; Stream V2's
+     * "rtomo_rows"): `decode` fills `elements` elements, which go from
+     * element `offset` of the image on and hold rows [rows_first,
+     * rows_first + rows_count) whole (checked by the parser).  Taken by
+     * tomography arms under the rule of native frames with "rows". */
+    int64_t rows_first, rows_count, offset, elements;
 } rtomod_image;
 void rtomod_arm_image(rtomod_input *in, const rtomod_image *image);
 /* The stream's end of series: the armed scan ends as with scan_end. */

@@ -10,7 +10,9 @@
  *   start: series_id, series_unique_id, image_size_x, image_size_y,
  *          image_dtype, number_of_images, channels
  *   image: series_id, series_unique_id, image_id, data (channel ->
- *          tag 40 [[height, width], typed array]), user_data
+ *          tag 40 [[height, width], typed array]), user_data, and
+ *          rtomo_rows, rtomo's own extension: rtomo-router's share of an
+ *          image (PROTOCOL.md 10.5)
  *   end:   series_id, series_unique_id
  * A typed array is tag 64 (uint8), 69 (uint16 little-endian) or 70
  * (uint32 little-endian) over a byte string or over DECTRIS' compression
@@ -49,11 +51,16 @@ typedef enum rtomod_s2_kind {
 
 /* The selected channel's pixels, where they lie in the message. */
 typedef struct rtomod_s2_pixels {
-    uint64_t height, width;
+    uint64_t height, width;     /* the whole image's */
     int elem_size;              /* 1, 2 or 4 bytes (uint8/16/32) */
     int bslz4;                  /* 1: bitshuffle-LZ4, 0: raw */
     const uint8_t *data;        /* inside the parsed message */
     size_t size;                /* bytes at data */
+    /* A router's share ("rtomo_rows"; rows_count 0: the whole image):
+     * the data decode to `elements` elements of the image from element
+     * `offset` on (row-major), which hold rows [rows_first, rows_first +
+     * rows_count) whole.  Checked against the image by the parser. */
+    uint64_t rows_first, rows_count, offset, elements;
 } rtomod_s2_pixels;
 
 typedef struct rtomod_s2_msg {
@@ -90,8 +97,8 @@ int rtomod_s2_parse(const void *buf, size_t size, const char *channel,
 void rtomod_s2_clear(rtomod_s2_msg *msg);
 
 /* The pixels decoded (decompressed when bslz4) into `out` of exactly
- * height x width x elem_size bytes.  Returns 0, or -1 with *why
- * (bad_compression, size_mismatch). */
+ * elements x elem_size bytes (height x width x elem_size for a whole
+ * image).  Returns 0, or -1 with *why (bad_compression, size_mismatch). */
 int rtomod_s2_pixels_decode(const rtomod_s2_pixels *px, uint8_t *out,
                             size_t out_size, rtomo_reject_info *why);
 /* The same with the work spread over `par` (rtomod_bitshuffle.h; NULL: in

@@ -399,6 +399,56 @@ static int typed_bytes(const cbor_item_t *content, const rtomod_s2_msg *msg,
     return 0;
 }
 
+/* The elements a router's share of an image decodes to: its bytes, or
+ * the size its bslz4 header announces; -1 with *why when that is no
+ * whole number of elements. */
+static int part_elements(rtomod_s2_pixels *px, rtomo_reject_info *why)
+{
+    int64_t bytes = px->bslz4 ? rtomod_bslz4_size(px->data, px->size)
+                              : (int64_t)px->size;
+    if (bytes < 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_COMPRESSION, "bslz4 data "
+                                "of %zu bytes is shorter than its 12-byte "
+                                "header", px->size);
+    if (bytes % px->elem_size != 0)
+        return rtomo_reject_set(why, RTOMO_REJECT_SIZE, "image data of "
+                                "%lld bytes is no whole number of %d-byte "
+                                "elements", (long long)bytes, px->elem_size);
+    px->elements = (uint64_t)bytes / (uint64_t)px->elem_size;
+    return 0;
+}
+
+/* A router's share ("rtomo_rows") must lie in the image and hold its rows
+ * whole: what a daemon reads of rows it does not hold would be zeros. */
+static int check_part(rtomod_s2_pixels *px, rtomo_reject_info *why)
+{
+    if (part_elements(px, why) != 0)
+        return -1;
+    const uint64_t w = px->width, end = px->offset + px->elements;
+    if (px->rows_first + px->rows_count > px->height)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "\"rtomo_rows\" "
+                                "%llu..%llu lie beyond the image's %llu rows",
+                                (unsigned long long)px->rows_first,
+                                (unsigned long long)(px->rows_first +
+                                                     px->rows_count - 1),
+                                (unsigned long long)px->height);
+    if (px->offset > px->rows_first * w ||
+        end < (px->rows_first + px->rows_count) * w ||
+        end > px->height * w || end < px->offset)
+        return rtomo_reject_set(why, RTOMO_REJECT_SIZE, "image data of %llu "
+                                "elements from element %llu do not hold "
+                                "\"rtomo_rows\" %llu..%llu of a %llu x %llu "
+                                "image whole",
+                                (unsigned long long)px->elements,
+                                (unsigned long long)px->offset,
+                                (unsigned long long)px->rows_first,
+                                (unsigned long long)(px->rows_first +
+                                                     px->rows_count - 1),
+                                (unsigned long long)px->height,
+                                (unsigned long long)w);
+    return 0;
+}
+
 /* tag 40 [[height, width], tag 64/69/70 (bytes or tag 56500)] */
 static int parse_multidim(const cbor_item_t *item, const rtomod_s2_msg *msg,
                           rtomod_s2_pixels *px, rtomo_reject_info *why)
@@ -437,6 +487,9 @@ static int parse_multidim(const cbor_item_t *item, const rtomod_s2_msg *msg,
                                 (unsigned long long)px->height,
                                 (unsigned long long)px->width);
     size_t need = (size_t)(px->height * px->width) * (size_t)px->elem_size;
+    if (px->rows_count > 0)
+        return check_part(px, why);
+    px->elements = px->height * px->width;
     if (!px->bslz4 && px->size != need)
         return rtomo_reject_set(why, RTOMO_REJECT_SIZE, "image of %llu x "
                                 "%llu pixels of %d bytes has %zu bytes, not "
@@ -472,11 +525,42 @@ static int pick_channel(const cbor_item_t *data, const char *channel,
     return parse_multidim(pairs[i].value, msg, &msg->pixels, why);
 }
 
+/* "rtomo_rows": {"first", "count", "offset"} (PROTOCOL.md 10.5), what
+ * rtomo-router adds to a daemon's share of an image. */
+static int parse_part(const cbor_item_t *map, rtomod_s2_pixels *px,
+                      rtomo_reject_info *why)
+{
+    const cbor_item_t *part = untag(map_get(map, "rtomo_rows"));
+    if (!part)
+        return 0;
+    if (!cbor_isa_map(part))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "\"rtomo_rows\" is "
+                                "not a map of first, count, offset");
+    if (get_uint(part, "first", 1, &px->rows_first, why) != 0 ||
+        get_uint(part, "count", 1, &px->rows_count, why) != 0 ||
+        get_uint(part, "offset", 1, &px->offset, why) != 0)
+        return -1;
+    if (px->rows_count == 0 || px->rows_first > 65535 ||
+        px->rows_count > 65536)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "\"rtomo_rows\" "
+                                "first %llu, count %llu: not rows of an "
+                                "image (count >= 1, each at most 65536)",
+                                (unsigned long long)px->rows_first,
+                                (unsigned long long)px->rows_count);
+    if (px->offset > (uint64_t)65536 * 65536)
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD, "\"rtomo_rows\" "
+                                "offset %llu lies beyond any image",
+                                (unsigned long long)px->offset);
+    return 0;
+}
+
 static int parse_image(const cbor_item_t *map, const char *channel,
                        const char *angle_key, rtomod_s2_msg *msg,
                        rtomo_reject_info *why)
 {
     if (get_uint(map, "image_id", 1, &msg->image_id, why) != 0)
+        return -1;
+    if (parse_part(map, &msg->pixels, why) != 0)
         return -1;
     if (msg->image_id > (uint64_t)INT32_MAX)
         return rtomo_reject_set(why, RTOMO_REJECT_INDEX, "image_id %llu is "

@@ -5,7 +5,9 @@
  * input takes.  Beyond "no crash, no leak, no UB":
  *   - a refused message holds nothing and names a reason;
  *   - an accepted image's pixels lie inside the message and, raw, are
- *     exactly height x width x element size bytes;
+ *     exactly height x width x element size bytes, or for a router's
+ *     share ("rtomo_rows") elements x element size bytes that lie in the
+ *     image from their offset and hold the share's rows whole;
  *   - decoding an image either fills the buffer or names a reason
  *     (bad_compression or size_mismatch), never anything else.
  *
@@ -40,7 +42,23 @@ static void check_image(const rtomod_s2_msg *m, const uint8_t *msg,
     FUZZ_CHECK(px->size < 65536 ||
                    (px->data >= msg && px->data + px->size <= msg + size),
                "%zu bytes of pixels not inside the message", px->size);
-    size_t need = (size_t)(px->height * px->width) * (size_t)px->elem_size;
+    const uint64_t image = px->height * px->width;
+    if (px->rows_count > 0) {
+        FUZZ_CHECK(px->rows_first + px->rows_count <= px->height &&
+                       px->offset <= px->rows_first * px->width &&
+                       px->offset + px->elements >=
+                           (px->rows_first + px->rows_count) * px->width &&
+                       px->offset + px->elements <= image,
+                   "a share of %llu elements at %llu for rows %llu+%llu",
+                   (unsigned long long)px->elements,
+                   (unsigned long long)px->offset,
+                   (unsigned long long)px->rows_first,
+                   (unsigned long long)px->rows_count);
+    } else {
+        FUZZ_CHECK(px->elements == image, "a whole image of %llu elements",
+                   (unsigned long long)px->elements);
+    }
+    size_t need = (size_t)px->elements * (size_t)px->elem_size;
     FUZZ_CHECK(px->bslz4 || px->size == need, "raw image of %zu bytes, "
                "%zu expected", px->size, need);
     if (need > DECODE_MAX)
