@@ -5,7 +5,8 @@
 # over 1 and 4 connections, into rtomod with the CUDA backend (8 slices
 # reconstructed, so the run measures transport and decoding), from a
 # bundle made by shared/tools/gpu-bundle of rtomod and bench_stream2:
-#   shared/tools/gpu-bundle .gpu build/rtomod build/bench/bench_stream2
+#   shared/tools/gpu-bundle .gpu build/rtomod build/bench/bench_stream2 \
+#     build/bench/bench_bitshuffle
 # The table gives GB/s of pixels, frames/s, the daemon's decoding time and
 # its share of the run (decode%): the target is that bslz4 over 4
 # connections is not limited by decoding (decode% well below 100, GB/s
@@ -28,3 +29,6 @@ step stream2 "$b/bench_stream2" --rtomod "$b/rtomod" --backend cuda \
 step stream2-1cpu taskset -c 0,1 "$b/bench_stream2" --rtomod "$b/rtomod" \
   --backend cuda --frames 200 --slices 8 --connections 4 --modes bslz4 \
   --json "$out/ingest-stream2-1helper.json"
+# The decoder alone on this host's cores (no daemon): each transpose's and
+# the whole bslz4 decode's GB/s per core, and on the decoding helpers.
+step bitshuffle "$b/bench_bitshuffle" --runs 21 --threads 8
