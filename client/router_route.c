@@ -212,13 +212,42 @@ static int parse_bounded(const char *text, size_t len, long lo, long hi,
     return 0;
 }
 
+/* ",stream2=EP2" at the end of a --daemon argument: the endpoint into
+ * out->stream2 and the length of what comes before it in *length. */
+static int parse_stream2(const char *text, router_target *out, size_t *length,
+                         char *why, size_t why_size)
+{
+    static const char key[] = ",stream2=";
+    const char *at = strstr(text, key);
+    *length = at ? (size_t)(at - text) : strlen(text);
+    out->stream2[0] = '\0';
+    if (!at)
+        return 0;
+    const char *ep = at + strlen(key);
+    if (!ep[0] || strlen(ep) >= sizeof out->stream2 || strchr(ep, ',')) {
+        snprintf(why, why_size, "the Stream V2 endpoint of '%s' is not one "
+                 "endpoint of 1 to %zu characters", text,
+                 sizeof out->stream2 - 1);
+        return -1;
+    }
+    memcpy(out->stream2, ep, strlen(ep) + 1);
+    return 0;
+}
+
 int router_parse_target(const char *text, router_target *out, char *why,
                         size_t why_size)
 {
-    const char *eq = strrchr(text, '=');
-    const char *colon = eq ? strchr(eq, ':') : NULL;
+    size_t total;
+    if (parse_stream2(text, out, &total, why, why_size) != 0)
+        return -1;
+    const char *eq = NULL;
+    for (const char *p = text; p < text + total; p++)
+        eq = *p == '=' ? p : eq;
+    const char *colon = eq ? memchr(eq, ':', total - (size_t)(eq - text))
+                           : NULL;
     if (!eq || eq == text || !colon) {
-        snprintf(why, why_size, "'%s' is not ENDPOINT=FIRST:COUNT", text);
+        snprintf(why, why_size, "'%s' is not ENDPOINT=FIRST:COUNT"
+                 "[,stream2=ENDPOINT]", text);
         return -1;
     }
     size_t len = (size_t)(eq - text);
@@ -230,8 +259,8 @@ int router_parse_target(const char *text, router_target *out, char *why,
     long first, count;
     if (parse_bounded(eq + 1, (size_t)(colon - eq - 1), 0, EDGE_MAX - 1,
                       &first) != 0 ||
-        parse_bounded(colon + 1, strlen(colon + 1), 1, EDGE_MAX,
-                      &count) != 0 ||
+        parse_bounded(colon + 1, total - (size_t)(colon + 1 - text), 1,
+                      EDGE_MAX, &count) != 0 ||
         first + count > EDGE_MAX) {
         snprintf(why, why_size, "the rows of '%s' are not FIRST:COUNT with "
                  "0 <= FIRST, 1 <= COUNT and FIRST + COUNT <= %ld (a "

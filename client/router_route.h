@@ -30,10 +30,11 @@ typedef struct router_rows {
     long first, count;
 } router_rows;
 
-/* One --daemon EP=FIRST:COUNT. */
+/* One --daemon EP=FIRST:COUNT[,stream2=EP2]. */
 typedef struct router_target {
     char endpoint[256];
     router_rows rows;
+    char stream2[256];          /* its Stream V2 input; "" = none */
 } router_target;
 
 typedef enum router_route {
@@ -80,8 +81,9 @@ char *router_header_with_rows(router_message *m, router_rows rows);
 void router_payload_range(const router_message *m, router_rows rows,
                           size_t *offset, size_t *length);
 
-/* Parse "EP=FIRST:COUNT" (the last '=' ends the endpoint).  0, or -1 with
- * a sentence in why[why_size]. */
+/* Parse "EP=FIRST:COUNT", optionally followed by ",stream2=EP2" (the
+ * daemon's Stream V2 input; the last '=' before it ends EP).  0, or -1
+ * with a sentence in why[why_size]. */
 int router_parse_target(const char *text, router_target *out, char *why,
                         size_t why_size);
 

@@ -21,36 +21,16 @@
 #include "config.h"
 
 #include <check.h>
-#include <fcntl.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "daemon_harness.h"
+#include "router_harness.h"
 #include "router_route.h"
 #include "router_sbdx.h"
 #include "rtomo_keys.h"
-
-#define SAME_AS_ENGINE 1e-5
-
-/* The detector of the routed scans: three daemons take 16 rows each. */
-#define WIDTH 64
-#define HEIGHT 48
-#define THIRD 16
-#define PROJECTIONS 60
-#define DARKS 1
-#define FLATS 2
-#define FRAMES (DARKS + FLATS + PROJECTIONS)
-#define MESSAGES (FRAMES + 2)           /* with the begin and the end */
-#define FRAME_BYTES (WIDTH * HEIGHT * 2)        /* uint16 */
 
 /* ------------------------------------------------------- decisions ---- */
 
@@ -115,7 +95,7 @@ START_TEST(frames_are_cut_into_rows)
 {
     router_message m;
     router_message_read(&m, PROJECTION_U16, strlen(PROJECTION_U16), 2,
-                        FRAME_BYTES);
+                        ROUTED_FRAME_BYTES);
     ck_assert_msg(m.route == ROUTER_SPLIT, "not split: %s", m.why_whole);
     ck_assert(m.is_frame);
     ck_assert_str_eq(m.scan, "s1");
@@ -161,8 +141,8 @@ typedef struct whole_case {
 START_TEST(what_cannot_be_cut_goes_whole)
 {
     static const whole_case cases[] = {
-        {"not json", 2, FRAME_BYTES, 0},
-        {"[48, 64]", 2, FRAME_BYTES, 0},
+        {"not json", 2, ROUTED_FRAME_BYTES, 0},
+        {"[48, 64]", 2, ROUTED_FRAME_BYTES, 0},
         {"{\"protocol\":1,\"type\":\"scan_begin\",\"scan\":\"s\"}", 1, 0, 0},
         {"{\"protocol\":1,\"type\":\"scan_end\",\"scan\":\"s\"}", 2, 0, 0},
         {"{\"protocol\":2,\"type\":\"sbdx_frame\",\"scan\":\"s\","
@@ -172,29 +152,29 @@ START_TEST(what_cannot_be_cut_goes_whole)
         {"{\"protocol\":1,\"type\":\"sbdx_begin\",\"scan\":\"s\"}", 1, 0,
          0},
         {"{\"protocol\":1,\"type\":\"photo\",\"scan\":\"s\","
-         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, FRAME_BYTES, 0},
+         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, ROUTED_FRAME_BYTES, 0},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64]}", 1, 0, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64]}", 3,
-         FRAME_BYTES, 1},
+         ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2,
-         FRAME_BYTES - 1, 1},
+         ROUTED_FRAME_BYTES - 1, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64,1]}", 2,
-         FRAME_BYTES, 1},
+         ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48.0,64]}", 2,
-         FRAME_BYTES, 1},
+         ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[0,64]}", 2, 0, 1},
-        {FRAME_HEAD "\"dtype\":\"uint16\"}", 2, FRAME_BYTES, 1},
+        {FRAME_HEAD "\"dtype\":\"uint16\"}", 2, ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"dtype\":\"uint32\",\"shape\":[48,64]}", 2,
-         2 * FRAME_BYTES, 1},
-        {FRAME_HEAD "\"shape\":[48,64]}", 2, FRAME_BYTES, 1},
+         2 * ROUTED_FRAME_BYTES, 1},
+        {FRAME_HEAD "\"shape\":[48,64]}", 2, ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"dtype\":\"uint16\",\"shape\":[48,64],"
-         "\"rows\":{\"first\":0,\"count\":16}}", 2, FRAME_BYTES / 3, 1},
+         "\"rows\":{\"first\":0,\"count\":16}}", 2, ROUTED_FRAME_BYTES / 3, 1},
         {"{\"protocol\":2,\"type\":\"projection\",\"scan\":\"s\","
-         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, FRAME_BYTES, 1},
+         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, ROUTED_FRAME_BYTES, 1},
         {"{\"type\":\"projection\",\"scan\":\"s\","
-         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, FRAME_BYTES, 1},
+         "\"dtype\":\"uint16\",\"shape\":[48,64]}", 2, ROUTED_FRAME_BYTES, 1},
         {FRAME_HEAD "\"index\":1,\"dtype\":\"uint16\",\"shape\":[48,64]}", 2,
-         FRAME_BYTES, 0},       /* duplicate keys: not read at all */
+         ROUTED_FRAME_BYTES, 0},       /* duplicate keys: not read at all */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const whole_case *w = &cases[i];
@@ -304,320 +284,7 @@ END_TEST
 
 /* ------------------------------------------------------- the router ---- */
 
-/* The router as a child process; its stdout and stderr go to `log`. */
-typedef struct router_proc {
-    daemon_process p;           /* its pid, ingest and control endpoints */
-    char dir[256], log[300];
-} router_proc;
-
-static void router_path(char *out, size_t size)
-{
-    const char *explicit_path = getenv("RTOMO_ROUTER");
-    const char *builddir = getenv("top_builddir");
-    if (explicit_path)
-        snprintf(out, size, "%s", explicit_path);
-    else
-        snprintf(out, size, "%s/rtomo-router", builddir ? builddir : ".");
-    ck_assert_msg(access(out, X_OK) == 0, "%s is not built", out);
-}
-
-/* A loopback port that is free now (the kernel picks it). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert(fd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ck_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void router_spawn(router_proc *r, const char *const *argv)
-{
-    pid_t parent = getpid();
-    r->p.pid = fork();
-    ck_assert(r->p.pid >= 0);
-    if (r->p.pid == 0) {
-        /* A test that fails must not leave a router behind. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        int fd = open(r->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-}
-
-/* A control client of the router. */
-static rtomo_client *router_client(const router_proc *r)
-{
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.control = r->p.control;
-    opt.control_timeout_ms = 1000;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "router control client: %s", err.message);
-    return c;
-}
-
-/* The router's status reply, or NULL when it does not answer. */
-static json_t *router_status_or_null(rtomo_client *rc)
-{
-    json_t *reply = NULL;
-    rtomo_error err;
-    if (rtomo_client_command(rc, "status", &reply, &err) == RTOMO_OK)
-        return reply;
-    json_decref(reply);
-    return NULL;
-}
-
-static json_t *router_status(rtomo_client *rc)
-{
-    json_t *reply = router_status_or_null(rc);
-    ck_assert_msg(reply, "the router does not answer status");
-    return reply;
-}
-
-/* Wait until the router answers or exits; 0 when it answers. */
-static int router_answers(router_proc *r)
-{
-    rtomo_client *rc = router_client(r);
-    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    int status, up = 0;
-    while (!up && !daemon_process_exited(&r->p, &status) &&
-           daemon_now_ms() < deadline) {
-        json_t *reply = router_status_or_null(rc);
-        up = reply != NULL;
-        json_decref(reply);
-    }
-    rtomo_client_close(rc);
-    return up ? 0 : -1;
-}
-
-/* Start the router in front of daemons d[0..n-1], daemon k with rows
- * rows[k] ("FIRST:COUNT"), and the options in `extra` (NULL-terminated,
- * or NULL).  A port taken between its choice and the router's bind
- * (tests run in parallel) costs another attempt. */
-static void router_start(router_proc *r, const daemon_proc *d,
-                         const char *const *rows, int n,
-                         const char *const *extra)
-{
-    char path[1024], targets[8][128];
-    router_path(path, sizeof path);
-    memset(r, 0, sizeof *r);
-    test_make_temp_dir("rtomo-router", r->dir, sizeof r->dir);
-    snprintf(r->log, sizeof r->log, "%s/log", r->dir);
-    for (int attempt = 0; attempt < 3; attempt++) {
-        snprintf(r->p.ingest, sizeof r->p.ingest, "tcp://127.0.0.1:%d",
-                 free_port());
-        snprintf(r->p.control, sizeof r->p.control, "tcp://127.0.0.1:%d",
-                 free_port());
-        const char *argv[32] = {path, "--ingest", r->p.ingest, "--control",
-                                r->p.control};
-        int argc = 5;
-        for (int k = 0; k < n; k++) {
-            snprintf(targets[k], sizeof targets[k], "%s=%s", d[k].ingest,
-                     rows[k]);
-            argv[argc++] = "--daemon";
-            argv[argc++] = targets[k];
-        }
-        for (int i = 0; extra && extra[i] && argc < 30; i++)
-            argv[argc++] = extra[i];
-        argv[argc] = NULL;
-        router_spawn(r, argv);
-        if (router_answers(r) == 0)
-            return;
-        if (r->p.pid)
-            daemon_process_stop(&r->p, SIGKILL, DAEMON_TIMEOUT_MS);
-    }
-    ck_abort_msg("rtomo-router does not start (its log: %s)", r->log);
-}
-
-/* SIGTERM: a clean exit (status 0) is expected.  Returns its log
- * (malloc'd) and removes it. */
-static char *router_stop(router_proc *r)
-{
-    ck_assert_int_eq(daemon_process_stop(&r->p, SIGTERM, DAEMON_TIMEOUT_MS),
-                     0);
-    FILE *f = fopen(r->log, "r");
-    ck_assert_msg(f, "cannot read %s", r->log);
-    char *text = calloc(1, 65536);
-    ck_assert(text);
-    size_t n = fread(text, 1, 65535, f);
-    text[n] = '\0';
-    fclose(f);
-    test_remove_tree(r->dir);
-    return text;
-}
-
-static json_t *router_daemon_json(json_t *status, int k)
-{
-    json_t *d = json_array_get(json_object_get(status, "daemons"), (size_t)k);
-    ck_assert_msg(json_is_object(d), "router status has no daemon %d", k);
-    return d;
-}
-
-static long field(json_t *object, const char *name)
-{
-    json_t *v = json_object_get(object, name);
-    ck_assert_msg(json_is_integer(v), "status has no integer %s", name);
-    return (long)json_integer_value(v);
-}
-
-static const char *daemon_state(json_t *status, int k)
-{
-    const char *s = json_string_value(
-        json_object_get(router_daemon_json(status, k), "state"));
-    ck_assert_ptr_nonnull(s);
-    return s;
-}
-
-/* Wait until the router's daemon k (every daemon when k < 0, n of them)
- * is in `state`. */
-static void wait_router_state(rtomo_client *rc, int k, int n,
-                              const char *state)
-{
-    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    for (;;) {
-        json_t *st = router_status(rc);
-        int done = 1;
-        for (int i = k < 0 ? 0 : k; i < (k < 0 ? n : k + 1); i++)
-            done &= strcmp(daemon_state(st, i), state) == 0;
-        json_decref(st);
-        if (done)
-            return;
-        ck_assert_msg(daemon_now_ms() < deadline, "the router's daemon %d "
-                      "is not %s", k, state);
-        daemon_pause_ms(20);
-    }
-}
-
-/* Wait until the router has received `messages` messages and accounted
- * for each with every one of its n daemons (sent or lost); returns its
- * status then. */
-static json_t *wait_router_messages(rtomo_client *rc, int n, long messages)
-{
-    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    for (;;) {
-        json_t *st = router_status(rc);
-        int done = field(st, "messages") == messages;
-        for (int k = 0; done && k < n; k++) {
-            json_t *d = router_daemon_json(st, k);
-            done = field(d, "messages") + field(d, "lost_messages") ==
-                   messages;
-        }
-        if (done)
-            return st;
-        ck_assert_msg(daemon_now_ms() < deadline, "the router received %ld "
-                      "messages, expected %ld", field(st, "messages"),
-                      messages);
-        json_decref(st);
-        daemon_pause_ms(20);
-    }
-}
-
 /* ------------------------------------------------------- daemons ---- */
-
-/* Three daemons, each with a third of the rows, and, when `whole`, a
- * fourth with all of them. */
-static void start_daemons(daemon_proc *d, int whole)
-{
-    char rows[3][96];
-    for (int k = 0; k < 3; k++) {
-        snprintf(rows[k], sizeof rows[k], "reconstruction.rows={\"first\": "
-                 "%d, \"count\": %d}", k * THIRD, THIRD);
-        const char *args[] = {"--set", rows[k], NULL};
-        daemon_start(&d[k], args);
-    }
-    if (whole)
-        daemon_start(&d[3], NULL);
-}
-
-/* A scan of the routed detector that reconstructs every row. */
-static void make_scan(daemon_scan *s, const char *id, uint64_t seed)
-{
-    daemon_scan_make(s, id, WIDTH, HEIGHT, PROJECTIONS, DARKS, FLATS, seed);
-    int rows[HEIGHT];
-    for (int i = 0; i < HEIGHT; i++)
-        rows[i] = i;
-    daemon_scan_select_rows(s, rows, HEIGHT);
-}
-
-/* Wait until publisher k has sent want[k] slices of `scan`, for each of
- * the n; asserts within the timeout. */
-static void wait_slices(daemon_inbox *in, const char *scan, const int *want,
-                        int n)
-{
-    double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    for (;;) {
-        int done = 1;
-        for (int k = 0; k < n; k++)
-            done &= daemon_count_slices_from(in, k, scan) >= want[k];
-        if (done)
-            break;
-        ck_assert_msg(daemon_now_ms() < deadline, "slices of %s missing", scan);
-        daemon_inbox_pump(in, 100);
-    }
-    for (int k = 0; k < n; k++)
-        ck_assert_int_eq(daemon_count_slices_from(in, k, scan), want[k]);
-}
-
-static int count_events(const daemon_inbox *in, const char *event,
-                        const char *scan)
-{
-    int n = 0;
-    for (int i = 0; i < in->n_events; i++)
-        n += strcmp(in->events[i].event, event) == 0 &&
-             strcmp(in->events[i].scan, scan) == 0;
-    return n;
-}
-
-/* Every slice of daemon 3 (whole frames) came from exactly the daemon of
- * its third, with the same place in the set and the same values; and
- * daemon 3's equal the engine's. */
-static void check_merged(const daemon_inbox *in, const daemon_scan *s)
-{
-    const char *scan = s->spec.scan;
-    const size_t pixels = (size_t)WIDTH * WIDTH;
-    int rows[HEIGHT];
-    for (int i = 0; i < HEIGHT; i++)
-        rows[i] = i;
-    float *ref = daemon_reference_slices(s, rows, HEIGHT, NULL, NULL);
-    for (int row = 0; row < HEIGHT; row++) {
-        const daemon_image *whole = daemon_slice_from(in, 3, scan, row);
-        const int mine = row / THIRD;
-        const daemon_image *part = daemon_slice_from(in, mine, scan, row);
-        ck_assert_msg(whole && part, "slice %d: from the whole daemon %s, "
-                      "from daemon %d %s", row, whole ? "yes" : "no", mine,
-                      part ? "yes" : "no");
-        for (int k = 0; k < 3; k++)
-            ck_assert_msg(k == mine || !daemon_slice_from(in, k, scan, row),
-                          "slice %d came from daemon %d too", row, k);
-        ck_assert_int_eq(part->h.index, whole->h.index);
-        ck_assert_int_eq(part->h.count, whole->h.count);
-        ck_assert_int_eq(whole->h.index, row);
-        ck_assert_int_eq(whole->h.count, HEIGHT);
-        ck_assert_uint_eq(part->size, whole->size);
-        ck_assert_uint_eq(whole->size, pixels * sizeof(float));
-        double scale = test_max_abs(whole->data, pixels);
-        double diff = test_max_abs_diff(part->data, whole->data, pixels);
-        ck_assert_msg(diff <= SAME_AS_ENGINE * scale, "slice %d differs by "
-                      "%g (scale %g)", row, diff, scale);
-        scale = test_max_abs(ref + pixels * row, pixels);
-        diff = test_max_abs_diff(whole->data, ref + pixels * row, pixels);
-        ck_assert_msg(diff <= SAME_AS_ENGINE * scale, "slice %d differs from "
-                      "the engine's by %g (scale %g)", row, diff, scale);
-    }
-    free(ref);
-}
 
 /* The daemon's status.telemetry.ingest.<name> (frames, bytes). */
 static long ingest_count(const daemon_proc *d, const char *name)
@@ -630,7 +297,7 @@ static long ingest_count(const daemon_proc *d, const char *name)
     rtomo_client *c = rtomo_client_open(&opt, &err);
     ck_assert_msg(c, "control client: %s", err.message);
     json_t *st = daemon_status(c);
-    long n = field(json_object_get(json_object_get(st, "telemetry"),
+    long n = status_field(json_object_get(json_object_get(st, "telemetry"),
                                    "ingest"), name);
     json_decref(st);
     rtomo_client_close(c);
@@ -642,12 +309,13 @@ static long ingest_count(const daemon_proc *d, const char *name)
 static void check_bytes(const daemon_proc *d)
 {
     const long whole = ingest_count(&d[3], "bytes");
-    ck_assert_int_eq(whole, (long)FRAMES * FRAME_BYTES);
+    ck_assert_int_eq(whole, (long)ROUTED_FRAMES * ROUTED_FRAME_BYTES);
     for (int k = 0; k < 3; k++) {
-        ck_assert_int_eq(ingest_count(&d[k], "frames"), FRAMES);
+        ck_assert_int_eq(ingest_count(&d[k], "frames"), ROUTED_FRAMES);
         long bytes = ingest_count(&d[k], "bytes");
         printf("daemon %d (rows %d..%d): %ld bytes of frames, the whole "
-               "daemon %ld\n", k, k * THIRD, k * THIRD + THIRD - 1, bytes,
+               "daemon %ld\n", k, k * ROUTED_THIRD,
+               k * ROUTED_THIRD + ROUTED_THIRD - 1, bytes,
                whole);
         ck_assert_msg(bytes * 2 < whole && bytes * 10 > whole * 3,
                       "daemon %d received %ld bytes of %ld: not a third", k,
@@ -658,31 +326,32 @@ static void check_bytes(const daemon_proc *d)
 /* The router's counts after one scan to the four daemons. */
 static void check_router_counts(json_t *st)
 {
-    ck_assert_int_eq(field(st, "messages"), MESSAGES);
-    ck_assert_int_eq(field(st, "frames"), FRAMES);
-    ck_assert_int_eq(field(st, "split"), FRAMES);
-    ck_assert_int_eq(field(st, "whole"), 2);
-    ck_assert_int_eq(field(st, "forwarded"), 4 * MESSAGES);
-    ck_assert_int_gt(field(st, "bytes_in"), (long)FRAMES * FRAME_BYTES);
-    long whole_bytes = field(router_daemon_json(st, 3), "bytes");
+    ck_assert_int_eq(status_field(st, "messages"), ROUTED_MESSAGES);
+    ck_assert_int_eq(status_field(st, "frames"), ROUTED_FRAMES);
+    ck_assert_int_eq(status_field(st, "split"), ROUTED_FRAMES);
+    ck_assert_int_eq(status_field(st, "whole"), 2);
+    ck_assert_int_eq(status_field(st, "forwarded"), 4 * ROUTED_MESSAGES);
+    ck_assert_int_gt(status_field(st, "bytes_in"),
+                     (long)ROUTED_FRAMES * ROUTED_FRAME_BYTES);
+    long whole_bytes = status_field(router_daemon_json(st, 3), "bytes");
     for (int k = 0; k < 4; k++) {
         json_t *d = router_daemon_json(st, k);
-        ck_assert_str_eq(daemon_state(st, k), "connected");
-        ck_assert_int_eq(field(d, "messages"), MESSAGES);
-        ck_assert_int_eq(field(d, "lost_frames"), 0);
-        ck_assert_int_eq(field(d, "lost_messages"), 0);
+        ck_assert_str_eq(router_state_of(st, k), "connected");
+        ck_assert_int_eq(status_field(d, "messages"), ROUTED_MESSAGES);
+        ck_assert_int_eq(status_field(d, "lost_frames"), 0);
+        ck_assert_int_eq(status_field(d, "lost_messages"), 0);
         ck_assert(json_is_null(json_object_get(d, "lost_since_ms")));
         if (k < 3)
-            ck_assert_int_lt(2 * field(d, "bytes"), whole_bytes);
+            ck_assert_int_lt(2 * status_field(d, "bytes"), whole_bytes);
     }
     /* The whole daemon got every byte the camera sent. */
-    ck_assert_int_eq(whole_bytes, field(st, "bytes_in"));
+    ck_assert_int_eq(whole_bytes, status_field(st, "bytes_in"));
 }
 
 START_TEST(router_cuts_one_stream_for_three_daemons)
 {
     daemon_proc d[4];
-    start_daemons(d, 1);
+    routed_daemons_start(d, 1, NULL);
     router_proc r;
     const char *const rows[] = {"0:16", "16:16", "32:16", "0:48"};
     router_start(&r, d, rows, 4, NULL);
@@ -693,13 +362,14 @@ START_TEST(router_cuts_one_stream_for_three_daemons)
     daemon_inbox_init(&in, c);
 
     daemon_scan s;
-    make_scan(&s, "routed", 0xdae1601);
+    routed_scan_make(&s, "routed", 0xdae1601);
     daemon_send_scan(c, &s);
-    const int want[4] = {THIRD, THIRD, THIRD, HEIGHT};
-    wait_slices(&in, "routed", want, 4);
-    check_merged(&in, &s);
+    const int want[4] = {ROUTED_THIRD, ROUTED_THIRD, ROUTED_THIRD,
+                         ROUTED_HEIGHT};
+    routed_wait_slices(&in, "routed", want, 4);
+    routed_check_merged(&in, &s);
     check_bytes(d);
-    json_t *st = wait_router_messages(rc, 4, MESSAGES);
+    json_t *st = wait_router_messages(rc, 4, ROUTED_MESSAGES);
     check_router_counts(st);
     json_decref(st);
     /* Any request but status is refused, naming what it answers. */
@@ -720,19 +390,10 @@ START_TEST(router_cuts_one_stream_for_three_daemons)
 }
 END_TEST
 
-/* Occurrences of `needle` in `text`. */
-static int occurrences(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
-}
-
 START_TEST(router_counts_what_a_gone_daemon_misses)
 {
     daemon_proc d[3];
-    start_daemons(d, 0);
+    routed_daemons_start(d, 0, NULL);
     router_proc r;
     const char *const rows[] = {"0:16", "16:16", "32:16"};
     router_start(&r, d, rows, 3, NULL);
@@ -741,43 +402,43 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
     rtomo_client *c = daemon_connect_all(d, 3, r.p.ingest);
     daemon_inbox in;
     daemon_inbox_init(&in, c);
-    const int thirds[3] = {THIRD, THIRD, THIRD};
+    const int thirds[3] = {ROUTED_THIRD, ROUTED_THIRD, ROUTED_THIRD};
 
     daemon_scan before, after;
-    make_scan(&before, "before", 0xdae1602);
-    make_scan(&after, "after", 0xdae1603);
+    routed_scan_make(&before, "before", 0xdae1602);
+    routed_scan_make(&after, "after", 0xdae1603);
     daemon_send_scan(c, &before);
-    wait_slices(&in, "before", thirds, 3);
+    routed_wait_slices(&in, "before", thirds, 3);
 
     /* The last third's daemon goes away; the router notices. */
     daemon_stop(&d[2]);
     wait_router_state(rc, 2, 3, "disconnected");
     daemon_send_scan(c, &after);
-    json_t *st = wait_router_messages(rc, 3, 2 * MESSAGES);
+    json_t *st = wait_router_messages(rc, 3, 2 * ROUTED_MESSAGES);
     json_t *gone = router_daemon_json(st, 2);
-    ck_assert_str_eq(daemon_state(st, 2), "disconnected");
-    ck_assert_int_eq(field(gone, "lost_frames"), FRAMES);
-    ck_assert_int_eq(field(gone, "lost_messages"), MESSAGES);
-    ck_assert_int_eq(field(gone, "messages"), MESSAGES);
-    ck_assert_int_gt(field(gone, "lost_since_ms"), 0);
+    ck_assert_str_eq(router_state_of(st, 2), "disconnected");
+    ck_assert_int_eq(status_field(gone, "lost_frames"), ROUTED_FRAMES);
+    ck_assert_int_eq(status_field(gone, "lost_messages"), ROUTED_MESSAGES);
+    ck_assert_int_eq(status_field(gone, "messages"), ROUTED_MESSAGES);
+    ck_assert_int_gt(status_field(gone, "lost_since_ms"), 0);
     for (int k = 0; k < 2; k++) {
         json_t *d_k = router_daemon_json(st, k);
-        ck_assert_str_eq(daemon_state(st, k), "connected");
-        ck_assert_int_eq(field(d_k, "messages"), 2 * MESSAGES);
-        ck_assert_int_eq(field(d_k, "lost_frames"), 0);
+        ck_assert_str_eq(router_state_of(st, k), "connected");
+        ck_assert_int_eq(status_field(d_k, "messages"), 2 * ROUTED_MESSAGES);
+        ck_assert_int_eq(status_field(d_k, "lost_frames"), 0);
     }
-    ck_assert_int_eq(field(st, "forwarded"), 5 * MESSAGES);
+    ck_assert_int_eq(status_field(st, "forwarded"), 5 * ROUTED_MESSAGES);
     json_decref(st);
 
     /* The other two complete the scan: their thirds, nothing of the
      * last. */
-    const int two[2] = {THIRD, THIRD};
-    wait_slices(&in, "after", two, 2);
+    const int two[2] = {ROUTED_THIRD, ROUTED_THIRD};
+    routed_wait_slices(&in, "after", two, 2);
     double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    while (count_events(&in, "scan_complete", "after") < 2 &&
+    while (routed_count_events(&in, "scan_complete", "after") < 2 &&
            daemon_now_ms() < deadline)
         daemon_inbox_pump(&in, 100);
-    ck_assert_int_eq(count_events(&in, "scan_complete", "after"), 2);
+    ck_assert_int_eq(routed_count_events(&in, "scan_complete", "after"), 2);
     ck_assert_int_eq(daemon_count_slices_from(&in, 2, "after"), 0);
 
     rtomo_client_close(rc);
@@ -785,9 +446,9 @@ START_TEST(router_counts_what_a_gone_daemon_misses)
     char line[256];
     snprintf(line, sizeof line, "daemon %s (rows 32..47) is gone: its rows "
              "of scan after are lost", d[2].ingest);
-    ck_assert_msg(occurrences(log, line) == 1, "the router's log says %d "
-                  "times \"%s\":\n%s", occurrences(log, line), line, log);
-    ck_assert_int_eq(occurrences(log, "is gone"), 1);
+    ck_assert_msg(text_occurrences(log, line) == 1, "the router's log says %d "
+                  "times \"%s\":\n%s", text_occurrences(log, line), line, log);
+    ck_assert_int_eq(text_occurrences(log, "is gone"), 1);
     free(log);
     daemon_scan_free(&before);
     daemon_scan_free(&after);
@@ -982,12 +643,13 @@ static json_t *wait_router_forwarded(rtomo_client *rc, long messages,
     double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
     for (;;) {
         json_t *st = router_status(rc);
-        if (field(st, "messages") == messages &&
-            field(st, "forwarded") == forwarded)
+        if (status_field(st, "messages") == messages &&
+            status_field(st, "forwarded") == forwarded)
             return st;
         ck_assert_msg(daemon_now_ms() < deadline, "the router received %ld "
                       "messages and sent %ld, expected %ld and %ld",
-                      field(st, "messages"), field(st, "forwarded"),
+                      status_field(st, "messages"),
+                      status_field(st, "forwarded"),
                       messages, forwarded);
         json_decref(st);
         daemon_pause_ms(20);
@@ -1001,14 +663,15 @@ static void check_dealt_to(json_t *st, int k, long frames, long messages,
 {
     json_t *d = router_daemon_json(st, k);
     printf("router: daemon %d sent %ld messages, %ld bytes; %ld SBDX frames, "
-           "%ld rerouted, %ld messages lost\n", k, field(d, "messages"),
-           field(d, "bytes"), field(d, "sbdx_frames"),
-           field(d, "rerouted_frames"), field(d, "lost_messages"));
-    ck_assert_int_eq(field(d, "sbdx_frames"), frames);
-    ck_assert_int_eq(field(d, "messages"), messages);
-    ck_assert_int_eq(field(d, "rerouted_frames"), rerouted);
-    ck_assert_int_eq(field(d, "lost_frames"), 0);
-    ck_assert_int_eq(field(d, "lost_messages"), lost_messages);
+           "%ld rerouted, %ld messages lost\n", k, status_field(d, "messages"),
+           status_field(d, "bytes"), status_field(d, "sbdx_frames"),
+           status_field(d, "rerouted_frames"),
+           status_field(d, "lost_messages"));
+    ck_assert_int_eq(status_field(d, "sbdx_frames"), frames);
+    ck_assert_int_eq(status_field(d, "messages"), messages);
+    ck_assert_int_eq(status_field(d, "rerouted_frames"), rerouted);
+    ck_assert_int_eq(status_field(d, "lost_frames"), 0);
+    ck_assert_int_eq(status_field(d, "lost_messages"), lost_messages);
 }
 
 /* Three daemons behind the router share an SBDX stream frame by frame;
@@ -1039,11 +702,11 @@ START_TEST(router_deals_sbdx_frames_in_turn)
     /* Begin and end to each, every frame to one. */
     json_t *st = wait_router_forwarded(rc, SBDX_FRAMES + 2,
                                        3 * 2 + SBDX_FRAMES);
-    ck_assert_int_eq(field(st, "dealt"), SBDX_FRAMES);
-    ck_assert_int_eq(field(st, "whole"), 2);
-    ck_assert_int_eq(field(st, "frames"), SBDX_FRAMES);
-    ck_assert_int_eq(field(st, "rerouted_frames"), 0);
-    ck_assert_int_eq(field(st, "lost_frames"), 0);
+    ck_assert_int_eq(status_field(st, "dealt"), SBDX_FRAMES);
+    ck_assert_int_eq(status_field(st, "whole"), 2);
+    ck_assert_int_eq(status_field(st, "frames"), SBDX_FRAMES);
+    ck_assert_int_eq(status_field(st, "rerouted_frames"), 0);
+    ck_assert_int_eq(status_field(st, "lost_frames"), 0);
     for (int k = 0; k < 3; k++)
         check_dealt_to(st, k, 4, 2 + 4, 0, 0);
     json_decref(st);
@@ -1062,27 +725,27 @@ START_TEST(router_deals_sbdx_frames_in_turn)
     check_dealt(&in, "rerouted", 3, halves, 3);
     st = wait_router_forwarded(rc, 2 * (SBDX_FRAMES + 2),
                                3 * 2 + SBDX_FRAMES + 2 * 2 + SBDX_FRAMES);
-    ck_assert_int_eq(field(st, "rerouted_frames"), 5);
-    ck_assert_int_eq(field(st, "lost_frames"), 0);
+    ck_assert_int_eq(status_field(st, "rerouted_frames"), 5);
+    ck_assert_int_eq(status_field(st, "lost_frames"), 0);
     check_dealt_to(st, 0, 4 + 6, 6 + 2 + 6, 0, 0);
     check_dealt_to(st, 1, 4 + 6, 6 + 2 + 6, 0, 0);
     check_dealt_to(st, 2, 4, 6, 5, 2);  /* the begin and end it missed */
-    ck_assert_str_eq(daemon_state(st, 2), "disconnected");
+    ck_assert_str_eq(router_state_of(st, 2), "disconnected");
     json_decref(st);
     /* Daemons 0 and 1, and the reference, complete the stream. */
     double deadline = daemon_now_ms() + DAEMON_TIMEOUT_MS;
-    while (count_events(&in, "scan_complete", "rerouted") < 3 &&
+    while (routed_count_events(&in, "scan_complete", "rerouted") < 3 &&
            daemon_now_ms() < deadline)
         daemon_inbox_pump(&in, 100);
-    ck_assert_int_eq(count_events(&in, "scan_complete", "rerouted"), 3);
+    ck_assert_int_eq(routed_count_events(&in, "scan_complete", "rerouted"), 3);
 
     rtomo_client_close(rc);
     char *log = router_stop(&r);
     char line[256];
     snprintf(line, sizeof line, "daemon %s (rows 32..47) is gone: its SBDX "
              "frames of stream rerouted go to the other daemons", d[2].ingest);
-    ck_assert_msg(occurrences(log, line) == 1, "the router's log says %d "
-                  "times \"%s\":\n%s", occurrences(log, line), line, log);
+    ck_assert_msg(text_occurrences(log, line) == 1, "the router's log says %d "
+                  "times \"%s\":\n%s", text_occurrences(log, line), line, log);
     free(log);
     free(frames);
     rtomo_sbdx_spec_clear(&spec);
@@ -1157,7 +820,7 @@ START_TEST(router_speaks_curve_to_secure_daemons)
 
     /* Through the keyed router: the daemon takes the whole scan. */
     daemon_scan s;
-    make_scan(&s, "curve", 0xdae1604);
+    routed_scan_make(&s, "curve", 0xdae1604);
     rtomo_client_options opt;
     rtomo_client_options_init(&opt);
     opt.ingest = with.p.ingest;
@@ -1166,32 +829,34 @@ START_TEST(router_speaks_curve_to_secure_daemons)
     ck_assert_msg(cam, "camera: %s", err.message);
     daemon_send_scan(cam, &s);
     rtomo_client_close(cam);
-    json_t *st = wait_router_messages(rc_with, 1, MESSAGES);
-    ck_assert_int_eq(field(router_daemon_json(st, 0), "lost_messages"), 0);
+    json_t *st = wait_router_messages(rc_with, 1, ROUTED_MESSAGES);
+    ck_assert_int_eq(status_field(router_daemon_json(st, 0),
+                                  "lost_messages"), 0);
     json_decref(st);
     rtomo_scan_outcome out;
     ck_assert_msg(rtomo_client_scan_outcome(keyed, "curve", DAEMON_TIMEOUT_MS,
                                             &out, &err) == RTOMO_OK,
                   "%s", err.message);
     ck_assert_msg(out.final && out.state == RTOMO_SCAN_COMPLETE &&
-                      out.frames == FRAMES,
+                      out.frames == ROUTED_FRAMES,
                   "scan curve through the keyed router: %s, %ld frames (%s)",
                   rtomo_scan_state_name(out.state), out.frames, out.reason);
 
     /* The router without keys: refused, reported, counted. */
     st = router_status(rc_without);
-    ck_assert_str_eq(daemon_state(st, 0), "never_connected");
+    ck_assert_str_eq(router_state_of(st, 0), "never_connected");
     json_decref(st);
     opt.ingest = without.p.ingest;
     cam = rtomo_client_open(&opt, &err);
     ck_assert_msg(cam, "camera: %s", err.message);
     daemon_scan t;
-    make_scan(&t, "no-key", 0xdae1605);
+    routed_scan_make(&t, "no-key", 0xdae1605);
     daemon_send_scan(cam, &t);
     rtomo_client_close(cam);
-    st = wait_router_messages(rc_without, 1, MESSAGES);
-    ck_assert_str_eq(daemon_state(st, 0), "never_connected");
-    ck_assert_int_eq(field(router_daemon_json(st, 0), "lost_frames"), FRAMES);
+    st = wait_router_messages(rc_without, 1, ROUTED_MESSAGES);
+    ck_assert_str_eq(router_state_of(st, 0), "never_connected");
+    ck_assert_int_eq(status_field(router_daemon_json(st, 0), "lost_frames"),
+                     ROUTED_FRAMES);
     json_decref(st);
 
     rtomo_client_close(rc_with);
