@@ -19,18 +19,17 @@
  *     printed (RTOMO_CONE_BENCH="volume,projections,detector", default
  *     256,256,256; the issue's figure is 1024,1024,1024);
  *   - the separable-footprint pair on the GPU, each of its kernels (the
- *     row-buffer ones, the same with A's shared patch off, the z-column
- *     ones, the first ones: PAIR_VARIANTS): adjoint within 1e-5
- *     (PAIR_ADJOINT_BOUND) over the CPU test's geometries and three more
- *     (several z chunks and thin voxels; footprints wider than the kernels
- *     keep in registers and row ranges longer than the row-buffer
- *     kernels' buffer; the speed test's shape with partial tiles), A and A^T against the CPU's
+ *     z-column ones, the same with A's shared patch off, the first ones:
+ *     PAIR_VARIANTS): adjoint within 1e-5 (PAIR_ADJOINT_BOUND) over the
+ *     CPU test's geometries and three more (several z chunks and thin
+ *     voxels, footprints wider than the kernels keep in registers, the
+ *     speed test's shape with partial tiles), A and A^T against the CPU's
  *     (PAIR_CPU_BOUND) on random data and on the sphere phantom, SIRT and
  *     CGLS against the CPU's images (SOLVE_CPU_BOUND) and better than FDK
  *     on 24 views; its speed when
  *     RTOMO_CONE_SF_BENCH="volume,projections,width,height" is set (the
- *     issue's figure: 1024,1024,1536,1152; RTOMO_CONE_SF_KERNEL=column or
- *     =old for the z-column or the first kernels').
+ *     issue's figure: 1024,1024,1536,1152; RTOMO_CONE_SF_KERNEL=old for
+ *     the first kernels').
  * Exits 77 (skipped) without a GPU.
  */
 #include "config.h"
@@ -329,15 +328,12 @@ static rtomo_cone_geometry pair_case(int i)
     return g;
 }
 
-/* The GPU pair's kernels under test: the row-buffer kernels (the
- * default), the same with A's shared patch off (every add a global
- * atomic), the z-column kernels (RTOMO_CONE_SF_KERNEL=column) and the
- * first kernels (=old). */
-#define PAIR_VARIANTS 4
+/* The GPU pair's kernels under test: the z-column kernels (the default),
+ * the same with A's shared patch off (every add a global atomic), and
+ * the first kernels (RTOMO_CONE_SF_KERNEL=old). */
+#define PAIR_VARIANTS 3
 static const char *const variant_names[PAIR_VARIANTS] = {
-    "row-buffer", "row-buffer, no patch", "z-column", "first"};
-static const char *const variant_kernels[PAIR_VARIANTS] = {
-    "rows", "rows", "column", "old"};
+    "z-column", "z-column, no patch", "first"};
 
 /* Sets name to value (NULL: unsets it); returns the old value (caller
  * frees). */
@@ -368,7 +364,7 @@ static rtomo_iter *create_pair(const rtomo_cone_geometry *g,
  * is made; whatever the environment said before is put back). */
 static rtomo_iter *create_gpu_variant(const rtomo_cone_geometry *g, int v)
 {
-    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", variant_kernels[v]);
+    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", v == 2 ? "old" : "new");
     char *patch = swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
     rtomo_iter *it = create_pair(g, RTOMO_BACKEND_CUDA);
     restore_env("RTOMO_CONE_SF_KERNEL", kernel);
@@ -629,10 +625,7 @@ START_TEST(test_pair_speed)
     fprintf(stderr, "SF pair %d^3, %d projections of %d x %d, %s kernels: "
             "A %.2f s, A^T %.2f s, %.2f s for the pair (the paper: 95.7 s on "
             "a Titan V)\n", N, NP, DU, DV,
-            kernels && strcmp(kernels, "old") == 0      ? "first"
-            : kernels && strcmp(kernels, "column") == 0 ? "z-column"
-                                                        : "row-buffer",
-            a,
+            kernels && strcmp(kernels, "old") == 0 ? "first" : "z-column", a,
             at, a + at);
     free(proj);
     free(x);

@@ -2,10 +2,10 @@
  * cuda_cone_sf.cu — the separable-footprint cone-beam pair's launchers,
  * its first kernels and the vector kernels the solvers need (dot, axpby,
  * mul, clamp).  Everything runs on the pair's one stream; the launchers
- * that return numbers (dot) wait for them.  A and A^T run the row-buffer
- * kernels of cuda_cone_sf_rows.cu (issue 15) unless RTOMO_CONE_SF_KERNEL
- * picks the z-column kernels of cuda_cone_sf_column.cu (=column) or the
- * first kernels below (=old), kept to compare them in one session.
+ * that return numbers (dot) wait for them.  A and A^T run the z-column
+ * kernels of cuda_cone_sf_column.cu (issue 15: 5-10x faster, expected)
+ * unless RTOMO_CONE_SF_KERNEL=old picks the first kernels below, kept to
+ * compare the two in one session.
  *
  * The first kernels.  A^T (backproject) is a gather: one thread per voxel
  * column (x, y) and CUDA_SF_ZBLOCK voxels of it, accumulated in registers
@@ -261,9 +261,7 @@ extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
     rtomo_status st =
         s->old_kernels
             ? project_old(s, volume, projections, err)
-        : s->column_kernels
-            ? cuda_cone_sf_project_columns(s, volume, projections, err)
-            : cuda_cone_sf_project_rows(s, volume, projections, err);
+            : cuda_cone_sf_project_columns(s, volume, projections, err);
     if (st != RTOMO_OK)
         return st;
     cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
@@ -289,11 +287,8 @@ extern "C" rtomo_status cuda_cone_sf_backproject(cuda_cone_sf *s,
             volume);
         RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_backproject_kernel");
     } else {
-        rtomo_status st =
-            s->column_kernels
-                ? cuda_cone_sf_backproject_columns(s, s->weighted, volume,
-                                                   err)
-                : cuda_cone_sf_backproject_rows(s, s->weighted, volume, err);
+        rtomo_status st = cuda_cone_sf_backproject_columns(s, s->weighted,
+                                                           volume, err);
         if (st != RTOMO_OK)
             return st;
     }

@@ -2,8 +2,7 @@
  * cuda_cone_sf.h — the separable-footprint cone-beam pair on the GPU: its
  * state (cuda_cone_sf_backend.cu) and the launchers of its kernels
  * (cuda_cone_sf.cu: the first kernels and the vector ops;
- * cuda_cone_sf_column.cu: the z-column kernels; cuda_cone_sf_rows.cu: the
- * row-buffer kernels, the default).  The
+ * cuda_cone_sf_column.cu: the z-column kernels, the default).  The
  * footprints are cone_sf.h's, the same code as the CPU pair's.
  */
 #ifndef RTOMO_CUDA_CONE_SF_H
@@ -37,9 +36,6 @@ typedef struct cuda_cone_sf {
     double *partial_host;       /* pinned */
     int old_kernels;            /* RTOMO_CONE_SF_KERNEL=old: the first
                                    kernels, to compare against */
-    int column_kernels;         /* RTOMO_CONE_SF_KERNEL=column: the
-                                   z-column kernels instead of the
-                                   row-buffer ones */
     int patch_cap;              /* cells of A's shared patch allowed
                                    (RTOMO_CONE_SF_PATCH; 0: global atomics
                                    only, the test of that path) */
@@ -67,13 +63,6 @@ rtomo_status cuda_cone_sf_backproject_columns(cuda_cone_sf *s,
                                               const float *weighted,
                                               float *volume,
                                               rtomo_error *err);
-/* The row-buffer kernels (cuda_cone_sf_rows.cu), the default; the same
- * contract as the z-column ones. */
-rtomo_status cuda_cone_sf_project_rows(cuda_cone_sf *s, const float *volume,
-                                       float *projections, rtomo_error *err);
-rtomo_status cuda_cone_sf_backproject_rows(cuda_cone_sf *s,
-                                           const float *weighted,
-                                           float *volume, rtomo_error *err);
 /* Vector kernels on n floats (device). */
 rtomo_status cuda_cone_sf_dot(cuda_cone_sf *s, const float *a, const float *b,
                               size_t n, double *out, rtomo_error *err);

@@ -7,8 +7,8 @@
  * multi-streaming of volume slabs larger than the device.
  *
  * Two switches, read when a pair is made, for comparing kernels in one
- * session: RTOMO_CONE_SF_KERNEL=old (the first kernels) or =column (the
- * z-column ones) instead of the row-buffer kernels, and RTOMO_CONE_SF_PATCH=N (at most N cells in A's
+ * session: RTOMO_CONE_SF_KERNEL=old (the first kernels instead of the
+ * z-column ones) and RTOMO_CONE_SF_PATCH=N (at most N cells in A's
  * shared patch; 0 sends every add to global memory).
  */
 #include "config.h"
@@ -79,7 +79,6 @@ static void choose_kernels(cuda_cone_sf *s)
 {
     const char *kernel = getenv("RTOMO_CONE_SF_KERNEL");
     s->old_kernels = kernel && strcmp(kernel, "old") == 0;
-    s->column_kernels = kernel && strcmp(kernel, "column") == 0;
     const char *patch = getenv("RTOMO_CONE_SF_PATCH");
     char *end = NULL;
     const long cap = patch ? strtol(patch, &end, 10) : -1;

@@ -2,10 +2,8 @@
  * cuda_cone_sf_column.cu — the separable-footprint cone-beam pair's
  * z-column kernels (issue 15): A^T as a gather and A as its exact
  * transpose, both walking a column of voxels in z with the column's
- * transaxial footprint computed once per projection.  Since the
- * row-buffer kernels (cuda_cone_sf_rows.cu) became the default, these
- * run with RTOMO_CONE_SF_KERNEL=column, and the older kernels
- * (cuda_cone_sf.cu) with =old, for comparison.
+ * transaxial footprint computed once per projection.  The older kernels
+ * (cuda_cone_sf.cu) stay behind RTOMO_CONE_SF_KERNEL=old for comparison.
  *
  * Why this shape.  In the paper's configuration (1024^3 voxels of 1.2 mm,
  * 1024 views of 1536 x 1152 cells of 2 mm, magnification 2) a voxel's
