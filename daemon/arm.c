@@ -433,16 +433,14 @@ static int same_type(const rtomod_image *im, rtomo_dtype dtype)
 /* The message the frame's pixels go to, and where in it: a new frame of
  * the image's elements, or for a router's share a whole frame, zero but
  * for the share, decoded at its offset (frame_rows.c). */
-static uint8_t *frame_memory(rtomod_input *in, const rtomod_image *im,
+static uint8_t *frame_memory(const rtomod_arm *a, const rtomod_image *im,
                              zmq_msg_t *payload, rtomo_reject_info *why)
 {
-    const size_t size = rtomo_dtype_size(in->arm.dtype);
+    const size_t size = rtomo_dtype_size(a->dtype);
     const size_t whole = (size_t)(im->height * im->width) * size;
-    /* A whole frame is written whole by the decoder: a recycled buffer,
-     * whose pages are mapped already (rtomod_frame_pool.h). */
     int failed = im->rows_count > 0
                      ? rtomod_frame_rows_blank(whole, payload)
-                     : rtomod_frame_pool_msg(in->buffers, whole, payload);
+                     : zmq_msg_init_size(payload, whole);
     if (failed) {
         /* The caller closes *payload: make it an empty message (a failed
          * init leaves it unusable). */
@@ -456,15 +454,14 @@ static uint8_t *frame_memory(rtomod_input *in, const rtomod_image *im,
 }
 
 /* The frame's pixels in the scan's type, in a new message. */
-static int frame_payload(rtomod_input *in, const rtomod_image *im,
+static int frame_payload(const rtomod_arm *a, const rtomod_image *im,
                          zmq_msg_t *payload, rtomo_reject_info *why)
 {
-    const rtomod_arm *a = &in->arm;
     size_t n = im->rows_count > 0 ? (size_t)im->elements
                                   : (size_t)(im->height * im->width);
     size_t src_bytes = n * (size_t)im->src_size;
     size_t out_bytes = n * rtomo_dtype_size(a->dtype);
-    uint8_t *out = frame_memory(in, im, payload, why);
+    uint8_t *out = frame_memory(a, im, payload, why);
     if (!out)
         return -1;
     if (same_type(im, a->dtype) && !im->src_float)
@@ -561,7 +558,7 @@ void rtomod_arm_image(rtomod_input *in, const rtomod_image *im)
     f->rows_count = im->rows_count > 0 ? im->rows_count : 0;
     zmq_msg_t payload;
     double t0 = rtomod_now();
-    int rc = frame_payload(in, im, &payload, &why);
+    int rc = frame_payload(a, im, &payload, &why);
     in->decode_s += rtomod_now() - t0;
     if (rc != 0) {
         zmq_msg_close(&payload);

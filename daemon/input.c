@@ -165,11 +165,6 @@ static void *connect_pull(rtomod *d, const char *endpoint, const char *role,
     return s;
 }
 
-/* Frame buffers an input keeps for its next images: 32 frames of 2048 x
- * 2048 uint16, enough for the images in flight between the loop and the
- * workers at 600 frames/s (rtomod_frame_pool.h). */
-#define FRAME_POOL_BYTES ((size_t)256 << 20)
-
 static int open_input(rtomod *d, rtomod_input *in, const char *endpoint,
                       char *error, size_t error_size)
 {
@@ -180,10 +175,6 @@ static int open_input(rtomod *d, rtomod_input *in, const char *endpoint,
         ZMQ_AFFINITY, (int64_t)rtomod_config_zmq_affinity(&d->cfg, 1), -1};
     char role[RTOMOD_INPUT_NAME_MAX + 16];
     snprintf(role, sizeof role, "input %s", rtomod_input_name(in->kind));
-    if (!(in->buffers = rtomod_frame_pool_new(FRAME_POOL_BYTES))) {
-        snprintf(error, error_size, "%s: out of memory", role);
-        return -1;
-    }
     /* CZMQ's convention: ">endpoint" connects, "@endpoint" (or none)
      * binds. */
     if (endpoint[0] == '>')
@@ -247,8 +238,6 @@ void rtomod_inputs_close(rtomod *d)
         return;
     for (int k = 0; k < RTOMOD_INPUT_COUNT; k++) {
         rtomod_input *in = &d->inputs->in[k];
-        rtomod_frame_pool_close(in->buffers);
-        in->buffers = NULL;
         if (!in->socket)
             continue;
         rtomod_zwatch_stop(d->loop, &in->watch);

@@ -25,7 +25,6 @@
 #include <jansson.h>
 
 #include "rtomod_bitshuffle.h"
-#include "rtomod_frame_pool.h"
 #include "rtomod_loop.h"
 #include "rtomo_protocol.h"
 
@@ -88,7 +87,6 @@ typedef struct rtomod_input {
     uint64_t series;            /* series started (Stream V2) */
     uint64_t series_ended;      /* ... and ended by their end message */
     double decode_s;            /* time spent decoding images */
-    rtomod_frame_pool *buffers; /* the frames' buffers, recycled */
 } rtomod_input;
 
 typedef struct rtomod_inputs {
