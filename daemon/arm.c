@@ -434,12 +434,15 @@ static int same_type(const rtomod_image *im, rtomo_dtype dtype)
  * the image's elements, or for a router's share a whole frame, zero but
  * for the share, decoded at its offset (frame_rows.c). */
 static uint8_t *frame_memory(const rtomod_arm *a, const rtomod_image *im,
-                             zmq_msg_t *payload, rtomo_reject_info *why)
+                             int keep, zmq_msg_t *payload,
+                             rtomo_reject_info *why)
 {
     const size_t size = rtomo_dtype_size(a->dtype);
     const size_t whole = (size_t)(im->height * im->width) * size;
+    const size_t lo = (size_t)im->offset * size;
+    const size_t hi = lo + (size_t)im->elements * size;
     int failed = im->rows_count > 0
-                     ? rtomod_frame_rows_blank(whole, payload)
+                     ? rtomod_frame_rows_blank(whole, lo, hi, keep, payload)
                      : zmq_msg_init_size(payload, whole);
     if (failed) {
         /* The caller closes *payload: make it an empty message (a failed
@@ -450,18 +453,18 @@ static uint8_t *frame_memory(const rtomod_arm *a, const rtomod_image *im,
         return NULL;
     }
     uint8_t *out = zmq_msg_data(payload);
-    return im->rows_count > 0 ? out + (size_t)im->offset * size : out;
+    return im->rows_count > 0 ? out + lo : out;
 }
 
 /* The frame's pixels in the scan's type, in a new message. */
 static int frame_payload(const rtomod_arm *a, const rtomod_image *im,
-                         zmq_msg_t *payload, rtomo_reject_info *why)
+                         int keep, zmq_msg_t *payload, rtomo_reject_info *why)
 {
     size_t n = im->rows_count > 0 ? (size_t)im->elements
                                   : (size_t)(im->height * im->width);
     size_t src_bytes = n * (size_t)im->src_size;
     size_t out_bytes = n * rtomo_dtype_size(a->dtype);
-    uint8_t *out = frame_memory(a, im, payload, why);
+    uint8_t *out = frame_memory(a, im, keep, payload, why);
     if (!out)
         return -1;
     if (same_type(im, a->dtype) && !im->src_float)
@@ -558,7 +561,8 @@ void rtomod_arm_image(rtomod_input *in, const rtomod_image *im)
     f->rows_count = im->rows_count > 0 ? im->rows_count : 0;
     zmq_msg_t payload;
     double t0 = rtomod_now();
-    int rc = frame_payload(a, im, &payload, &why);
+    int rc = frame_payload(a, im, in->d->cfg.ingest.keep_buffers, &payload,
+                           &why);
     in->decode_s += rtomod_now() - t0;
     if (rc != 0) {
         zmq_msg_close(&payload);

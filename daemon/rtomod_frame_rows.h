@@ -16,13 +16,16 @@
  * rows in place, every other row zero) and f says so (rows_count 0).
  * Nothing to do for a whole frame; a payload of the whole frame's size
  * holds the rows in place already (rtomod_frame_rows_blank), and only f
- * changes.  0, or -1 when out of memory (payload and f unchanged). */
-int rtomod_frame_rows_widen(rtomo_frame_header *f, zmq_msg_t *payload);
+ * changes.  keep: ingest.keep_buffers (frame_rows.c says why it matters).
+ * 0, or -1 when out of memory (payload and f unchanged). */
+int rtomod_frame_rows_widen(rtomo_frame_header *f, int keep,
+                            zmq_msg_t *payload);
 
-/* A new message of `size` bytes, all zero, whose pages cost nothing until
- * written: a whole frame for a detector input to decode a share of rows
- * into.  0, or -1 when out of memory (*payload is then an empty
- * message). */
-int rtomod_frame_rows_blank(size_t size, zmq_msg_t *payload);
+/* A new message of `size` bytes, zero outside bytes [lo, hi), which the
+ * caller writes (lo <= hi <= size): a whole frame for a detector input to
+ * decode a share of rows into.  keep: ingest.keep_buffers.  0, or -1 when
+ * out of memory (*payload is then an empty message). */
+int rtomod_frame_rows_blank(size_t size, size_t lo, size_t hi, int keep,
+                            zmq_msg_t *payload);
 
 #endif

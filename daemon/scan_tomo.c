@@ -1149,7 +1149,8 @@ static int take_rows(rtomod *d, const rtomod_tomo_scan *t,
                            ? " and phase retrieval's reach around them" : "");
         return -1;
     }
-    if (rtomod_frame_rows_widen(f, payload) != 0) {
+    if (rtomod_frame_rows_widen(f, d->cfg.ingest.keep_buffers, payload) !=
+        0) {
         rtomod_rejectf(d, RTOMO_REJECT_OVERSIZE, msg->scan, f->index,
                        "out of memory for a whole frame of %lld rows",
                        (long long)f->shape[0]);

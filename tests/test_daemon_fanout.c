@@ -64,13 +64,16 @@ static void check_union(daemon_inbox *in, const char *scan, const int *rows,
 }
 
 /* Daemons 0 and 1 take rows 0..2 and 3..5 of a 6-row detector, daemon 2
- * all of them. */
+ * all of them.  Daemon 1 does not keep received memory, so that frames of
+ * some rows are made whole both ways (frame_rows.c: cleared heap memory,
+ * or a fresh zero mapping). */
 static void start_split(daemon_proc d[3])
 {
     const char *low[] = {"--set", "reconstruction.rows={\"first\": 0, "
                          "\"count\": 3}", NULL};
     const char *high[] = {"--set", "reconstruction.rows={\"first\": 3, "
-                          "\"count\": 3}", NULL};
+                          "\"count\": 3}", "--set",
+                          "ingest.keep_buffers=false", NULL};
     daemon_start(&d[0], low);
     daemon_start(&d[1], high);
     daemon_start(&d[2], NULL);
