@@ -242,9 +242,14 @@ float *daemon_reference_window(const daemon_scan *s, const int *rows,
                                int n_rows, int last, const int *roi);
 
 /* Wait for the first n_rows slices (detector rows 0..n_rows-1) of scan s
- * and check each against the CPU engine's (1e-5 of its largest value). */
+ * and check each against the CPU engine's (1e-5 of its largest value: a
+ * daemon on the CPU backend). */
 void daemon_check_against_engine(daemon_inbox *in, const daemon_scan *s,
                                  int n_rows);
+/* The same within rel_tol of the largest value: a daemon on the GPU,
+ * whose FBP differs from the CPU engine's by float rounding. */
+void daemon_check_against_engine_tol(daemon_inbox *in, const daemon_scan *s,
+                                     int n_rows, double rel_tol);
 
 /* A random permutation of 0..n-1 (malloc'd). */
 int *daemon_shuffled(int n, uint64_t *seed);

@@ -460,7 +460,14 @@ START_TEST(abort_stops_the_iterations)
     daemon_scan next;
     daemon_scan_make(&next, "after", WIDTH, HEIGHT, N_PROJ, 1, 2, 0xaf7e);
     daemon_send_scan(t.c, &next);
-    daemon_check_against_engine(&t.in, &next, 2);
+    /* ENGINE_TOL, not the harness's CPU 1e-5: on the GPU the FBP differs
+     * from the CPU's by float rounding alone (cuFFT against the CPU's
+     * transform, the back-projector's sums), measured 1.13e-5 of the
+     * largest value on an H100 whose autotuner chose the 1-slice ALU
+     * kernel, below 1e-5 where it chose another.  Anything of the aborted
+     * scan in these slices (its data, a projection dropped or added)
+     * moves them by far more. */
+    daemon_check_against_engine_tol(&t.in, &next, 2, ENGINE_TOL);
     daemon_scan_free(&next);
     daemon_scan_free(&s);
     daemon_session_close(&t);
