@@ -464,9 +464,10 @@ START_TEST(abort_stops_the_iterations)
      * from the CPU's by float rounding alone (cuFFT against the CPU's
      * transform, the back-projector's sums), measured 1.13e-5 of the
      * largest value on an H100 whose autotuner chose the 1-slice ALU
-     * kernel, below 1e-5 where it chose another.  Anything of the aborted
-     * scan in these slices (its data, a projection dropped or added)
-     * moves them by far more. */
+     * kernel with 64-pixel tiles (a timed choice, per machine, so other
+     * machines may round below 1e-5: not measured).  Anything of the
+     * aborted scan in these slices (its data, a projection dropped or
+     * added) moves them by far more. */
     daemon_check_against_engine_tol(&t.in, &next, 2, ENGINE_TOL);
     daemon_scan_free(&next);
     daemon_scan_free(&s);
