@@ -360,9 +360,15 @@ static rtomo_status cuda_ray(rtomo_iter *it, const iter_vec *x, iter_vec *y,
 {
     cuda_iter *c = impl(it);
     rtomo_status st = use_device(c, err);
-    return st != RTOMO_OK ? st
-                          : cuda_iter_ray_project(&c->launch, x->data, x->n,
-                                                  y->data, c->stream[0], err);
+    if (st == RTOMO_OK)
+        st = cuda_iter_ray_project(&c->launch, x->data, x->n, y->data,
+                                   c->stream[0], err);
+    if (st != RTOMO_OK)
+        return st;
+    /* Synchronous like every op (file comment): the caller may read y or
+     * time the call as soon as it returns. */
+    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(c->stream[0]));
+    return RTOMO_OK;
 }
 
 extern "C" const rtomo_iter_backend_ops rtomo_cuda_iter_ops = {
