@@ -102,6 +102,18 @@ void daemon_assert_memory_growth(double before, double after, double bound_mb,
 
 /* ------------------------------------------------------------- client ---- */
 
+rtomo_client *daemon_control_client(const daemon_proc *d)
+{
+    rtomo_client_options opt;
+    rtomo_client_options_init(&opt);
+    opt.control = d->control;
+    opt.control_timeout_ms = 10000;
+    rtomo_error err;
+    rtomo_client *c = rtomo_client_open(&opt, &err);
+    ck_assert_msg(c, "control client: %s", err.message);
+    return c;
+}
+
 rtomo_client *daemon_connect(const daemon_proc *d, int connections)
 {
     rtomo_client_options opt;

@@ -58,6 +58,8 @@ void daemon_assert_memory_growth(double before, double after, double bound_mb,
 /* A client with `connections` ingest sockets, control, and a subscription
  * to every topic that is known to be live (a telemetry message arrived). */
 rtomo_client *daemon_connect(const daemon_proc *d, int connections);
+/* A client of daemon d's control socket only (status, commands). */
+rtomo_client *daemon_control_client(const daemon_proc *d);
 
 /* Subscribe c to every topic and wait until a telemetry message proves
  * the subscription reached rtomod. */

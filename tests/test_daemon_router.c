@@ -289,13 +289,7 @@ END_TEST
 /* The daemon's status.telemetry.ingest.<name> (frames, bytes). */
 static long ingest_count(const daemon_proc *d, const char *name)
 {
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.control = d->control;
-    opt.control_timeout_ms = 10000;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "control client: %s", err.message);
+    rtomo_client *c = daemon_control_client(d);
     json_t *st = daemon_status(c);
     long n = status_field(json_object_get(json_object_get(st, "telemetry"),
                                    "ingest"), name);

@@ -558,19 +558,6 @@ static void send_series(void *const *to, const daemon_scan *s,
     push_both(to, msg, size);
 }
 
-/* A control client of daemon d. */
-static rtomo_client *control_of(const daemon_proc *d)
-{
-    rtomo_client_options opt;
-    rtomo_client_options_init(&opt);
-    opt.control = d->control;
-    opt.control_timeout_ms = 10000;
-    rtomo_error err;
-    rtomo_client *c = rtomo_client_open(&opt, &err);
-    ck_assert_msg(c, "control client: %s", err.message);
-    return c;
-}
-
 /* Arm daemon d's Stream V2 input with scan s. */
 static void arm(rtomo_client *c, const daemon_scan *s)
 {
@@ -803,7 +790,7 @@ START_TEST(router_cuts_stream2_images_for_three_armed_daemons)
     daemon_inbox_init(&in, c);
     rtomo_client *ctl[4];
     for (int k = 0; k < 4; k++)
-        ctl[k] = control_of(&d[k]);
+        ctl[k] = daemon_control_client(&d[k]);
     void *context = zmq_ctx_new();
     void *to[2] = {detector(context, stream2), detector(context, inputs[3])};
 
