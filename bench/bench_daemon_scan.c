@@ -20,8 +20,13 @@
  *
  *   bench_daemon_scan --rtomod PATH --backend cuda --devices 0 --devices 0,1
  *                     [--size 2048] [--projections 2048] [--slices 2048]
- *                     [--connections 4] [--receive-slices] [--axis-auto]
- *                     [--json FILE] [--arg RTOMOD_ARGUMENT]...
+ *                     [--connections 4] [--scans N] [--receive-slices]
+ *                     [--axis-auto] [--json FILE] [--arg RTOMOD_ARGUMENT]...
+ *
+ * --scans N sends N scans one after the other to the same daemon, a row
+ * each: the first pays for what a fresh daemon sets up (output buffers
+ * allocated and their pages touched), the later ones show a daemon that
+ * has been running.
  *
  * --axis-auto asks for "axis": "auto" (the cost of finding it; with the
  * daemon's phase.* and reconstruction.rings settings given by --arg the
@@ -42,17 +47,19 @@
 
 #define PROGRAM "bench_daemon_scan"
 #define MAX_RUNS 8
+#define MAX_SCANS 8
 
 typedef struct options {
     bench_daemon_cli cli;       /* --rtomod, --backend, --json, --arg */
     const char *devices[MAX_RUNS];
     int n_runs;
-    long size, projections, slices, connections;
+    long size, projections, slices, connections, scans;
     int receive_slices, ipc, axis_auto;
 } options;
 
 typedef struct result {
     const char *devices;
+    int scan;                   /* 1 for a daemon's first scan */
     double ingest_s, total_s, tail_s, gu_per_s, daemon_gu_per_s;
     double ready_s;             /* the daemon's: last frame received ->
                                    last slice in host memory */
@@ -68,14 +75,15 @@ static void usage(FILE *out)
     fprintf(out,
 "usage: " PROGRAM " [--rtomod PATH] [--backend NAME] [--devices LIST]...\n"
 "       [--size N] [--projections N] [--slices N] [--connections K] [--ipc]\n"
-"       [--receive-slices] [--axis-auto] [--json FILE]\n"
+"       [--scans N] [--receive-slices] [--axis-auto] [--json FILE]\n"
 "       [--arg RTOMOD_ARGUMENT]...\n"
-"One run per --devices (default: one run with rtomod's default devices).\n");
+"One run per --devices (default: one run with rtomod's default devices),\n"
+"each of --scans scans (default 1) to one daemon.\n");
 }
 
 enum {
     OPT_DEVICES = 256, OPT_SIZE, OPT_PROJECTIONS, OPT_SLICES,
-    OPT_CONNECTIONS, OPT_RECEIVE, OPT_IPC, OPT_AXIS_AUTO, OPT_HELP
+    OPT_CONNECTIONS, OPT_SCANS, OPT_RECEIVE, OPT_IPC, OPT_AXIS_AUTO, OPT_HELP
 };
 
 /* One option; 0, 1 for --help, -1 after a usage message. */
@@ -99,6 +107,8 @@ static int apply_option(int c, const char *arg, options *o)
                                            &o->slices);
     case OPT_CONNECTIONS: return tool_parse_int(PROGRAM, "--connections", arg,
                                                 1, 64, &o->connections);
+    case OPT_SCANS: return tool_parse_int(PROGRAM, "--scans", arg, 1,
+                                          MAX_SCANS, &o->scans);
     case OPT_RECEIVE: o->receive_slices = 1; return 0;
     case OPT_IPC: o->ipc = 1; return 0;
     case OPT_AXIS_AUTO: o->axis_auto = 1; return 0;
@@ -117,13 +127,14 @@ static int parse_options(int argc, char **argv, options *o)
         {"projections", required_argument, NULL, OPT_PROJECTIONS},
         {"slices", required_argument, NULL, OPT_SLICES},
         {"connections", required_argument, NULL, OPT_CONNECTIONS},
+        {"scans", required_argument, NULL, OPT_SCANS},
         {"receive-slices", no_argument, NULL, OPT_RECEIVE},
         {"ipc", no_argument, NULL, OPT_IPC},
         {"axis-auto", no_argument, NULL, OPT_AXIS_AUTO},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
     *o = (options){.size = 2048, .projections = 2048, .slices = 2048,
-                   .connections = 4};
+                   .connections = 4, .scans = 1};
     bench_cli_init(&o->cli);
     int c, rc;
     while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
@@ -138,23 +149,21 @@ static int parse_options(int argc, char **argv, options *o)
 
 /* ---------------------------------------------------------------- run ---- */
 
-static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
-                     double *t_end)
+static int send_scan(const options *o, rtomo_client *c, const char *id,
+                     const uint16_t *frames, double *t_end)
 {
     rtomo_scan_spec spec;
-    bench_scan_spec(&spec, "bench-scan", o->size, o->size, o->projections,
-                    o->slices);
+    bench_scan_spec(&spec, id, o->size, o->size, o->projections, o->slices);
     spec.axis_auto = o->axis_auto;
     rtomo_error err;
     int rc = rtomo_client_send_scan_begin(c, &spec, &err) == RTOMO_OK ? 0 : -1;
     rtomo_scan_spec_clear(&spec);
     size_t samples = (size_t)o->size * (size_t)o->size;
     rtomo_frame_header f;
-    bench_projection_header(&f, "bench-scan", o->size, o->size);
+    bench_projection_header(&f, id, o->size, o->size);
     /* With several connections the frames may overtake the begin. */
     if (rc == 0 && o->connections > 1 &&
-        rtomo_client_wait_for_scan(c, "bench-scan", 0, 30000, &err) !=
-            RTOMO_OK)
+        rtomo_client_wait_for_scan(c, id, 0, 30000, &err) != RTOMO_OK)
         rc = -1;
     for (long p = 0; rc == 0 && p < o->projections; p++) {
         f.index = p;
@@ -165,11 +174,11 @@ static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
             rc = -1;
     }
     if (rc == 0 && o->connections > 1 &&
-        rtomo_client_wait_for_scan(c, "bench-scan", o->projections, 60000,
-                                   &err) != RTOMO_OK)
+        rtomo_client_wait_for_scan(c, id, o->projections, 60000, &err) !=
+            RTOMO_OK)
         rc = -1;
-    if (rc == 0 && rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, "bench-scan",
-                                         &err) != RTOMO_OK)
+    if (rc == 0 && rtomo_client_send_end(c, RTOMO_MSG_SCAN_END, id, &err) !=
+                       RTOMO_OK)
         rc = -1;
     *t_end = tool_now();
     if (rc != 0)
@@ -177,13 +186,15 @@ static int send_scan(const options *o, rtomo_client *c, const uint16_t *frames,
     return rc;
 }
 
-/* Receive until scan_complete (counting slices when subscribed), noting
- * when every frame had been accepted. */
-static void await_completion(const options *o, rtomo_client *c, result *r,
+/* Receive until scan `id` is complete (counting slices when subscribed),
+ * noting when every frame had been accepted: the daemon's counter, which
+ * counts every scan, reaches `accepted_before` plus this scan's messages. */
+static void await_completion(const options *o, rtomo_client *c,
+                             const char *id, long accepted_before, result *r,
                              double t0)
 {
     double deadline = tool_now() + BENCH_TIMEOUT_MS / 1000.0;
-    long want = o->projections + 2;
+    long want = accepted_before + o->projections + 2;
     while (!r->complete && tool_now() < deadline && !tool_interrupted) {
         rtomo_published m = {0};
         rtomo_error err;
@@ -191,7 +202,8 @@ static void await_completion(const options *o, rtomo_client *c, result *r,
             if (m.kind == RTOMO_PUBLISHED_IMAGE)
                 r->slices_received++;
             else if (m.kind == RTOMO_PUBLISHED_EVENT &&
-                     strcmp(m.event.event, "scan_complete") == 0)
+                     strcmp(m.event.event, "scan_complete") == 0 &&
+                     strcmp(m.event.scan, id) == 0)
                 r->complete = 1;
         }
         rtomo_published_clear(&m);
@@ -201,11 +213,42 @@ static void await_completion(const options *o, rtomo_client *c, result *r,
     r->total_s = tool_now() - t0;
 }
 
+/* One scan to the open daemon; 0 when it completed. */
+static int scan_once(const options *o, bench_daemon *b, int scan,
+                     const uint16_t *frames, result *r)
+{
+    char id[32];
+    snprintf(id, sizeof id, "bench-scan-%d", scan);
+    r->scan = scan;
+    long accepted_before = bench_counter(b->client, "accepted");
+    long dropped_before = bench_counter(b->client, "dropped");
+    long rejected_before = bench_counter(b->client, "rejected");
+    double t0 = tool_now(), t_end = 0;
+    if (send_scan(o, b->client, id, frames, &t_end) != 0)
+        return -1;
+    await_completion(o, b->client, id, accepted_before, r, t0);
+    r->tail_s = t0 + r->total_s - t_end;
+    double updates = (double)o->slices * o->size * o->size *
+                     (double)o->projections;
+    r->gu_per_s = updates / r->total_s / 1e9;
+    r->daemon_gu_per_s = bench_telemetry(b->client, "reconstruction",
+                                         "gu_per_s");
+    r->ready_s = 1e-3 * bench_telemetry(b->client, "reconstruction",
+                                        "last_ready_ms");
+    r->to_ready_s = t_end - t0 + r->ready_s;
+    r->accepted = bench_counter(b->client, "accepted") - accepted_before;
+    r->dropped = bench_counter(b->client, "dropped") - dropped_before;
+    r->rejected = bench_counter(b->client, "rejected") - rejected_before;
+    r->gpus = bench_gpus(b->client);
+    return r->complete ? 0 : -1;
+}
+
+/* o->scans scans to one daemon started for `devices`, into r[0..scans). */
 static int run_once(const options *o, const char *devices,
                     const uint16_t *frames, result *r)
 {
-    memset(r, 0, sizeof *r);
-    r->devices = devices ? devices : "default";
+    memset(r, 0, sizeof *r * (size_t)o->scans);
+    const char *name = devices ? devices : "default";
     const char *args[BENCH_MAX_ARGS + 8];
     bench_cli_daemon_args(&o->cli, devices, args);
     const char *events[] = {RTOMO_TOPIC_EVENT, NULL};
@@ -215,28 +258,17 @@ static int run_once(const options *o, const char *devices,
                                .connections = (int)o->connections,
                                .topics = o->receive_slices ? all : events,
                                .receive_hwm = 100000, .ipc = o->ipc};
+    for (long k = 0; k < o->scans; k++)
+        r[k].devices = name;
     if (bench_daemon_open(&b, &bo) != 0)
         return -1;
-    double t0 = tool_now(), t_end = 0;
-    int rc = send_scan(o, b.client, frames, &t_end);
-    if (rc == 0) {
-        await_completion(o, b.client, r, t0);
-        r->tail_s = t0 + r->total_s - t_end;
-        double updates = (double)o->slices * o->size * o->size *
-                         (double)o->projections;
-        r->gu_per_s = updates / r->total_s / 1e9;
-        r->daemon_gu_per_s = bench_telemetry(b.client, "reconstruction",
-                                             "gu_per_s");
-        r->ready_s = 1e-3 * bench_telemetry(b.client, "reconstruction",
-                                            "last_ready_ms");
-        r->to_ready_s = t_end - t0 + r->ready_s;
-        r->accepted = bench_counter(b.client, "accepted");
-        r->dropped = bench_counter(b.client, "dropped");
-        r->rejected = bench_counter(b.client, "rejected");
-        r->gpus = bench_gpus(b.client);
-    }
-    r->exit_status = bench_daemon_close(&b);
-    return rc == 0 && r->complete ? 0 : -1;
+    int rc = 0;
+    for (long k = 0; k < o->scans && rc == 0; k++)
+        rc = scan_once(o, &b, (int)k + 1, frames, &r[k]);
+    int exit_status = bench_daemon_close(&b);
+    for (long k = 0; k < o->scans; k++)
+        r[k].exit_status = exit_status;
+    return rc;
 }
 
 /* ------------------------------------------------------------ report ---- */
@@ -248,8 +280,8 @@ static void print_table(const options *o, const result *r, int n)
            o->size, o->size, o->slices, o->size, o->size, o->cli.backend,
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
-    printf("%-10s %-28s %9s %9s %9s %9s %10s %9s %9s %8s %8s\n", "devices",
-           "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "to_ready_s",
+    printf("%-10s %4s %-28s %9s %9s %9s %9s %10s %9s %9s %8s %8s\n",
+           "devices", "scan", "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "to_ready_s",
            "GU/s", "speed-up", "dropped", "slices");
     for (int i = 0; i < n; i++) {
         char gpus[256] = "";
@@ -261,8 +293,9 @@ static void print_table(const options *o, const result *r, int n)
                                      json_string_value(json_object_get(
                                          json_array_get(r[i].gpus, g),
                                          "name")));
-        printf("%-10s %-28.28s %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f %9.2f "
-               "%8ld %8ld\n", r[i].devices, used ? gpus : "-", r[i].ingest_s,
+        printf("%-10s %4d %-28.28s %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f "
+               "%9.2f %8ld %8ld\n", r[i].devices, r[i].scan,
+               used ? gpus : "-", r[i].ingest_s,
                r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].to_ready_s,
                r[i].gu_per_s, r[0].total_s / r[i].total_s,
                r[i].dropped, r[i].slices_received);
@@ -274,10 +307,10 @@ static json_t *results_json(const options *o, const result *r, int n)
     json_t *runs = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(runs, json_pack(
-            "{s:s, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
+            "{s:s, s:i, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
             " s:I, s:I,"
             " s:b, s:i}",
-            "devices", r[i].devices,
+            "devices", r[i].devices, "scan", r[i].scan,
             "gpus", r[i].gpus ? r[i].gpus : json_null(),
             "ingest_s", r[i].ingest_s, "total_s", r[i].total_s,
             "tail_s", r[i].tail_s, "ready_s", r[i].ready_s,
@@ -312,19 +345,20 @@ int main(int argc, char **argv)
         return 1;
     }
     tool_catch_signals();
-    result results[MAX_RUNS];
+    result results[MAX_RUNS * MAX_SCANS];
+    const int n = o.n_runs * (int)o.scans;
     int failures = 0;
     for (int i = 0; i < o.n_runs; i++) {
-        if (run_once(&o, o.devices[i], frames, &results[i]) != 0) {
+        result *r = &results[i * o.scans];
+        if (run_once(&o, o.devices[i], frames, r) != 0) {
             fprintf(stderr, PROGRAM ": the run with devices %s failed\n",
-                    results[i].devices);
+                    r->devices);
             failures++;
         }
     }
-    print_table(&o, results, o.n_runs);
-    bench_print_json(PROGRAM, results_json(&o, results, o.n_runs),
-                     o.cli.json_path);
-    for (int i = 0; i < o.n_runs; i++)
+    print_table(&o, results, n);
+    bench_print_json(PROGRAM, results_json(&o, results, n), o.cli.json_path);
+    for (int i = 0; i < n; i++)
         json_decref(results[i].gpus);
     free(frames);
     return failures ? 1 : 0;
