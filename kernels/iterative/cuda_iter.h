@@ -13,8 +13,9 @@
  * Layouts (device memory): images are rows of slice_size^2 floats (row-
  * major, y then x), sinograms rows of n_proj x det_width floats
  * (projection-major), as iter_vec holds them.  A works from a packed copy
- * of CUDA_ITER_SLICES rows: each pixel's CUDA_ITER_SLICES values side by
- * side (one 16-byte load), in the image's order and transposed.
+ * of up to CUDA_ITER_A_SLICES rows: each pixel's values side by side (8,
+ * or 16 where there are more than 8 rows; 16-byte loads), in the image's
+ * order and transposed.
  */
 #ifndef RTOMO_CUDA_ITER_H
 #define RTOMO_CUDA_ITER_H
@@ -23,11 +24,13 @@
 
 #include "iter_internal.h"
 
-/* Rows (slices) one thread of A or A^T works on together: they share the
+/* Rows (slices) one thread of A^T works on together: they share the
  * footprint computation. */
 #define CUDA_ITER_SLICES 8
-/* float4s per pixel in A's packed copies (CUDA_ITER_SLICES / 4). */
-#define CUDA_ITER_PACK (CUDA_ITER_SLICES / 4)
+/* Rows one thread of A works on together (8 in a call of at most 8), and
+ * the float4s per pixel of its packed copies. */
+#define CUDA_ITER_A_SLICES 16
+#define CUDA_ITER_A_PACK (CUDA_ITER_A_SLICES / 4)
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,9 +48,10 @@ typedef struct cuda_iter_launch {
                                    for measurements) */
 } cuda_iter_launch;
 
-/* Pack rows[0..valid-1] (valid <= CUDA_ITER_SLICES; the others read as
+/* Pack rows[0..valid-1] (valid <= CUDA_ITER_A_SLICES; the others read as
  * zeros) of images (each size^2 floats, consecutive) into packed and
- * packed_t (size^2 x CUDA_ITER_PACK float4 each: [y][x] and [x][y]). */
+ * packed_t (size^2 x 2 float4 each where valid <= 8, else x
+ * CUDA_ITER_A_PACK: [y][x] and [x][y]). */
 rtomo_status cuda_iter_pack(const cuda_iter_launch *l, const float *images,
                             int valid, float4 *packed, float4 *packed_t,
                             cudaStream_t stream, rtomo_error *err);

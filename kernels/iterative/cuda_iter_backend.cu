@@ -4,8 +4,9 @@
  * the vector ops as kernels (cuda_iter_kernels.cu), on the first of the
  * plan's devices.
  *
- * Streams: two per plan.  A (project) packs group g + 1 of CUDA_ITER_SLICES rows on one
- * stream while group g projects on the other (two packed scratch slots).
+ * Streams: two per plan.  A (project) packs group g + 1 of
+ * CUDA_ITER_A_SLICES rows on one stream while group g projects on the
+ * other (two packed scratch slots).
  * Uploads and downloads go through two pinned staging buffers of 8 MiB:
  * the host copies chunk k + 1 into one while the DMA engine moves chunk k
  * from the other, so pageable caller memory moves at close to pinned
@@ -105,10 +106,10 @@ static rtomo_status cuda_create(rtomo_iter *it, rtomo_error *err)
                                                       cudaStreamNonBlocking));
         RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&c->staged[k],
                                                      cudaEventDisableTiming));
-        RTOMO_CUDA_TRY(err, cudaMalloc((void **)&c->packed[k],
-                                       sizeof(float4) * CUDA_ITER_PACK * plane));
+        const size_t packed_bytes = sizeof(float4) * CUDA_ITER_A_PACK * plane;
+        RTOMO_CUDA_TRY(err, cudaMalloc((void **)&c->packed[k], packed_bytes));
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&c->packed_t[k],
-                                       sizeof(float4) * CUDA_ITER_PACK * plane));
+                                       packed_bytes));
         RTOMO_CUDA_TRY(err, cudaHostAlloc(&c->stage[k], STAGE_BYTES,
                                           cudaHostAllocDefault));
     }
@@ -242,8 +243,9 @@ static rtomo_status cuda_project(rtomo_iter *it, const iter_vec *x,
     if (st != RTOMO_OK)
         return st;
     const int n = x->n;
-    for (int g = 0, k = 0; g < n; g += CUDA_ITER_SLICES, k ^= 1) {
-        const int valid = n - g < CUDA_ITER_SLICES ? n - g : CUDA_ITER_SLICES;
+    for (int g = 0, k = 0; g < n; g += CUDA_ITER_A_SLICES, k ^= 1) {
+        const int valid = n - g < CUDA_ITER_A_SLICES ? n - g
+                                                     : CUDA_ITER_A_SLICES;
         /* Group g + 1 packs on the other stream while g projects. */
         if ((st = cuda_iter_pack(&c->launch, x->data + (size_t)g * it->image_len,
                                  valid, c->packed[k], c->packed_t[k],

@@ -15,28 +15,41 @@
  * the 8 rows, the sinogram is read from global memory once per tile.
  *
  * A (project_kernel): a block of 128 threads, one per bin of 128
- * consecutive bins, of 4 consecutive projections that share each line's
- * pixels where their windows overlap (project_walk_multi, below; else one
- * projection after the other as follows).  For |cos| >= |sin| the block walks
- * the image's rows y: the pixels of row y whose footprint may reach bin j
- * are those whose first bin j0 (iter_sf_weights) is j - 2, j - 1 or j,
- * i.e. whose centre lies in [j - 2.5 - t0, j + 0.5 - t0): an interval of
- * 3 / |cos| <= 3 sqrt 2 pixels, so 6 candidates around its middle cover it
- * with a margin of more than 0.8 pixel for the rounding of the middle.
- * Rows go in batches of FP_LINES: the block first computes, once per pixel, the
- * first bin and three weights exactly as A^T does (cuda_iter_center, then
- * iter_sf_weights) for every pixel any of its bins' candidates can be (at
- * most 192 per row, from the monotone middles of its first and last bin),
- * into shared memory with the pixel's 8 values; each thread then takes,
- * for each of its 6 candidates, the weight for bin j - j0 (none where j0
- * is not j - 2 .. j, as in A^T; none off the image).  The weights are
- * computed once per pixel instead of once per candidate (3 / |cos| + 6
- * times).  For |sin| > |cos| it walks columns, reading the transposed
- * packed copy so that the table's loads stay coalesced.  Batches whose
- * table misses the image are skipped by the whole block.  No atomics:
- * each output bin is one thread's sum, in a fixed order.
+ * consecutive bins, of 4 consecutive projections, each thread the 16 rows
+ * of a packed copy (CUDA_ITER_A_SLICES; 8 when a call has no more).  For
+ * |cos| >= |sin| a projection walks the image's rows, else its columns
+ * (the transposed packed copy, so that loads stay coalesced).  On a line,
+ * the pixels whose footprint reaches bin j are those whose first bin j0
+ * (iter_sf_weights) is j - 2, j - 1 or j: their positions lie within
+ * 1.5 / max(|cos|, |sin|) (<= 2.13) of a middle that is linear in the line
+ * (fp_low, below), so the 4 pixels after the low end of that interval,
+ * less a margin for float rounding, hold them all where the interval is
+ * at most 4 wide with the margin (max(|cos|, |sin|) >= 0.79: most
+ * angles), and 5 pixels elsewhere.  Line by line, the block puts into
+ * shared memory the 16 values of every pixel the 4 projections' bins can
+ * reach (their windows overlap: neighbouring projections cross nearly the
+ * same pixels, so each value is read from global memory once for all 4)
+ * and, per projection, the first bin and three weights of every pixel of
+ * its own window, computed exactly as A^T does (cuda_iter_center, then
+ * iter_sf_weights): once per pixel and projection instead of once per
+ * candidate, and shared by 16 rows.  Each thread then takes, per
+ * projection, its 4 or 5 candidates' weights for bin j (j - j0; none where
+ * j0 is not j - 2 .. j, as in A^T; none off the image) and adds 16-float
+ * taps.  A's cost is shared-memory traffic per tap: the tighter candidate
+ * set (6 before, for ~2.8 useful) and the 16 rows (the weight look-up
+ * shared by twice as many multiply-adds) cut it, and the fill does only
+ * each projection's own window.  Blocks whose projections' windows spread
+ * too far apart (sparse angles, steep ones near 45 degrees) or walk
+ * different ways go in pairs, or one projection after the other.  The
+ * values of the next line are copied in (cp.async) while a line is
+ * gathered.  Lines whose windows
+ * miss the image are skipped by the whole block.  No atomics: each output
+ * bin is one thread's sum, in the order of its pixels along each line,
+ * line after line, as before.
  */
 #include "config.h"
+
+#include <cuda_pipeline.h>
 
 #include "cuda_common.h"
 #include "cuda_iter.h"
@@ -51,13 +64,6 @@
  * half-width on each side (3 bins j0..j0+2 from the leftmost); +1 for the
  * cache starting a bin early and +2 for rounding. */
 #define BP_WIDTH 52
-
-#define FP_BINS 128
-#define FP_LINES 2
-#define FP_CANDIDATES 6
-/* Pixels per line in A's table: (FP_BINS - 1) sqrt 2 + 2 between the
- * block's extreme middles (floored), 2 before, the 6 candidates after. */
-#define FP_WIDTH 192
 
 /* One pixel's CUDA_ITER_SLICES (8) values. */
 struct f8 {
@@ -97,47 +103,50 @@ static __device__ __forceinline__ float &slot(f8 &v, int k)
     return f[k & 3];
 }
 
-static __device__ __forceinline__ f8 ldg8(const float4 *__restrict__ p,
-                                          size_t at)
-{
-    f8 v;
-    v.a = __ldg(p + CUDA_ITER_PACK * at);
-    v.b = __ldg(p + CUDA_ITER_PACK * at + 1);
-    return v;
-}
-
 /* ------------------------------------------------------------- pack ---- */
 
+/* Slices per pixel of A's packed copy, in float4s: 8 or 16 slices. */
+static int fp_planes(int valid)
+{
+    return valid <= 8 ? 2 : 4;
+}
+
+/* P float4s per pixel: rows 4p .. 4p + 3 in plane p, zeros from valid on.
+ * Plane by plane through a 32 x 32 tile for the transposed copy. */
+template <int P>
 __global__ void __launch_bounds__(256)
 pack_kernel(const float *__restrict__ images, int valid, int size,
             float4 *__restrict__ packed, float4 *__restrict__ packed_t)
 {
-    __shared__ f8 tile[32][33];
+    __shared__ float4 tile[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int x0 = blockIdx.x * 32, y0 = blockIdx.y * 32;
     const size_t plane = (size_t)size * size;
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const int x = x0 + tx, y = y0 + ty + 8 * q;
-        f8 v = zero8();
-        if (x < size && y < size) {
-            const size_t at = (size_t)y * size + x;
+    for (int p = 0; p < P; p++) {
+        if (p > 0)
+            __syncthreads();            /* the tile is read out */
 #pragma unroll
-            for (int k = 0; k < CUDA_ITER_SLICES; k++)
-                if (k < valid) slot(v, k) = images[k * plane + at];
-            packed[CUDA_ITER_PACK * at] = v.a;
-            packed[CUDA_ITER_PACK * at + 1] = v.b;
+        for (int q = 0; q < 4; q++) {
+            const int x = x0 + tx, y = y0 + ty + 8 * q;
+            float v[4] = {0.f, 0.f, 0.f, 0.f};
+            if (x < size && y < size) {
+                const size_t at = (size_t)y * size + x;
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    if (4 * p + k < valid)
+                        v[k] = images[(4 * p + k) * plane + at];
+                packed[P * at + p] = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            tile[ty + 8 * q][tx] = make_float4(v[0], v[1], v[2], v[3]);
         }
-        tile[ty + 8 * q][tx] = v;
-    }
-    __syncthreads();
+        __syncthreads();
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const int x = x0 + ty + 8 * q, y = y0 + tx;
-        if (x < size && y < size) {
-            const size_t at = (size_t)x * size + y;
-            packed_t[CUDA_ITER_PACK * at] = tile[tx][ty + 8 * q].a;
-            packed_t[CUDA_ITER_PACK * at + 1] = tile[tx][ty + 8 * q].b;
+        for (int q = 0; q < 4; q++) {
+            const int x = x0 + ty + 8 * q, y = y0 + tx;
+            if (x < size && y < size)
+                packed_t[P * ((size_t)x * size + y) + p] =
+                    tile[tx][ty + 8 * q];
         }
     }
 }
@@ -148,8 +157,12 @@ extern "C" rtomo_status cuda_iter_pack(const cuda_iter_launch *l,
                                        cudaStream_t stream, rtomo_error *err)
 {
     const dim3 grid((l->size + 31) / 32, (l->size + 31) / 32);
-    pack_kernel<<<grid, dim3(32, 8), 0, stream>>>(images, valid, l->size,
-                                                  packed, packed_t);
+    if (fp_planes(valid) == 2)
+        pack_kernel<2><<<grid, dim3(32, 8), 0, stream>>>(
+            images, valid, l->size, packed, packed_t);
+    else
+        pack_kernel<4><<<grid, dim3(32, 8), 0, stream>>>(
+            images, valid, l->size, packed, packed_t);
     RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: pack");
     return RTOMO_OK;
 }
@@ -264,16 +277,157 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 
 /* ---------------------------------------------------------------- A ---- */
 
-/* A's per-batch table, one entry per pixel of each line, as arrays of
- * 4-byte and 16-byte elements so that a warp's loads stay contiguous: the
- * pixel's first bin (-2^30 off the image), its three weights, its 8 values
- * (slices 0-3, 4-7). */
-struct fp_table {
-    int j0[FP_LINES][FP_WIDTH];
-    float w[FP_LINES][3][FP_WIDTH];
-    float4 va[FP_LINES][FP_WIDTH];
-    float4 vb[FP_LINES][FP_WIDTH];
+#define FP_BINS 128
+#define FP_PROJ 4
+/* Candidates per bin and line: 4, or 5 where the interval is wider. */
+#define FP_CAND_MAX 5
+/* Pixels of one projection's window on a line: the block's bins' low ends
+ * span at most (FP_BINS - 1) sqrt 2 + 1 pixels (floored), plus the
+ * candidates after the last. */
+#define FP_WIDTH 192
+/* Pixels of the union of the projections' windows on a line; their
+ * planes of values are 2 float4s more apart, so that a warp's 32 copies
+ * of consecutive (pixel, plane) float4s hit every bank once. */
+#define FP_UNION 224
+#define FP_VSTRIDE (FP_UNION + 2)
+/* How far, in pixels, a bin's candidates reach past the pixels that can
+ * touch it, for the float rounding of the centres and middles (a few ulps
+ * of the coordinates: < 0.02 pixel below 2^15). */
+#define FP_MARGIN 0.1f
+#define FP_NONE (-(1 << 30))
+
+/* One pixel's 4P values (slices 4p .. 4p + 3 in v[p]). */
+template <int P>
+struct fp_vals {
+    float4 v[P];
 };
+
+/* A projection's walk: its footprint, then (pixels along the line) the
+ * middle's step per line m1, 1 / cos (rows) or 1 / sin (columns), the
+ * half-width hh of a bin's interval with the margin, its candidates nc,
+ * and the low ends of the block's first and last bins on line 0.  q comes
+ * first, 16-byte aligned, so that fp_load_q reads it as two float4s. */
+struct __align__(16) fp_proj {
+    iter_sf_proj q;
+    float m1, inv, hh, lo_a, lo_b;
+    int rows, nc;
+};
+
+static __device__ __forceinline__ iter_sf_proj fp_load_q(const fp_proj &m)
+{
+    const float4 *p = reinterpret_cast<const float4 *>(&m.q);
+    const float4 a = p[0], b = p[1];
+    iter_sf_proj q;
+    q.cos_a = a.x; q.sin_a = a.y; q.base = a.z; q.t0 = a.w;
+    q.t2 = b.x; q.wb = b.y; q.inv_wb = b.z; q.inv_2wa = b.w;
+    return q;
+}
+
+/* Bin j's pixels on line f: a pixel's j0 is j - 2 .. j where its centre s
+ * lies in [j - 2.5 - t0, j + 0.5 - t0).  Along a row (s = base - f sin +
+ * u cos) that is |u - mid| <= 1.5 / |cos| with mid = ((j - 1) - t0 -
+ * base) / cos + f sin / cos; along a column (s = base - u sin + f cos)
+ * |u - mid| <= 1.5 / |sin| with mid = (base - ((j - 1) - t0)) / sin + f
+ * cos / sin.  fp_low is mid - hh on line 0; on line f it is fmaf(f, m1,
+ * fp_low), and the candidates are the pixels floor(that) + 1 on.  Each
+ * operation is correctly rounded (no contraction), so the low end is
+ * monotone in j and the block's first and last bins bound all of its
+ * bins'. */
+static __device__ __forceinline__ float fp_low(const fp_proj &m, int j)
+{
+    const float b = __fsub_rn((float)(j - 1), m.q.t0);
+    const float mid = m.rows ? __fmul_rn(__fsub_rn(b, m.q.base), m.inv)
+                             : __fmul_rn(__fsub_rn(m.q.base, b), m.inv);
+    return __fsub_rn(mid, m.hh);
+}
+
+static __device__ fp_proj fp_params(const iter_sf_proj &q, int jb)
+{
+    fp_proj m;
+    m.q = q;
+    m.rows = fabsf(q.cos_a) >= fabsf(q.sin_a);
+    m.inv = 1.f / (m.rows ? q.cos_a : q.sin_a);
+    m.m1 = (m.rows ? q.sin_a : q.cos_a) * m.inv;
+    /* The interval is 2 hh wide: 4 pixels after its low end hold every
+     * integer in it when 2 hh <= 4, else 5 (hh <= 1.5 sqrt 2 + margin). */
+    m.hh = 1.5f * fabsf(m.inv) + FP_MARGIN;
+    m.nc = m.hh <= 2.f ? 4 : FP_CAND_MAX;
+    m.lo_a = fp_low(m, jb);
+    m.lo_b = fp_low(m, jb + FP_BINS - 1);
+    return m;
+}
+
+/* A projection's window on line f, pixels first .. end - 1: every
+ * candidate of the block's bins with nc candidates each. */
+struct fp_window {
+    int first, end;
+};
+
+static __device__ __forceinline__ fp_window fp_window_at(const fp_proj &m,
+                                                         float f, int nc)
+{
+    const float a = fmaf(f, m.m1, m.lo_a), b = fmaf(f, m.m1, m.lo_b);
+    fp_window w;
+    w.first = (int)floorf(fminf(a, b)) + 1;
+    w.end = (int)floorf(fmaxf(a, b)) + 1 + nc;
+    return w;
+}
+
+/* A line's table: the values of the union of the windows (slot: pixel -
+ * the union's first) in planes of 4 slices, two lines' (the next one's
+ * arrive while this one is gathered), and per projection the first bin
+ * (FP_NONE off the image) and three weights of its window's pixels (slot:
+ * pixel - its window's first).  Arrays of 4- and 16-byte elements: a
+ * warp's loads stay contiguous. */
+template <int P>
+struct fp_table {
+    float4 v[2][P][FP_VSTRIDE];
+    int j0[FP_PROJ][FP_WIDTH];
+    float w[FP_PROJ][3][FP_WIDTH];
+};
+
+/* Line f of projections mp[0..np): their windows, and their union (from
+ * first) where it lies on the image (vlo .. vhi - 1; empty when off it). */
+struct fp_line {
+    fp_window win[FP_PROJ];
+    int first, vlo, vhi;
+};
+
+static __device__ __forceinline__ fp_line fp_line_at(const fp_proj *mp,
+                                                     int np, int f, int size,
+                                                     int nc)
+{
+    fp_line ln;
+    int end = -(1 << 30);
+    ln.first = 1 << 30;
+#pragma unroll
+    for (int k = 0; k < FP_PROJ; k++) {
+        ln.win[k] = fp_window_at(mp[k < np ? k : 0], (float)f, nc);
+        if (k < np) {
+            ln.first = min(ln.first, ln.win[k].first);
+            end = max(end, ln.win[k].end);
+        }
+    }
+    ln.vlo = max(ln.first, 0);
+    ln.vhi = min(end, size);
+    return ln;
+}
+
+/* Start copying line f's values (pixels vlo .. vhi - 1, P float4s each,
+ * consecutive in the packed copy) into v, one float4 per thread at a
+ * time; the copies are waited for with __pipeline_wait_prior. */
+template <int P>
+static __device__ __forceinline__ void fp_prefetch(
+    const float4 *__restrict__ lines, int size, int f, const fp_line &ln,
+    float4 (*v)[FP_VSTRIDE])
+{
+    const float4 *src = lines + (size_t)P * ((size_t)f * size + ln.vlo);
+    const int n = P * (ln.vhi - ln.vlo);
+    for (int e = threadIdx.x; e < n; e += FP_BINS)
+        __pipeline_memcpy_async(&v[e % P][ln.vlo + e / P - ln.first], src + e,
+                                sizeof(float4));
+    __pipeline_commit();
+}
 
 /* One line of the walk (a row for ROWS, a column otherwise): the pixel at
  * position u along it, the fixed coordinate f. */
@@ -284,285 +438,210 @@ static __device__ __forceinline__ float line_center(const iter_sf_proj &q,
     return ROWS ? cuda_iter_center(q, u, f) : cuda_iter_center(q, f, u);
 }
 
-template <bool ROWS>
-static __device__ __forceinline__ void project_walk(
-    const cuda_iter_launch &l, const iter_sf_proj &q, int jb, int j,
-    const float4 *__restrict__ lines, fp_table &tb, f8 &acc)
+/* One pixel of projection k's window in the table: exactly A^T's weights
+ * of it. */
+template <bool ROWS, int P>
+static __device__ __forceinline__ void fp_fill_weights(const fp_proj &m,
+                                                       int k, int i, int u,
+                                                       int f, int size,
+                                                       fp_table<P> &tb)
 {
-    const int size = l.size, t = threadIdx.x;
-    /* The middle of the candidates of bin k at line f is fmaf(f, m1, m0(k))
-     * (the walk of the commit before: rows x = (target - base + y sin) /
-     * cos, columns y = (base + x cos - target) / sin).  m0 is monotone in
-     * k (correctly rounded operations), so the block's lines need the
-     * pixels from floor(min(mid(jb), mid(jb + FP_BINS - 1))) - 2 on: at
-     * most (FP_BINS - 1) sqrt 2 + 2 + 6 < FP_WIDTH of them. */
-    float inv, m1;
-    if (ROWS) {
-        inv = 1.f / q.cos_a;
-        m1 = q.sin_a * inv;
-    } else {
-        inv = 1.f / q.sin_a;
-        m1 = q.cos_a * inv;
+    float w[3] = {0.f, 0.f, 0.f};
+    int j0 = FP_NONE;
+    if (u >= 0 && u < size) {
+        const iter_sf_proj q = fp_load_q(m);
+        j0 = iter_sf_weights(&q, line_center<ROWS>(q, (float)u, (float)f), w);
     }
-#define FP_M0(k) (ROWS ? (((float)((k) - 1) - q.t0) - q.base) * inv \
-                       : (q.base - ((float)((k) - 1) - q.t0)) * inv)
-    const float m0 = FP_M0(j);
-    const float m0a = FP_M0(jb), m0b = FP_M0(jb + FP_BINS - 1);
-#undef FP_M0
+    tb.j0[k][i] = j0;
+    tb.w[k][0][i] = w[0];
+    tb.w[k][1][i] = w[1];
+    tb.w[k][2][i] = w[2];
+}
 
-    for (int f0 = 0; f0 < size; f0 += FP_LINES) {
-        /* Uniform: skip the batch when every line's table misses the
-         * image (the start is linear in f, so the ends decide). */
-        const int fl = min(f0 + FP_LINES - 1, size - 1);
-        const int sa = (int)floorf(fminf(fmaf((float)f0, m1, m0a),
-                                         fmaf((float)f0, m1, m0b))) - 2;
-        const int sb = (int)floorf(fminf(fmaf((float)fl, m1, m0a),
-                                         fmaf((float)fl, m1, m0b))) - 2;
-        if ((sa >= size && sb >= size) ||
-            (sa + FP_WIDTH <= 0 && sb + FP_WIDTH <= 0))
-            continue;
-        __syncthreads();                /* the previous batch is consumed */
-        for (int e = t; e < FP_LINES * FP_WIDTH; e += FP_BINS) {
-            const int r = e / FP_WIDTH, i = e % FP_WIDTH;
-            const int f = f0 + r;
-            const float ff = (float)f;
-            const int u = (int)floorf(fminf(fmaf(ff, m1, m0a),
-                                            fmaf(ff, m1, m0b))) - 2 + i;
-            int j0 = -(1 << 30);
-            float w[3] = {0.f, 0.f, 0.f};
-            f8 v = zero8();
-            if (f < size && u >= 0 && u < size) {
-                /* Exactly A^T's weights of this pixel. */
-                j0 = iter_sf_weights(&q, line_center<ROWS>(q, (float)u, ff), w);
-                v = ldg8(lines, (size_t)f * size + u);
+/* Line f's weights, one pixel of one projection's window per thread at
+ * a time, the projections one after the other. */
+template <bool ROWS, int P>
+static __device__ __forceinline__ void fp_fill(const fp_proj *mp, int np,
+                                               const fp_window *win, int f,
+                                               int size, fp_table<P> &tb)
+{
+    int off[FP_PROJ + 1];           /* items before projection k's */
+    off[0] = 0;
+#pragma unroll
+    for (int k = 0; k < FP_PROJ; k++)
+        off[k + 1] = off[k] + (k < np ? win[k].end - win[k].first : 0);
+    for (int e = threadIdx.x; e < off[FP_PROJ]; e += FP_BINS) {
+        int k = 0, start = 0, wfirst = win[0].first;
+#pragma unroll
+        for (int kk = 1; kk < FP_PROJ; kk++)
+            if (e >= off[kk]) {
+                k = kk;
+                start = off[kk];
+                wfirst = win[kk].first;
             }
-            tb.j0[r][i] = j0;
-            tb.w[r][0][i] = w[0];
-            tb.w[r][1][i] = w[1];
-            tb.w[r][2][i] = w[2];
-            tb.va[r][i] = v.a;
-            tb.vb[r][i] = v.b;
-        }
-        __syncthreads();
+        const int i = e - start;
+        fp_fill_weights<ROWS, P>(mp[k], k, i, wfirst + i, f, size, tb);
+    }
+}
+
+/* Each thread's bin j on line ff: per projection, its NC candidates'
+ * weights for bin j times their values. */
+template <int NC, int P>
+static __device__ __forceinline__ void fp_gather(
+    const fp_proj *mp, int np, int j, float ff, const float *lo,
+    const fp_window *win, int first, const float4 (*v)[FP_VSTRIDE],
+    const fp_table<P> &tb, fp_vals<P> *acc)
+{
 #pragma unroll
-        for (int r = 0; r < FP_LINES; r++) {
-            const float ff = (float)(f0 + r);
-            const int s0 = (int)floorf(fminf(fmaf(ff, m1, m0a),
-                                             fmaf(ff, m1, m0b))) - 2;
-            int i = (int)floorf(fmaf(ff, m1, m0)) - 2 - s0;
-            i = min(max(i, 0), FP_WIDTH - FP_CANDIDATES); /* never taken */
+    for (int k = 0; k < FP_PROJ; k++) {
+        if (k >= np)
+            break;
+        int i = (int)floorf(fmaf(ff, mp[k].m1, lo[k])) + 1 - win[k].first;
+        i = min(max(i, 0), FP_WIDTH - NC);      /* never taken */
+        const int iv = i + win[k].first - first;
 #pragma unroll
-            for (int c = 0; c < FP_CANDIDATES; c++) {
-                const int d = j - tb.j0[r][i + c];
-                if ((unsigned)d <= 2u) {
-                    const float w = tb.w[r][d][i + c];
-                    if (w != 0.f) {
-                        fma4(acc.a, w, tb.va[r][i + c]);
-                        fma4(acc.b, w, tb.vb[r][i + c]);
-                    }
-                }
+        for (int c = 0; c < NC; c++) {
+            const unsigned d = (unsigned)(j - tb.j0[k][i + c]);
+            const float w = tb.w[k][min(d, 2u)][i + c];
+            float4 x[P];        /* loaded before the test: no wait behind it */
+#pragma unroll
+            for (int p = 0; p < P; p++)
+                x[p] = v[p][iv + c];
+            if (d <= 2u && w != 0.f) {
+#pragma unroll
+                for (int p = 0; p < P; p++)
+                    fma4(acc[k].v[p], w, x[p]);
             }
         }
     }
 }
 
-/* ------------------------------------------- A, projections together ---- */
-
-/*
- * Neighbouring projections' rays cross nearly the same pixels, so a block
- * takes FPM_PROJ of them over the same FP_BINS bins: per line it loads the
- * union of their pixel windows once (the 8 values, FPM_WIDTH pixels from
- * the leftmost window's start) and computes each projection's first bin
- * and weights of every pixel of it, then each thread gathers its bin of
- * every projection from there.  A pixel, its weights and the order of the
- * sums are exactly those of project_walk (the candidates of bin j are the
- * same pixels, taken in the same order), so the result is the same to the
- * bit; what changes is that the image is read once per FPM_PROJ
- * projections.  The windows' starts are linear in the line (each one's
- * leftmost middle is one bin's), so their spread is largest at the first
- * or the last line: a block whose spread there exceeds FPM_WIDTH - FP_WIDTH
- * (sparse angles, or steep ones near 45 degrees), or whose projections
- * walk different ways (rows and columns), goes one projection at a time
- * through project_walk instead.
- */
-#define FPM_PROJ 4
-#define FPM_WIDTH 224
-
-struct fpm_table {
-    float4 va[FPM_WIDTH];
-    float4 vb[FPM_WIDTH];
-    int j0[FPM_PROJ][FPM_WIDTH];
-    float w[FPM_PROJ][3][FPM_WIDTH];
-};
-
-/* A projection's walk parameters (project_walk's m1, m0 of the block's
- * first and last bin, and 1 / cos or 1 / sin). */
-struct fpm_proj {
-    iter_sf_proj q;
-    float m1, m0a, m0b, inv;
-};
-
-template <bool ROWS>
-static __device__ __forceinline__ fpm_proj fpm_params(const iter_sf_proj &q,
-                                                      int jb)
+/* Projections mp[0..np) over every line: their windows, the table, the
+ * gather.  All of them walk rows (ROWS) or all columns; NC candidates. */
+template <bool ROWS, int NC, int P>
+static __device__ __forceinline__ void fp_walk(
+    int size, const fp_proj *mp, int np, int j,
+    const float4 *__restrict__ lines, fp_table<P> &tb, fp_vals<P> *acc)
 {
-    fpm_proj m;
-    m.q = q;
-    m.inv = 1.f / (ROWS ? q.cos_a : q.sin_a);
-    m.m1 = (ROWS ? q.sin_a : q.cos_a) * m.inv;
-    m.m0a = ROWS ? (((float)(jb - 1) - q.t0) - q.base) * m.inv
-                 : (q.base - ((float)(jb - 1) - q.t0)) * m.inv;
-    const int jl = jb + FP_BINS - 1;
-    m.m0b = ROWS ? (((float)(jl - 1) - q.t0) - q.base) * m.inv
-                 : (q.base - ((float)(jl - 1) - q.t0)) * m.inv;
-    return m;
-}
-
-/* project_walk's window start of projection m at line f. */
-static __device__ __forceinline__ int fpm_start(const fpm_proj &m, float f)
-{
-    return (int)floorf(fminf(fmaf(f, m.m1, m.m0a), fmaf(f, m.m1, m.m0b))) - 2;
-}
-
-template <bool ROWS>
-static __device__ void project_walk_multi(
-    const cuda_iter_launch &l, const fpm_proj *mp, int np, int j,
-    const float4 *__restrict__ lines, fpm_table &tb, f8 *acc)
-{
-    const int size = l.size, t = threadIdx.x;
-    /* This thread's bin's middle per projection (project_walk's m0). */
-    float m0[FPM_PROJ];
+    float lo[FP_PROJ];              /* bin j's low end on line 0 */
 #pragma unroll
-    for (int k = 0; k < FPM_PROJ; k++) {
-        const iter_sf_proj &q = mp[k < np ? k : 0].q;
-        const float inv = mp[k < np ? k : 0].inv;
-        m0[k] = ROWS ? (((float)(j - 1) - q.t0) - q.base) * inv
-                     : (q.base - ((float)(j - 1) - q.t0)) * inv;
-    }
+    for (int k = 0; k < FP_PROJ; k++)
+        lo[k] = fp_low(mp[k < np ? k : 0], j);
+    fp_line ln = fp_line_at(mp, np, 0, size, NC);
+    fp_prefetch<P>(lines, size, 0, ln, tb.v[0]);
     for (int f = 0; f < size; f++) {
-        const float ff = (float)f;
-        int start = 1 << 30;
-        for (int k = 0; k < np; k++)
-            start = min(start, fpm_start(mp[k], ff));
-        if (start >= size || start + FPM_WIDTH <= 0)
-            continue;
-        __syncthreads();                /* the previous line is consumed */
-        for (int i = t; i < FPM_WIDTH; i += FP_BINS) {
-            const int u = start + i;
-            const bool in = u >= 0 && u < size;
-            const f8 v = in ? ldg8(lines, (size_t)f * size + u) : zero8();
-            tb.va[i] = v.a;
-            tb.vb[i] = v.b;
-            for (int k = 0; k < np; k++) {
-                float w[3] = {0.f, 0.f, 0.f};
-                int j0 = -(1 << 30);
-                if (in)
-                    j0 = iter_sf_weights(&mp[k].q, line_center<ROWS>(
-                                             mp[k].q, (float)u, ff), w);
-                tb.j0[k][i] = j0;
-                tb.w[k][0][i] = w[0];
-                tb.w[k][1][i] = w[1];
-                tb.w[k][2][i] = w[2];
-            }
+        const fp_line next = fp_line_at(mp, np, f + 1, size, NC);
+        __pipeline_wait_prior(0);
+        __syncthreads();        /* line f's values are in, f - 1 consumed */
+        if (f + 1 < size)
+            fp_prefetch<P>(lines, size, f + 1, next, tb.v[(f + 1) & 1]);
+        if (ln.vlo < ln.vhi) {          /* uniform: else off the image */
+            fp_fill<ROWS, P>(mp, np, ln.win, f, size, tb);
+            __syncthreads();
+            fp_gather<NC, P>(mp, np, j, (float)f, lo, ln.win, ln.first,
+                             tb.v[f & 1], tb, acc);
         }
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < FPM_PROJ; k++) {
-            if (k >= np)
-                break;
-            int i = (int)floorf(fmaf(ff, mp[k].m1, m0[k])) - 2 - start;
-            i = min(max(i, 0), FPM_WIDTH - FP_CANDIDATES); /* never taken */
-#pragma unroll
-            for (int c = 0; c < FP_CANDIDATES; c++) {
-                const int d = j - tb.j0[k][i + c];
-                if ((unsigned)d <= 2u) {
-                    const float w = tb.w[k][d][i + c];
-                    if (w != 0.f) {
-                        fma4(acc[k].a, w, tb.va[i + c]);
-                        fma4(acc[k].b, w, tb.vb[i + c]);
-                    }
-                }
-            }
-        }
+        ln = next;
     }
 }
 
-/* 1 when projections mp[0..np) may share windows over lines 0..size-1:
- * their spread at either end leaves FP_WIDTH pixels each, with a pixel
- * to spare for the floors. */
-static __device__ __forceinline__ bool fpm_shared(const fpm_proj *mp, int np,
-                                                  int size)
+/* fp_walk for the projections' direction and candidates (those of
+ * mp[0..np) are the same direction; the most candidates of any). */
+template <int P>
+static __device__ __forceinline__ void fp_walk_any(
+    const cuda_iter_launch &l, const fp_proj *mp, int np, int j,
+    const float4 *__restrict__ packed, const float4 *__restrict__ packed_t,
+    fp_table<P> &tb, fp_vals<P> *acc)
 {
+    int nc = 4;
+    for (int k = 0; k < np; k++)
+        nc = max(nc, mp[k].nc);
+    if (mp[0].rows) {
+        if (nc == 4)
+            fp_walk<true, 4, P>(l.size, mp, np, j, packed, tb, acc);
+        else
+            fp_walk<true, FP_CAND_MAX, P>(l.size, mp, np, j, packed, tb, acc);
+    } else {
+        if (nc == 4)
+            fp_walk<false, 4, P>(l.size, mp, np, j, packed_t, tb, acc);
+        else
+            fp_walk<false, FP_CAND_MAX, P>(l.size, mp, np, j, packed_t, tb,
+                                           acc);
+    }
+}
+
+/* 1 when projections mp[0..np) may share lines: the same direction, and
+ * the union of their windows at most FP_UNION pixels on every line.  The
+ * windows' ends are linear in the line up to the floors, so the union's
+ * width is largest at the first or the last line, within 2 pixels. */
+static __device__ __forceinline__ bool fp_shared(const fp_proj *mp, int np,
+                                                 int size)
+{
+    int nc = 4;
+    for (int k = 0; k < np; k++) {
+        if (mp[k].rows != mp[0].rows)
+            return false;
+        nc = max(nc, mp[k].nc);
+    }
     const float ends[2] = {0.f, (float)(size - 1)};
     for (int e = 0; e < 2; e++) {
-        int lo = 1 << 30, hi = -(1 << 30);
+        int first = 1 << 30, end = -(1 << 30);
         for (int k = 0; k < np; k++) {
-            const int s = fpm_start(mp[k], ends[e]);
-            lo = min(lo, s);
-            hi = max(hi, s);
+            const fp_window w = fp_window_at(mp[k], ends[e], nc);
+            first = min(first, w.first);
+            end = max(end, w.end);
         }
-        if (hi - lo > FPM_WIDTH - FP_WIDTH - 2)
+        if (end - first > FP_UNION - 3)
             return false;
     }
     return true;
 }
 
-union fp_shared {
-    fp_table one;
-    fpm_table multi;
-};
-
-/* One block: FP_BINS consecutive bins of FPM_PROJ consecutive projections,
- * one thread per bin.  Together (project_walk_multi) where their windows
- * overlap enough and they walk the same way; else one projection after
- * the other (project_walk: per batch of FP_LINES lines the block computes
- * every pixel's first bin and three weights once, exactly as A^T does,
- * into shared memory with its 8 values, then each bin thread picks its 6
- * candidates per line from there; lines outside the image's reach are
- * skipped for the whole block). */
+/* One block: FP_BINS consecutive bins of FP_PROJ consecutive projections,
+ * one thread per bin, 4P rows of packed copies (file comment). */
+template <int P>
 __global__ void __launch_bounds__(FP_BINS)
 project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
                const float4 *__restrict__ packed_t, int valid,
                float *__restrict__ sino)
 {
-    __shared__ fp_shared sh;
-    __shared__ fpm_proj mp[FPM_PROJ];
-    const int p0 = blockIdx.y * FPM_PROJ, jb = blockIdx.x * FP_BINS;
-    const int np = min(FPM_PROJ, l.n_proj - p0);
+    __shared__ fp_table<P> tb;
+    __shared__ fp_proj mp[FP_PROJ];
+    const int p0 = blockIdx.y * FP_PROJ, jb = blockIdx.x * FP_BINS;
+    const int np = min(FP_PROJ, l.n_proj - p0);
     const int j = jb + threadIdx.x;
-    const bool rows0 = fabsf(l.proj[p0].cos_a) >= fabsf(l.proj[p0].sin_a);
-    bool same = true;
-    for (int k = 1; k < np; k++)
-        same &= (fabsf(l.proj[p0 + k].cos_a) >= fabsf(l.proj[p0 + k].sin_a))
-                == rows0;
     if (threadIdx.x < np)
-        mp[threadIdx.x] = rows0 ? fpm_params<true>(l.proj[p0 + threadIdx.x], jb)
-                                : fpm_params<false>(l.proj[p0 + threadIdx.x],
-                                                    jb);
+        mp[threadIdx.x] = fp_params(l.proj[p0 + threadIdx.x], jb);
     __syncthreads();
-    f8 acc[FPM_PROJ];
+    fp_vals<P> acc[FP_PROJ];
 #pragma unroll
-    for (int k = 0; k < FPM_PROJ; k++)
-        acc[k] = zero8();
+    for (int k = 0; k < FP_PROJ; k++)
+#pragma unroll
+        for (int p = 0; p < P; p++)
+            acc[k].v[p] = make_float4(0.f, 0.f, 0.f, 0.f);
 
-    if (!l.single && same && np > 1 && fpm_shared(mp, np, l.size)) {
-        if (rows0)
-            project_walk_multi<true>(l, mp, np, j, packed, sh.multi, acc);
-        else
-            project_walk_multi<false>(l, mp, np, j, packed_t, sh.multi, acc);
+    if (!l.single && np > 1 && fp_shared(mp, np, l.size)) {
+        fp_walk_any<P>(l, mp, np, j, packed, packed_t, tb, acc);
     } else {
-        /* Unrolled, so that acc[k] stays in registers. */
+        /* In pairs where those share lines, else one by one.  Unrolled,
+         * so that acc[k] stays in registers. */
 #pragma unroll
-        for (int k = 0; k < FPM_PROJ; k++) {
+        for (int k = 0; k < FP_PROJ; k += 2) {
             if (k >= np)
                 break;
-            const iter_sf_proj q = l.proj[p0 + k];
             if (k > 0)
                 __syncthreads();        /* the table is free again */
-            if (fabsf(q.cos_a) >= fabsf(q.sin_a))
-                project_walk<true>(l, q, jb, j, packed, sh.one, acc[k]);
-            else
-                project_walk<false>(l, q, jb, j, packed_t, sh.one, acc[k]);
+            if (!l.single && k + 1 < np && fp_shared(mp + k, 2, l.size)) {
+                fp_walk_any<P>(l, mp + k, 2, j, packed, packed_t, tb,
+                               acc + k);
+                continue;
+            }
+            fp_walk_any<P>(l, mp + k, 1, j, packed, packed_t, tb, acc + k);
+            if (k + 1 < np) {
+                __syncthreads();
+                fp_walk_any<P>(l, mp + k + 1, 1, j, packed, packed_t, tb,
+                               acc + k + 1);
+            }
         }
     }
 
@@ -570,12 +649,14 @@ project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
         return;
     const size_t sino_len = (size_t)l.n_proj * l.width;
 #pragma unroll
-    for (int k = 0; k < FPM_PROJ; k++) {
+    for (int k = 0; k < FP_PROJ; k++) {
         if (k >= np)
             break;
         float *out = sino + (size_t)(p0 + k) * l.width + j;
-        for (int r = 0; r < valid; r++)
-            out[r * sino_len] = comp(acc[k], r);
+#pragma unroll
+        for (int r = 0; r < 4 * P; r++)
+            if (r < valid)
+                out[r * sino_len] = comp4(acc[k].v[r / 4], r % 4);
     }
 }
 
@@ -587,9 +668,13 @@ extern "C" rtomo_status cuda_iter_project(const cuda_iter_launch *l,
                                           rtomo_error *err)
 {
     const dim3 grid((l->width + FP_BINS - 1) / FP_BINS,
-                    (l->n_proj + FPM_PROJ - 1) / FPM_PROJ);
-    project_kernel<<<grid, FP_BINS, 0, stream>>>(*l, packed, packed_t, valid,
-                                                 sinograms);
+                    (l->n_proj + FP_PROJ - 1) / FP_PROJ);
+    if (fp_planes(valid) == 2)
+        project_kernel<2><<<grid, FP_BINS, 0, stream>>>(*l, packed, packed_t,
+                                                        valid, sinograms);
+    else
+        project_kernel<4><<<grid, FP_BINS, 0, stream>>>(*l, packed, packed_t,
+                                                        valid, sinograms);
     RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: projection");
     return RTOMO_OK;
 }
