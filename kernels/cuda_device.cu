@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_common.h"
@@ -21,6 +22,35 @@ extern "C" int rtomo_cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+extern "C" void *rtomo_host_alloc(size_t bytes, int *locked)
+{
+    void *p = NULL;
+    /* No GPU: locking would only pin pages nobody copies into by DMA. */
+    if (bytes > 0 && rtomo_cuda_device_count() > 0 &&
+        cudaHostAlloc(&p, bytes, cudaHostAllocPortable) == cudaSuccess) {
+        *locked = 1;
+        return p;
+    }
+    cudaGetLastError();         /* a refusal is not an error: fall back */
+    *locked = 0;
+    return rtomo_host_alloc_plain(bytes);
+}
+
+extern "C" void rtomo_host_free(void *p, int locked)
+{
+    if (!p)
+        return;
+    if (!locked) {
+        free(p);
+        return;
+    }
+    /* Called where no error can be returned (a buffer's last reference);
+     * a failure here leaves the pages locked until the process ends, which
+     * is all that can be done about it. */
+    if (cudaFreeHost(p) != cudaSuccess)
+        cudaGetLastError();
 }
 
 extern "C" rtomo_status rtomo_cuda_error(rtomo_error *err, cudaError_t rc,

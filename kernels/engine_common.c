@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -212,9 +213,28 @@ int rtomo_fbp_padded_length(int det_width)
     return n;
 }
 
+/* Ordinary host memory for rtomo_host_alloc: 64-byte aligned, the size
+ * rounded up as aligned_alloc wants. */
+void *rtomo_host_alloc_plain(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
 /* --------------------------------------------- CUDA availability stubs ---- */
 
 #ifndef RTOMO_HAVE_CUDA
+void *rtomo_host_alloc(size_t bytes, int *locked)
+{
+    *locked = 0;
+    return rtomo_host_alloc_plain(bytes);
+}
+
+void rtomo_host_free(void *p, int locked)
+{
+    (void)locked;
+    free(p);
+}
+
 int rtomo_cuda_built(void) { return 0; }
 int rtomo_cuda_device_count(void) { return 0; }
 rtomo_status rtomo_cuda_device_info(int index, rtomo_device_info *out,

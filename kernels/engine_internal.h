@@ -20,6 +20,10 @@
 extern "C" {
 #endif
 
+/* rtomo_host_alloc's ordinary memory (engine_common.c), also what the CUDA
+ * build falls back to. */
+void *rtomo_host_alloc_plain(size_t bytes);
+
 /* ---------------------------------------------------------------- FBP ---- */
 
 typedef struct rtomo_fbp_backend_ops {

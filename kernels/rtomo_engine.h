@@ -99,6 +99,19 @@ typedef struct rtomo_device_info {
 rtomo_status rtomo_cuda_device_info(int index, rtomo_device_info *out,
                                     rtomo_error *err);
 
+/* Host memory that results come back to from the GPUs.  With the CUDA
+ * backend built and a GPU visible it is page-locked (cudaHostAlloc,
+ * portable to every device), so that reading resident slices into it
+ * (rtomo_fbp_stream_read) is one copy at the bus's rate instead of a copy
+ * through the engine's staging buffers and another on the host; else, or
+ * when the system refuses to lock that much, ordinary memory aligned to
+ * 64 bytes.  *locked says which.  NULL when out of memory.  Locking costs
+ * about what touching every page costs, once: keep such buffers for reuse. */
+void *rtomo_host_alloc(size_t bytes, int *locked);
+/* Free what rtomo_host_alloc returned, with the *locked it said; NULL is
+ * ignored. */
+void rtomo_host_free(void *p, int locked);
+
 /* Sample formats of incoming frames. */
 typedef enum rtomo_dtype {
     RTOMO_DTYPE_U8 = 0,
