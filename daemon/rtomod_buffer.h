@@ -22,6 +22,7 @@ typedef struct rtomod_buffer {
     atomic_int refs;
     size_t size;
     rtomod_buffer_pool *pool;           /* where it returns, or NULL */
+    int locked;                         /* page-locked (rtomo_host_alloc) */
     _Alignas(64) unsigned char data[];  /* aligned for any sample type */
 } rtomod_buffer;
 
@@ -35,6 +36,14 @@ void rtomod_buffer_unref(rtomod_buffer *b);
 /* A pool of buffers of `size` bytes that keeps up to `keep` returned ones
  * for reuse; NULL when out of memory. */
 rtomod_buffer_pool *rtomod_buffer_pool_new(size_t size, int keep);
+/* The same, with up to `locked_max` of its buffers page-locked where the
+ * engine can (rtomo_host_alloc): the GPUs then read results straight into
+ * them.  Locking costs about what first touching the pages costs, so such
+ * a pool is worth keeping across scans. */
+rtomod_buffer_pool *rtomod_buffer_pool_new_locked(size_t size, int keep,
+                                                  int locked_max);
+/* Buffers of the pool that are page-locked now (kept or out). */
+int rtomod_buffer_pool_locked(rtomod_buffer_pool *pool);
 /* Size of the pool's buffers. */
 size_t rtomod_buffer_pool_size(const rtomod_buffer_pool *pool);
 /* A buffer of the pool's size (reused or new) with one reference, or
