@@ -356,6 +356,7 @@ static const field fields[] = {
     DBL("publish", "queue_mb", publish.queue_mb, 1, 1 << 22, 0),
     DBL("publish", "max_image_mb", publish.max_image_mb, 0.001, 1 << 20, 0),
     INT("publish", "stats_threads", publish.stats_threads, 1, 64, 0),
+    DBL("publish", "pinned_mb", publish.pinned_mb, 0, 1 << 22, 0),
     STR("control", "endpoint", control.endpoint),
     ENUM("engine", "backend", engine.backend, enum_backend, 0),
     CUSTOM("engine", "devices", parse_devices, dump_devices, 0),
@@ -477,6 +478,7 @@ void rtomod_config_init(rtomod_config *cfg)
      * 7 ms for an SBDX frame's 128 MB of planes, close to a GPU's 8.4 ms
      * per frame; a second thread leaves room for slower cores. */
     cfg->publish.stats_threads = 2;
+    cfg->publish.pinned_mb = 4096;
     snprintf(cfg->control.endpoint, RTOMOD_ENDPOINT_MAX, "%s",
              RTOMO_DEFAULT_CONTROL_ENDPOINT);
     rtomo_engine_options_init(&cfg->engine);

@@ -339,8 +339,9 @@ static int start_workers(rtomod *d, char *error, size_t error_size)
     size_t max_bytes = (size_t)(d->cfg.queue.mb * 1024.0 * 1024.0);
     if (rtomod_pool_start(&d->pool, &d->cfg.engine, devices, n_devices,
                           d->cfg.workers, d->cfg.queue.frames, max_bytes,
-                          d->cfg.publish.stats_threads, d->loop, &d->wake,
-                          error, error_size) != 0)
+                          d->cfg.publish.stats_threads,
+                          (size_t)(d->cfg.publish.pinned_mb * 1048576.0),
+                          d->loop, &d->wake, error, error_size) != 0)
         return -1;
     size_t gpu_memory[RTOMO_MAX_DEVICES];
     for (int i = 0; i < d->n_gpus; i++)

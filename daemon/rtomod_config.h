@@ -60,6 +60,9 @@ typedef struct rtomod_config {
                                    refused (over_budget) */
         int stats_threads;      /* per worker: image statistics, off the
                                    engine's path (rtomod_finisher.h) */
+        double pinned_mb;       /* per GPU worker: page-locked slice
+                                   buffers kept across scans, at most
+                                   (0: none, ordinary memory per scan) */
     } publish;
     struct {
         char endpoint[RTOMOD_ENDPOINT_MAX];

@@ -52,6 +52,9 @@ typedef enum rtomod_job_kind {
 /* Aborted scans a worker remembers (rtomod_worker_aborted). */
 #define RTOMOD_ABORTED_KEPT 16
 
+/* Sizes of slice buffers a CUDA worker keeps pools of across scans. */
+#define RTOMOD_SLICE_POOLS 2
+
 /* What a tomography plan needs beyond its geometry, decided by the loop. */
 typedef struct rtomod_tomo_begin_job {
     rtomo_fbp_geometry geometry;    /* kept rows of this worker; owns angles
@@ -65,6 +68,9 @@ typedef struct rtomod_tomo_begin_job {
     int *resident;              /* rows kept as resident slices, ascending
                                    (owned); n_resident 0 = none */
     int n_resident;
+    int n_rows;                 /* rows this worker reconstructs */
+    int batch;                  /* reconstruction.batch: slices per read
+                                   (0 = the worker's choice) */
     int preview_every;          /* projections between previews, 0 = none */
     int *preview_rows;          /* resident rows previewed (owned) */
     int n_preview;
@@ -278,6 +284,13 @@ typedef struct rtomod_worker {
     rtomod_result *outbox_head, *outbox_tail;   /* not handed over yet */
     double blocked_seconds;     /* waiting for the finisher, this job */
 
+    /* A CUDA worker's slice buffers, kept across scans for the last
+     * RTOMOD_SLICE_POOLS buffer sizes and page-locked (worker thread
+     * only; slice_buffer in worker.c says why). */
+    rtomod_buffer_pool *slice_pools[RTOMOD_SLICE_POOLS];
+    uint64_t slice_pool_used[RTOMOD_SLICE_POOLS];
+    uint64_t slice_pool_clock;
+
     void *state;                /* the worker thread's plans (worker.c) */
 } rtomod_worker;
 
@@ -287,6 +300,8 @@ struct rtomod_pool {
     int max_jobs;               /* per worker */
     size_t max_bytes;           /* per worker */
     int finish_capacity;        /* units a worker's finisher holds */
+    size_t locked_bytes;        /* per CUDA worker, page-locked slice
+                                   buffers kept at most */
 
     pthread_mutex_t lock;       /* results */
     rtomod_result *results_head, *results_tail;
@@ -307,13 +322,15 @@ struct rtomod_pool {
  * (backend, kernels); each worker gets a copy bound to its device, and a
  * finisher of `stats_threads` threads.  The loop splits work among CPU
  * workers exactly as among GPUs, so that this split and merge is tested
- * without a GPU.  Returns 0, or -1 with `error` filled.
+ * without a GPU.  A CUDA worker keeps up to `locked_bytes` of page-locked
+ * slice buffers across scans (publish.pinned_mb).  Returns 0, or -1 with
+ * `error` filled.
  */
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
                       const int *devices, int n_devices, int cpu_workers,
                       int max_jobs, size_t max_bytes, int stats_threads,
-                      struct ev_loop *loop, ev_async *wake_loop, char *error,
-                      size_t error_size);
+                      size_t locked_bytes, struct ev_loop *loop,
+                      ev_async *wake_loop, char *error, size_t error_size);
 
 /* Stop after the queued jobs are done (or, with discard, drop them and
  * report them dropped), join the threads (the finishers after delivering

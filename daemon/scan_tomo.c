@@ -586,6 +586,8 @@ static int begin_streaming(const rtomod *d, const rtomod_tomo_scan *t, int w,
         memcpy(b->iter_rows, part, sizeof(int) * (size_t)b->n_iter_rows);
     }
     b->n_resident = t->resident[w];
+    b->n_rows = t->part_count[w];
+    b->batch = d->cfg.reconstruction.batch;
     if (b->n_resident == 0)
         return 0;
     b->resident = malloc(sizeof(int) * (size_t)b->n_resident);

@@ -306,6 +306,51 @@ rtomod_buffer *pooled_buffer(const rtomod_worker *w,
     return rtomod_buffer_pool_get(*pool);
 }
 
+/*
+ * A buffer for a batch of `size` bytes of slices.  A CUDA worker keeps
+ * these pools across scans, their buffers page-locked up to
+ * pool->locked_bytes: resident slices are then read from the GPU straight
+ * into them at the bus's rate (rtomo_host_alloc), not through the
+ * engine's staging buffers and a host copy, and no scan pays again for
+ * fresh pages (a 2048^2 batch of 64 slices is 1 GiB; per-scan buffers
+ * went back to the kernel when the scan ended, and the next scan's first
+ * touch of each page cost a fault).  The pool of the least recently used
+ * size makes way for a new size.  Other workers take the plan's pool.
+ */
+rtomod_buffer *slice_buffer(rtomod_worker *w, plan_state *s, size_t size)
+{
+    if (w->device < 0 || w->pool->locked_bytes < size)
+        return pooled_buffer(w, &s->slices, size);
+    int at = -1, oldest = 0;
+    size_t locked_elsewhere = 0;
+    for (int i = 0; i < RTOMOD_SLICE_POOLS; i++) {
+        rtomod_buffer_pool *p = w->slice_pools[i];
+        if (p && rtomod_buffer_pool_size(p) == size)
+            at = i;
+        else if (p)
+            locked_elsewhere += rtomod_buffer_pool_size(p) *
+                                (size_t)rtomod_buffer_pool_locked(p);
+        if (w->slice_pool_used[i] < w->slice_pool_used[oldest])
+            oldest = i;
+    }
+    if (at < 0) {
+        at = oldest;
+        if (w->slice_pools[at]) {
+            rtomod_buffer_pool *p = w->slice_pools[at];
+            locked_elsewhere -= rtomod_buffer_pool_size(p) *
+                                (size_t)rtomod_buffer_pool_locked(p);
+            rtomod_buffer_pool_close(p);
+        }
+        size_t room = w->pool->locked_bytes > locked_elsewhere
+                          ? w->pool->locked_bytes - locked_elsewhere : 0;
+        if (!(w->slice_pools[at] = rtomod_buffer_pool_new_locked(
+                  size, buffers_kept(w), (int)(room / size))))
+            return NULL;
+    }
+    w->slice_pool_used[at] = ++w->slice_pool_clock;
+    return rtomod_buffer_pool_get(w->slice_pools[at]);
+}
+
 int job_matches_plan(const plan_state *s, const rtomod_job *job)
 {
     return s && s->serial == job->serial && !s->failed;
@@ -491,6 +536,8 @@ static void *worker_main(void *arg)
     }
     for (int i = 0; i < RTOMOD_MAX_SCANS; i++)
         plan_close(&plans->plans[i]);
+    for (int i = 0; i < RTOMOD_SLICE_POOLS; i++)
+        rtomod_buffer_pool_close(w->slice_pools[i]);
     pthread_mutex_lock(&w->lock);
     w->running = 0;
     pthread_mutex_unlock(&w->lock);
@@ -513,13 +560,14 @@ static int cpu_share(const rtomo_engine_options *options, int n)
 int rtomod_pool_start(rtomod_pool *pool, const rtomo_engine_options *options,
                       const int *devices, int n_devices, int cpu_workers,
                       int max_jobs, size_t max_bytes, int stats_threads,
-                      struct ev_loop *loop, ev_async *wake_loop, char *error,
-                      size_t error_size)
+                      size_t locked_bytes, struct ev_loop *loop,
+                      ev_async *wake_loop, char *error, size_t error_size)
 {
     memset(pool, 0, sizeof *pool);
     pool->n = n_devices > 0 ? n_devices : cpu_workers > 0 ? cpu_workers : 1;
     pool->max_jobs = max_jobs;
     pool->max_bytes = max_bytes;
+    pool->locked_bytes = n_devices > 0 ? locked_bytes : 0;
     /* Every finisher thread busy with a unit and one more unit waiting:
      * the worker is then a whole unit ahead of the finisher, no more. */
     pool->finish_capacity = (stats_threads > 0 ? stats_threads : 1) + 1;

@@ -127,8 +127,8 @@ static int publish_batch(rtomod_worker *w, plan_state *s,
     const rtomo_cone_geometry *g = rtomo_cone_geometry_of(p->cone);
     const size_t pixels = (size_t)g->roi_nx * (size_t)g->roi_ny;
     int unit = g->roi_nz < SLICES_PER_UNIT ? g->roi_nz : SLICES_PER_UNIT;
-    rtomod_buffer *buf = pooled_buffer(w, &s->slices, pixels * sizeof(float) *
-                                                      (size_t)unit);
+    rtomod_buffer *buf = slice_buffer(w, s, pixels * sizeof(float) *
+                                            (size_t)unit);
     rtomo_error err;
     rtomo_status st = buf ? rtomo_cone_read_slices(p->cone, k, n,
                                                    (float *)buf->data, &err)

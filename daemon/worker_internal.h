@@ -103,6 +103,7 @@ void post_image_as(rtomod_worker *w, rtomod_result_kind kind,
 int buffers_kept(const rtomod_worker *w);
 rtomod_buffer *pooled_buffer(const rtomod_worker *w,
                              rtomod_buffer_pool **pool, size_t size);
+rtomod_buffer *slice_buffer(rtomod_worker *w, plan_state *s, size_t size);
 void engine_failed(rtomod_worker *w, plan_state *s, uint64_t serial,
                    const char *what, const rtomo_error *err);
 void plan_close(plan_state *s);
