@@ -448,6 +448,10 @@ static void handle_job(rtomod_worker *w, plan_table *t, rtomod_job *job)
         if (s && w->outbox_tail)
             w->outbox_tail->t_ready = s->t_ready;
         if (job->u.recon.close_plan) {
+            /* The set's end goes out before the plan is torn down:
+             * freeing its device memory takes tens of milliseconds that
+             * the scan's completion need not wait for. */
+            flush_results(w);
             if (s)
                 plan_close(s);
             post_done(w, job->serial);
