@@ -128,10 +128,11 @@ void rtomod_budget_iter_part(const rtomo_fbp_geometry *g, int rows,
                       mul(n, add(sino, mul(2, image))));
     /* CGLS holds b, r, q (sinograms) and x, g, p (images) per row, SIRT
      * fewer; the SIRT weights one row each; the GPU plan's packed copies
-     * of a slice (2 x 2 x float4 x 2 per pixel) and its staging. */
+     * of a slice (2 slots x 2 orientations x 4 float4s per pixel, A's 16
+     * rows) and its staging. */
     size_t solve = add(mul(n, mul(3, add(sino, image))), add(sino, image));
     if (on_gpu)
-        solve = add(solve, mul(image, 32));
+        solve = add(solve, mul(image, 64));
     *host = on_gpu ? kept : add(kept, solve);
     *device = on_gpu ? solve : 0;
 }
