@@ -10,7 +10,8 @@
  * last frame (scan_end sent -> scan_complete), GU/s over the total
  * (slices x pixels x projections / total), the daemon's own figure for
  * its last frame -> last slice in host memory, ready to publish (ready_s:
- * the reconstruction's share of the tail), the daemon's last GU/s and its
+ * the reconstruction's share of the tail), its last frame -> last slice
+ * handed to its PUB socket (published_s), the daemon's last GU/s and its
  * GPUs; the speed-up of each run over the first (total_s; in the JSON
  * also speedup_ready, first frame sent -> last slice ready, to_ready_s).  By default only events
  * are subscribed to: the daemon's PUB socket then drops the 32 GB of
@@ -65,6 +66,8 @@ typedef struct result {
                                    last slice in host memory */
     double to_ready_s;          /* first frame sent -> last slice ready:
                                    the send span plus ready_s */
+    double published_s;         /* the daemon's: last frame received ->
+                                   last slice handed to the PUB socket */
     long slices_received, accepted, dropped, rejected;
     int complete, exit_status;
     json_t *gpus;
@@ -236,6 +239,8 @@ static int scan_once(const options *o, bench_daemon *b, int scan,
     r->ready_s = 1e-3 * bench_telemetry(b->client, "reconstruction",
                                         "last_ready_ms");
     r->to_ready_s = t_end - t0 + r->ready_s;
+    r->published_s = 1e-3 * bench_telemetry(b->client, "reconstruction",
+                                            "last_latency_ms");
     r->accepted = bench_counter(b->client, "accepted") - accepted_before;
     r->dropped = bench_counter(b->client, "dropped") - dropped_before;
     r->rejected = bench_counter(b->client, "rejected") - rejected_before;
@@ -280,8 +285,9 @@ static void print_table(const options *o, const result *r, int n)
            o->size, o->size, o->slices, o->size, o->size, o->cli.backend,
            o->connections, o->connections > 1 ? "s" : "",
            o->receive_slices ? ", slices received" : "");
-    printf("%-10s %4s %-28s %9s %9s %9s %9s %10s %9s %9s %8s %8s\n",
-           "devices", "scan", "GPUs", "ingest_s", "total_s", "tail_s", "ready_s", "to_ready_s",
+    printf("%-10s %4s %-28s %9s %9s %9s %9s %11s %10s %9s %9s %8s %8s\n",
+           "devices", "scan", "GPUs", "ingest_s", "total_s", "tail_s", "ready_s",
+           "published_s", "to_ready_s",
            "GU/s", "speed-up", "dropped", "slices");
     for (int i = 0; i < n; i++) {
         char gpus[256] = "";
@@ -293,10 +299,11 @@ static void print_table(const options *o, const result *r, int n)
                                      json_string_value(json_object_get(
                                          json_array_get(r[i].gpus, g),
                                          "name")));
-        printf("%-10s %4d %-28.28s %9.2f %9.2f %9.3f %9.3f %10.3f %9.1f "
-               "%9.2f %8ld %8ld\n", r[i].devices, r[i].scan,
+        printf("%-10s %4d %-28.28s %9.2f %9.2f %9.3f %9.3f %11.3f %10.3f "
+               "%9.1f %9.2f %8ld %8ld\n", r[i].devices, r[i].scan,
                used ? gpus : "-", r[i].ingest_s,
-               r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].to_ready_s,
+               r[i].total_s, r[i].tail_s, r[i].ready_s, r[i].published_s,
+               r[i].to_ready_s,
                r[i].gu_per_s, r[0].total_s / r[i].total_s,
                r[i].dropped, r[i].slices_received);
     }
@@ -307,14 +314,15 @@ static json_t *results_json(const options *o, const result *r, int n)
     json_t *runs = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(runs, json_pack(
-            "{s:s, s:i, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I,"
+            "{s:s, s:i, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f,"
+            " s:I, s:I,"
             " s:I, s:I,"
             " s:b, s:i}",
             "devices", r[i].devices, "scan", r[i].scan,
             "gpus", r[i].gpus ? r[i].gpus : json_null(),
             "ingest_s", r[i].ingest_s, "total_s", r[i].total_s,
             "tail_s", r[i].tail_s, "ready_s", r[i].ready_s,
-            "to_ready_s", r[i].to_ready_s,
+            "to_ready_s", r[i].to_ready_s, "published_s", r[i].published_s,
             "gu_per_s", r[i].gu_per_s,
             "daemon_gu_per_s", r[i].daemon_gu_per_s,
             "speedup", r[0].total_s / r[i].total_s,
