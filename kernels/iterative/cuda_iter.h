@@ -24,9 +24,9 @@
 
 #include "iter_internal.h"
 
-/* Rows (slices) one thread of A^T works on together: they share the
- * footprint computation. */
-#define CUDA_ITER_SLICES 8
+/* Rows (slices) one thread of A^T works on together (8 in a last group
+ * of at most 8): they share the footprint computation. */
+#define CUDA_ITER_SLICES 16
 /* Rows one thread of A works on together (8 in a call of at most 8), and
  * the float4s per pixel of its packed copies. */
 #define CUDA_ITER_A_SLICES 16

@@ -5,14 +5,22 @@
  * the solvers need.  cuda_iter.h has the contract.
  *
  * A^T (backproject_kernel): one 256-thread block per 32 x 32 tile of pixels
- * of CUDA_ITER_SLICES (8) rows, each thread 4 pixels (one column, rows 8
- * apart) of the 8 rows at once.  Projections go in groups of 16: the
- * group's footprints (iter_sf_proj) and the bins the tile can touch (from
- * its corners; at most 31 sqrt 2 + 5 of them) go into shared memory, the 8
- * rows' values of a bin side by side (two float4s), zeros outside the
- * detector.  Each pixel then computes its centre and three weights once
- * per projection and adds 3 8-float taps: the footprint work is shared by
- * the 8 rows, the sinogram is read from global memory once per tile.
+ * of CUDA_ITER_SLICES (16) rows, or 8 in a last group of at most 8, each
+ * thread 4 pixels (one column: two pairs of neighbouring rows, 16 apart)
+ * of the 16 (8) rows at once.  Projections go in groups of 8 (16 with 8
+ * rows: the same 26 KiB): the group's footprints (iter_sf_proj) and the
+ * bins the tile can touch (from its corners; at most 31 sqrt 2 + 5 of
+ * them) go into shared memory, the rows' values of a bin side by side
+ * (float4 planes), zeros outside the detector.  Each pixel then computes
+ * its centre and three weights once per projection and adds 3 taps of 16
+ * (8) floats: the footprint work is shared by the rows, the sinogram is
+ * read from global memory once per tile.  Most of the cost is the
+ * shared-memory loads (a warp's 16-byte load takes at least 4 passes
+ * through the banks), so with 16 rows a pair's first bins, at most one
+ * apart (|sin| <= 1), take one window of 4 bins: 4 loads per plane instead
+ * of 6, the pixel's weight 0 on the bin it does not reach.  The sums are
+ * the same as with separate taps, tap after tap, projection after
+ * projection.
  *
  * A (project_kernel): a block of 128 threads, one per bin of 128
  * consecutive bins, of 4 consecutive projections, each thread the 16 rows
@@ -57,26 +65,17 @@
 #define BP_TILE 32
 #define BP_THREADS 256
 #define BP_PIXELS (BP_TILE * BP_TILE / BP_THREADS)    /* 4 per thread */
-#define BP_ROW_STEP (BP_THREADS / BP_TILE)             /* 8 */
-#define BP_GROUP 16
+/* A thread's pixels: two pairs of rows, 2 ty + {0, 1} and 16 more. */
+#define BP_PAIR_STEP 16
+/* Float4 planes the cache holds per bin, all projections of a group
+ * together: 16 projections of 8 rows (2 planes) or 8 of 16 (4), 26 KiB. */
+#define BP_CACHED 32
 /* Bins cached per projection: a 32-pixel tile spans at most 31 (|cos| +
  * |sin|) <= 43.9 bins between its corner centres; the footprint adds its
- * half-width on each side (3 bins j0..j0+2 from the leftmost); +1 for the
- * cache starting a bin early and +2 for rounding. */
+ * half-width on each side (3 bins j0..j0+2 from the leftmost; a pair's 4
+ * bins from the lower first bin end at the higher one's j0 + 2); +1 for
+ * the cache starting a bin early and +2 for rounding. */
 #define BP_WIDTH 52
-
-/* One pixel's CUDA_ITER_SLICES (8) values. */
-struct f8 {
-    float4 a, b;
-};
-
-static __device__ __forceinline__ f8 zero8()
-{
-    f8 v;
-    v.a = make_float4(0.f, 0.f, 0.f, 0.f);
-    v.b = v.a;
-    return v;
-}
 
 static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
 {
@@ -89,18 +88,6 @@ static __device__ __forceinline__ void fma4(float4 &acc, float w, float4 v)
 static __device__ __forceinline__ float comp4(const float4 &v, int k)
 {
     return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
-}
-
-static __device__ __forceinline__ float comp(const f8 &v, int k)
-{
-    return k < 4 ? comp4(v.a, k) : comp4(v.b, k - 4);
-}
-
-/* Slice k of v (k < CUDA_ITER_SLICES). */
-static __device__ __forceinline__ float &slot(f8 &v, int k)
-{
-    float *f = k < 4 ? &v.a.x : &v.b.x;
-    return f[k & 3];
 }
 
 /* ------------------------------------------------------------- pack ---- */
@@ -169,75 +156,165 @@ extern "C" rtomo_status cuda_iter_pack(const cuda_iter_launch *l,
 
 /* -------------------------------------------------------------- A^T ---- */
 
-__global__ void __launch_bounds__(BP_THREADS)
+/* Zero or w at an offset of d (0 or 1) in four taps: a pixel's three
+ * weights in a pair's window of four bins.  An added 0 x v leaves a sum
+ * as it was, so the pixel's sum is the one of its three taps. */
+static __device__ __forceinline__ void bp_shift(const float w[3], bool d,
+                                                float out[4])
+{
+    out[0] = d ? 0.f : w[0];
+    out[1] = d ? w[0] : w[1];
+    out[2] = d ? w[1] : w[2];
+    out[3] = d ? w[2] : 0.f;
+}
+
+/* One pixel's three taps of projection pl (its first bin i in the cache). */
+template <int P, int G>
+static __device__ __forceinline__ void bp_taps(
+    const float4 (&cache)[P][G][BP_WIDTH], int pl, int i, const float w[3],
+    float4 *acc)
+{
+    i = min(max(i, 0), BP_WIDTH - 3);   /* never taken: rounding guard */
+#pragma unroll
+    for (int p = 0; p < P; p++) {
+        fma4(acc[p], w[0], cache[p][pl][i]);
+        fma4(acc[p], w[1], cache[p][pl][i + 1]);
+        fma4(acc[p], w[2], cache[p][pl][i + 2]);
+    }
+}
+
+/* A pair of pixels (one above the other) whose first bins ia, ib are at
+ * most one apart share a window of four bins: 4 cache loads per plane
+ * instead of 6, for 8 multiply-adds instead of 6.  Else (|sin| near 1
+ * and rounding) each pixel takes its own three.  Only with 16 rows: with
+ * 8 the window was slower than separate taps (H100, 2048^2 x 64 x 2048:
+ * 300.3 against 285.8 ms per A^T). */
+template <int P, int G>
+static __device__ __forceinline__ void bp_pair(
+    const float4 (&cache)[P][G][BP_WIDTH], int pl, int ia, int ib,
+    const float wa[3], const float wb[3], float4 *acc_a, float4 *acc_b)
+{
+    const int m = min(ia, ib);
+    if (P < 4 || max(ia, ib) - m > 1) {
+        bp_taps<P, G>(cache, pl, ia, wa, acc_a);
+        bp_taps<P, G>(cache, pl, ib, wb, acc_b);
+        return;
+    }
+    float a[4], b[4];
+    bp_shift(wa, ia > m, a);
+    bp_shift(wb, ib > m, b);
+    const int i = min(max(m, 0), BP_WIDTH - 4);     /* never taken */
+#pragma unroll
+    for (int p = 0; p < P; p++) {
+        float4 v[4];
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            v[c] = cache[p][pl][i + c];
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            fma4(acc_a[p], a[c], v[c]);
+            fma4(acc_b[p], b[c], v[c]);
+        }
+    }
+}
+
+/* The group's sinogram values into the cache: per projection pl the
+ * BP_WIDTH bins from pstart[pl], 4P rows side by side in P planes, zeros
+ * outside the detector and from valid on. */
+template <int P, int G>
+static __device__ __forceinline__ void bp_fill(
+    const float *__restrict__ rows, size_t sino_len, int width, int p0,
+    int group, int valid, const int *pstart, float4 (&cache)[P][G][BP_WIDTH])
+{
+    for (int e = threadIdx.x; e < group * BP_WIDTH; e += BP_THREADS) {
+        const int pl = e / BP_WIDTH, i = e % BP_WIDTH, bin = pstart[pl] + i;
+        float v[4 * P];
+#pragma unroll
+        for (int k = 0; k < 4 * P; k++)
+            v[k] = 0.f;
+        if (bin >= 0 && bin < width) {
+            const float *at = rows + (size_t)(p0 + pl) * width + bin;
+#pragma unroll
+            for (int k = 0; k < 4 * P; k++)
+                if (k < valid)
+                    v[k] = at[k * sino_len];
+        }
+#pragma unroll
+        for (int p = 0; p < P; p++)
+            cache[p][pl][i] = make_float4(v[4 * p], v[4 * p + 1],
+                                          v[4 * p + 2], v[4 * p + 3]);
+    }
+}
+
+/* The lowest first bin a tile at (x0, y0) can touch in projection q: its
+ * corner centres, the footprint's left end, one bin of margin. */
+static __device__ __forceinline__ int bp_start(const iter_sf_proj &q, int x0,
+                                               int y0)
+{
+    const float xa = (float)x0, xb = (float)(x0 + BP_TILE - 1);
+    const float ya = (float)y0, yb = (float)(y0 + BP_TILE - 1);
+    const float lo = fminf(fminf(cuda_iter_center(q, xa, ya),
+                                 cuda_iter_center(q, xb, ya)),
+                           fminf(cuda_iter_center(q, xa, yb),
+                                 cuda_iter_center(q, xb, yb)));
+    return (int)floorf(lo + q.t0 + 0.5f) - 1;
+}
+
+/* One block: a 32 x 32 tile of 4P rows (file comment). */
+template <int P>
+__global__ void __launch_bounds__(BP_THREADS, P == 2 ? 3 : 2)
 backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
                    int n, float *__restrict__ images)
 {
-    /* Slices 0-3 and 4-7 apart: each 16-byte load of a warp stays
-     * contiguous (one pass through the banks per 8 lanes). */
-    __shared__ float4 cache_a[BP_GROUP][BP_WIDTH], cache_b[BP_GROUP][BP_WIDTH];
-    __shared__ iter_sf_proj pq[BP_GROUP];
-    __shared__ int pstart[BP_GROUP];
+    constexpr int G = BP_CACHED / P;    /* projections per group */
+    /* Planes apart: each 16-byte load of a warp stays contiguous (one
+     * pass through the banks per 8 lanes). */
+    __shared__ float4 cache[P][G][BP_WIDTH];
+    __shared__ iter_sf_proj pq[G];
+    __shared__ int pstart[G];
 
     const int t = threadIdx.x;
-    const int row0 = blockIdx.z * CUDA_ITER_SLICES;
-    const int valid = min(CUDA_ITER_SLICES, n - row0);
+    const int row0 = blockIdx.z * 4 * P;
+    const int valid = min(4 * P, n - row0);
     const int x0 = blockIdx.x * BP_TILE, y0 = blockIdx.y * BP_TILE;
-    const int px = x0 + t % BP_TILE, py = y0 + t / BP_TILE;
+    /* Pixels (px, py + BP_PAIR_STEP h + m), h, m in {0, 1}. */
+    const int px = x0 + t % BP_TILE, py = y0 + 2 * (t / BP_TILE);
     const float fx = (float)px;
     const size_t sino_len = (size_t)l.n_proj * l.width;
     const float *rows = sino + (size_t)row0 * sino_len;
 
-    f8 acc[BP_PIXELS];
+    float4 acc[BP_PIXELS][P];
 #pragma unroll
-    for (int q = 0; q < BP_PIXELS; q++)
-        acc[q] = zero8();
+    for (int k = 0; k < BP_PIXELS; k++)
+#pragma unroll
+        for (int p = 0; p < P; p++)
+            acc[k][p] = make_float4(0.f, 0.f, 0.f, 0.f);
 
-    for (int p0 = 0; p0 < l.n_proj; p0 += BP_GROUP) {
-        const int group = min(BP_GROUP, l.n_proj - p0);
+    for (int p0 = 0; p0 < l.n_proj; p0 += G) {
+        const int group = min(G, l.n_proj - p0);
         __syncthreads();                /* the previous group is consumed */
         if (t < group) {
-            const iter_sf_proj q = l.proj[p0 + t];
-            pq[t] = q;
-            /* The lowest first bin of the tile: its corner centres, the
-             * footprint's left end, one bin of margin. */
-            const float a = cuda_iter_center(q, (float)x0, (float)y0);
-            const float b = cuda_iter_center(q, (float)(x0 + BP_TILE - 1), (float)y0);
-            const float c = cuda_iter_center(q, (float)x0, (float)(y0 + BP_TILE - 1));
-            const float d = cuda_iter_center(q, (float)(x0 + BP_TILE - 1),
-                                             (float)(y0 + BP_TILE - 1));
-            const float lo = fminf(fminf(a, b), fminf(c, d));
-            pstart[t] = (int)floorf(lo + q.t0 + 0.5f) - 1;
+            pq[t] = l.proj[p0 + t];
+            pstart[t] = bp_start(pq[t], x0, y0);
         }
         __syncthreads();
-        for (int e = t; e < group * BP_WIDTH; e += BP_THREADS) {
-            const int pl = e / BP_WIDTH, bin = pstart[pl] + e % BP_WIDTH;
-            f8 v = zero8();
-            if (bin >= 0 && bin < l.width) {
-                const float *at = rows + (size_t)(p0 + pl) * l.width + bin;
-#pragma unroll
-                for (int k = 0; k < CUDA_ITER_SLICES; k++)
-                    if (k < valid) slot(v, k) = at[k * sino_len];
-            }
-            cache_a[pl][e % BP_WIDTH] = v.a;
-            cache_b[pl][e % BP_WIDTH] = v.b;
-        }
+        bp_fill<P, G>(rows, sino_len, l.width, p0, group, valid, pstart,
+                      cache);
         __syncthreads();
         for (int pl = 0; pl < group; pl++) {
             const iter_sf_proj q = pq[pl];
             const int start = pstart[pl];
 #pragma unroll
-            for (int k = 0; k < BP_PIXELS; k++) {
-                const float s = cuda_iter_center(q, fx, (float)(py + k * BP_ROW_STEP));
-                float w[3];
-                int i = iter_sf_weights(&q, s, w) - start;
-                i = min(max(i, 0), BP_WIDTH - 3);   /* never taken: rounding guard */
-                fma4(acc[k].a, w[0], cache_a[pl][i]);
-                fma4(acc[k].a, w[1], cache_a[pl][i + 1]);
-                fma4(acc[k].a, w[2], cache_a[pl][i + 2]);
-                fma4(acc[k].b, w[0], cache_b[pl][i]);
-                fma4(acc[k].b, w[1], cache_b[pl][i + 1]);
-                fma4(acc[k].b, w[2], cache_b[pl][i + 2]);
+            for (int h = 0; h < BP_PIXELS / 2; h++) {
+                const float y = (float)(py + h * BP_PAIR_STEP);
+                float wa[3], wb[3];
+                const int ia = iter_sf_weights(&q, cuda_iter_center(q, fx, y),
+                                               wa) - start;
+                const int ib = iter_sf_weights(
+                                   &q, cuda_iter_center(q, fx, y + 1.f), wb) -
+                               start;
+                bp_pair<P, G>(cache, pl, ia, ib, wa, wb, acc[2 * h],
+                              acc[2 * h + 1]);
             }
         }
     }
@@ -246,13 +323,36 @@ backproject_kernel(const cuda_iter_launch l, const float *__restrict__ sino,
     float *out = images + (size_t)row0 * plane;
 #pragma unroll
     for (int k = 0; k < BP_PIXELS; k++) {
-        const int y = py + k * BP_ROW_STEP;
+        const int y = py + (k / 2) * BP_PAIR_STEP + k % 2;
         if (px < l.size && y < l.size) {
             const size_t at = (size_t)y * l.size + px;
-            for (int r = 0; r < valid; r++)
-                out[r * plane + at] = comp(acc[k], r);
+#pragma unroll
+            for (int r = 0; r < 4 * P; r++)
+                if (r < valid)
+                    out[r * plane + at] = comp4(acc[k][r / 4], r % 4);
         }
     }
+}
+
+/* images rows [0, n) from the kernel of 4P rows per thread. */
+template <int P>
+static rtomo_status bp_launch(const cuda_iter_launch *l,
+                              const float *sinograms, int n, float *images,
+                              cudaStream_t stream, rtomo_error *err)
+{
+    const int groups = (n + 4 * P - 1) / (4 * P);
+    const int tiles = (l->size + BP_TILE - 1) / BP_TILE;
+    /* gridDim.z is at most 65535: launch in runs of groups. */
+    for (int g = 0; g < groups; g += 65535) {
+        const int run = min(groups - g, 65535);
+        const size_t skip = (size_t)g * 4 * P;
+        backproject_kernel<P><<<dim3(tiles, tiles, run), BP_THREADS, 0,
+                                stream>>>(
+            *l, sinograms + skip * l->n_proj * l->width, n - (int)skip,
+            images + skip * l->size * l->size);
+        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: back-projection");
+    }
+    return RTOMO_OK;
 }
 
 extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
@@ -261,17 +361,19 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
                                               cudaStream_t stream,
                                               rtomo_error *err)
 {
-    const int groups = (n + CUDA_ITER_SLICES - 1) / CUDA_ITER_SLICES;
-    const int tiles = (l->size + BP_TILE - 1) / BP_TILE;
-    /* gridDim.z is at most 65535: launch in runs of groups. */
-    for (int g = 0; g < groups; g += 65535) {
-        const int run = min(groups - g, 65535);
-        const size_t skip = (size_t)g * CUDA_ITER_SLICES;
-        backproject_kernel<<<dim3(tiles, tiles, run), BP_THREADS, 0, stream>>>(
-            *l, sinograms + skip * l->n_proj * l->width, n - (int)skip,
-            images + skip * l->size * l->size);
-        RTOMO_CUDA_CHECK_LAUNCH(err, "iterative: back-projection");
-    }
+    /* Groups of CUDA_ITER_SLICES (16) rows; a last group of at most 8
+     * takes the 8-row kernel (half the loads and registers). */
+    const int tail = n % CUDA_ITER_SLICES;
+    const int wide = tail > 0 && tail <= 8 ? n - tail : n;
+    rtomo_status st;
+    if (wide > 0 &&
+        (st = bp_launch<4>(l, sinograms, wide, images, stream, err)))
+        return st;
+    if (wide < n)
+        return bp_launch<2>(l, sinograms + (size_t)wide * l->n_proj * l->width,
+                            n - wide,
+                            images + (size_t)wide * l->size * l->size, stream,
+                            err);
     return RTOMO_OK;
 }
 
