@@ -22,6 +22,11 @@ const pair_case iter_cases[] = {
      * of 2 (both streams of A, a partial group of A^T). */
     {"6 rows, 97 wide, 150 angles", 97, 97, 150, 6, 1, 1.25, 1.0},
     {"5 rows, far off-centre axis", 128, 90, 64, 5, 0, 20.5, 0.25},
+    /* The GPU's 16-row kernels of A and A^T: a group of 16 rows and a
+     * last one of 4 (the 8-row kernels), with neighbouring projections
+     * sharing lines (uniform angles) and without (irregular). */
+    {"20 rows, uniform, shared lines", 72, 72, 96, 20, 0, 1.5, 0.0},
+    {"17 rows, irregular, shifts", 67, 67, 41, 17, 1, -2.75, 1.0},
 };
 const int ITER_N_CASES = (int)(sizeof iter_cases / sizeof iter_cases[0]);
 
