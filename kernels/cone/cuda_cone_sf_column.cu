@@ -14,23 +14,22 @@
  * and A scattered 3-4 global atomics per voxel and view (4e12 in all).
  *
  * A^T (sfc_backproject_kernel): a thread per column (i, j) and
- * SFC_BT_Z = 64 voxels of it, accumulators in shared memory (thread-owned
- * slots, no atomics), all views in one launch.  Per view: the footprint
+ * SFC_BT_Z voxels of it, accumulators in shared memory (one thread's per
+ * view, no atomics), all views in one launch.  Per view: the footprint
  * once (F1 from SF_CELLS + 1 values of the trapezoid's integral instead of
  * 2 per cell), then the voxels in z order; the rows they touch rise with
  * z, so each row's sum R(t) = sum_s F1(s) g[t][s] is read once (1.2 new
  * rows x 3 cells per voxel) and kept while the next voxel shares it.
- * Per voxel and view: ~3.6 cached loads, ~2.2 F2 and ~30 instructions
- * against ~95 before; the ~200-instruction set-up is spread over 64
- * voxels.  Projections read: a 32 x 4 column tile's footprint per view,
- * ~50 cells x (1.2 x 64 + 4) rows, about 1.5 bytes per voxel and view
- * from L2 (1.7 TB in all, much of it shared by neighbouring tiles).
+ * Per voxel and view: ~3.6 cached loads and ~2.2 F2 (estimated ~30
+ * instructions; measured ~150, below); the set-up is spread over the
+ * column's voxels.  Projections read: the tile's footprint per view,
+ * mostly from L1 (95% hits measured).
  *
  * A (sfc_project_kernel): the same walk transposed.  A thread sums its
  * voxels' F2 f into the current row, C(t) = sum_z F2_z(t) f(z) (the CPU's
  * order), and when the walk leaves row t adds l_phi F1(s) C(t) into the
  * row's cells.  Those adds go into a patch of the detector in shared
- * memory that covers the block's footprint (32 x 8 columns x 16 voxels:
+ * memory that covers the block's footprint (16 x 16 columns x 16 voxels:
  * ~50 x 24 cells), and the patch goes to the projections with one global
  * atomic per non-zero cell: ~0.3 global atomics per voxel and view
  * instead of 3.6, the other 3.6 on the SM.  A block keeps its voxels in
@@ -42,9 +41,34 @@
  * Exactly a transpose: both kernels take F1, F2 and l_phi from the same
  * functions on the same floats (cone_sf.h, sfc_foot below), so A's cell
  * weight is A^T's voxel weight; only the order of float sums differs.
- * Expected (a guess until measured): ~30-40 instructions per voxel and
- * view for each, 1.1e12 voxel-views each, 3-6 s for the pair on an H100
- * against 45.6 s (run 33).
+ *
+ * Measured (H100, Nsight Compute on 256^3 voxels and 256 views of
+ * 384 x 288, the paper's voxel and cell sizes).  The first version (a
+ * warp = 32 columns along x for every view; A 32 x 8 x 16, A^T 32 x 4 x
+ * 64 voxels) issued ~370 warp instructions per warp-voxel step in A and
+ * A^T was far over its estimate too, at ~0.55 issued per scheduler cycle:
+ *   - a float atomicAdd into shared memory is a compare-and-swap loop on
+ *     sm_90 (ATOMS.CAST.SPIN, no native float add), which a lane repeats
+ *     while another lane of its warp hits the same cell;
+ *   - for the views whose rays run along x, the 32 columns of a warp
+ *     project onto the same 3-4 cells (up to 32-way retries in A's patch)
+ *     and lie 38 mm apart in depth, so their magnifications differ and
+ *     they step to new rows at different voxels: 19.7 of 32 lanes active,
+ *     branch efficiency 72%.
+ * So the tile is 16 x 16 columns and each view picks how a warp lies
+ * (sfc_lanes_along_x): 16 lanes along the direction in which u moves
+ * faster, i.e. across the rays.  Then a warp's columns are at nearly one
+ * depth (A^T: 28.5 lanes active, branch efficiency 95%) and their cells
+ * side by side (A's retries mostly gone).  A column's slots in shared
+ * memory (sfc_slot) fall in distinct banks under either mapping.  A^T
+ * keeps 32 voxels a column (32 KB of shared memory, 4 blocks an SM), A 16
+ * (4 blocks an SM).  Paper's case, same run: A 12.62 -> 9.35 s, A^T
+ * 7.67 -> 6.35 s, pair 20.29 -> 15.70 s.  What bounds them now: A^T
+ * issues ~150 instructions per voxel and view (the F2 row walk, the row
+ * sums, the ~400-instruction footprint set-up with its 16 divisions over
+ * 32 voxels) at 0.83 per scheduler cycle, instruction-bound; A the
+ * compare-and-swap loops of ~4 shared adds per voxel and view and the 2-way
+ * clashes left between a warp's two rows of columns.
  *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
@@ -57,15 +81,15 @@
 #include "cone_sf.h"
 #include "cuda_cone_sf.h"
 
-/* A^T: a 32 x 4 tile of columns, 64 voxels of each. */
-#define SFC_BT_X 32
-#define SFC_BT_Y 4
-#define SFC_BT_THREADS (SFC_BT_X * SFC_BT_Y)
-#define SFC_BT_Z 64
-/* A: a 32 x 8 tile of columns, 16 voxels of each, 8 views per block. */
-#define SFC_P_X 32
-#define SFC_P_Y 8
-#define SFC_P_THREADS (SFC_P_X * SFC_P_Y)
+/* Both kernels: a TILE x TILE tile of columns, a thread per column, the
+ * thread's column chosen per view (sfc_column_of).  A column's slots in
+ * shared memory: sfc_slot, stride SFC_SLOTS. */
+#define SFC_TILE 16
+#define SFC_THREADS (SFC_TILE * SFC_TILE)
+#define SFC_SLOTS SFC_THREADS
+/* A^T: 32 voxels of each column. */
+#define SFC_BT_Z 32
+/* A: 16 voxels of each column, 8 views per block. */
 #define SFC_P_Z 16
 #define SFC_P_VIEWS 8
 /* Cells of the shared patch; the paper's case needs ~1300. */
@@ -121,6 +145,35 @@ __device__ __forceinline__ void sfc_rows(const cone_bp_const *k,
     *tb = *tb >= k->det_v ? k->det_v - 1 : *tb;
 }
 
+/* A warp's lanes lie along the tile's x when the detector's u moves more
+ * with x than with y (|du/dx| ~ M |sin b|, |du/dy| ~ M |cos b|): then the
+ * lanes' columns are nearly at one depth, so they have one magnification
+ * and cross row boundaries at the same voxels (no divergence in the z
+ * walk), and their footprints lie side by side on the detector (few lanes
+ * add into one cell of A's patch at once). */
+__device__ __forceinline__ int sfc_lanes_along_x(float cb, float sb)
+{
+    return fabsf(sb) >= fabsf(cb);
+}
+
+/* Thread tid's column (cx, cy) of the tile under that choice. */
+__device__ __forceinline__ void sfc_column_of(int tid, int along_x, int *cx,
+                                              int *cy)
+{
+    const int a = tid % SFC_TILE, b = tid / SFC_TILE;
+    *cx = along_x ? a : b;
+    *cy = along_x ? b : a;
+}
+
+/* Column (cx, cy)'s slot: 16 cy + (cx + cy) mod 16, so that a warp's 32
+ * columns fall in 32 banks under either mapping (16 x 2 columns along x:
+ * rows cy and cy + 1 in the two halves; along y: each half's 16 cy, odd and
+ * even ones in different halves of the banks). */
+__device__ __forceinline__ int sfc_slot(int cx, int cy)
+{
+    return SFC_TILE * cy + ((cx + cy) & (SFC_TILE - 1));
+}
+
 /* ------------------------------------------------------------- A^T ---- */
 
 /* R(t): sum_s F1(s) row[s] over the footprint. */
@@ -141,7 +194,7 @@ __device__ __forceinline__ float sfc_row_sum(const sfc_foot *ft,
 }
 
 /* One view added into the column's voxels z0 .. z0 + nzc - 1 (acc: the
- * thread's slots, stride SFC_BT_THREADS). */
+ * column's slots, stride SFC_SLOTS). */
 __device__ __forceinline__ void sfc_backproject_view(
     const cone_bp_const *k, const sfc_foot *ft, const float *__restrict__ q,
     int z0, int nzc, float *acc)
@@ -160,41 +213,57 @@ __device__ __forceinline__ void sfc_backproject_view(
             }
             b += cone_sf_f2(lo, hi, t) * r;
         }
-        acc[m * SFC_BT_THREADS] += ft->c.amp * b;
+        acc[m * SFC_SLOTS] += ft->c.amp * b;
     }
 }
 
-__global__ void __launch_bounds__(SFC_BT_THREADS)
+/* All views into the tile's columns, voxels z0 .. z0 + SFC_BT_Z - 1 of
+ * each; a thread per column, the column chosen per view.  The sums stay in
+ * shared memory (a column's are touched by one thread per view; a barrier
+ * where the mapping changes). */
+__global__ void __launch_bounds__(SFC_THREADS, 4)
 sfc_backproject_kernel(const cone_bp_const k, int n_proj,
                        const float *__restrict__ cos_b,
                        const float *__restrict__ sin_b,
                        const float *__restrict__ proj, size_t frame_len,
                        float *volume)
 {
-    /* The voxels' sums, slot m of thread n at m * threads + n (no bank
-     * conflicts; no thread reads another's, so no barriers). */
-    __shared__ float acc_all[SFC_BT_Z * SFC_BT_THREADS];
-    const int i = blockIdx.x * SFC_BT_X + threadIdx.x;
-    const int j = blockIdx.y * SFC_BT_Y + threadIdx.y;
+    __shared__ float acc_all[SFC_BT_Z * SFC_SLOTS];
+    const int tid = threadIdx.x;
     const int z0 = blockIdx.z * SFC_BT_Z;
+    const int nzc = k.nz - z0 < SFC_BT_Z ? k.nz - z0 : SFC_BT_Z;
+    for (int c = tid; c < SFC_BT_Z * SFC_SLOTS; c += SFC_THREADS)
+        acc_all[c] = 0.0f;
+    int along = -1;
+    for (int p = 0; p < n_proj; p++) {
+        const float cb = cos_b[p], sb = sin_b[p];
+        const int a = sfc_lanes_along_x(cb, sb);
+        if (a != along) {       /* the same for the whole block */
+            __syncthreads();
+            along = a;
+        }
+        int cx, cy;
+        sfc_column_of(tid, along, &cx, &cy);
+        const int i = blockIdx.x * SFC_TILE + cx;
+        const int j = blockIdx.y * SFC_TILE + cy;
+        sfc_foot ft;
+        if (i < k.nx && j < k.ny &&
+            sfc_foot_at(&k, cb, sb, k.x0 + (float)i * k.voxel,
+                        k.y0 + (float)j * k.voxel, &ft))
+            sfc_backproject_view(&k, &ft, proj + (size_t)p * frame_len, z0,
+                                 nzc, acc_all + sfc_slot(cx, cy));
+    }
+    __syncthreads();
+    const int cx = tid % SFC_TILE, cy = tid / SFC_TILE;
+    const int i = blockIdx.x * SFC_TILE + cx;
+    const int j = blockIdx.y * SFC_TILE + cy;
     if (i >= k.nx || j >= k.ny)
         return;
-    const int nzc = k.nz - z0 < SFC_BT_Z ? k.nz - z0 : SFC_BT_Z;
-    float *acc = acc_all + threadIdx.y * SFC_BT_X + threadIdx.x;
-    for (int m = 0; m < nzc; m++)
-        acc[m * SFC_BT_THREADS] = 0.0f;
-    const float x = k.x0 + (float)i * k.voxel;
-    const float y = k.y0 + (float)j * k.voxel;
-    for (int p = 0; p < n_proj; p++) {
-        sfc_foot ft;
-        if (sfc_foot_at(&k, cos_b[p], sin_b[p], x, y, &ft))
-            sfc_backproject_view(&k, &ft, proj + (size_t)p * frame_len, z0,
-                                 nzc, acc);
-    }
     const size_t plane = (size_t)k.nx * (size_t)k.ny;
     float *out = volume + (size_t)z0 * plane + (size_t)j * k.nx + i;
+    const float *acc = acc_all + sfc_slot(cx, cy);
     for (int m = 0; m < nzc; m++)
-        out[(size_t)m * plane] = acc[m * SFC_BT_THREADS];
+        out[(size_t)m * plane] = acc[m * SFC_SLOTS];
 }
 
 /* --------------------------------------------------------------- A ---- */
@@ -239,7 +308,8 @@ __device__ __forceinline__ void sfc_emit(const cone_bp_const *k,
         sfc_spread(ft, view + (size_t)t * k->det_u + ft->s0, v);
 }
 
-/* The column's voxels (vox: the thread's slots) projected into one view:
+/* The column's voxels (vox: its slots, stride SFC_SLOTS) projected into
+ * one view:
  * rows summed in z order, each row emitted when the walk leaves it. */
 __device__ __forceinline__ void sfc_project_view(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
@@ -248,7 +318,7 @@ __device__ __forceinline__ void sfc_project_view(
     int cur_t = INT_MIN;        /* the row cur sums */
     float cur = 0.0f;
     for (int m = 0; m < nzc; m++) {
-        const float f = vox[m * SFC_P_THREADS];
+        const float f = vox[m * SFC_SLOTS];
         if (f == 0.0f)
             continue;
         float lo, hi;
@@ -299,7 +369,7 @@ __device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
                                                 float *view)
 {
     const int n = pt->w * (pt->tmax - pt->tmin + 1);
-    for (int c = tid; c < n; c += SFC_P_THREADS) {
+    for (int c = tid; c < n; c += SFC_THREADS) {
         const float v = patch[c];
         if (v != 0.0f)
             atomicAdd(view + (size_t)(pt->tmin + c / pt->w) * k->det_u +
@@ -308,46 +378,65 @@ __device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
     }
 }
 
+/* The tile's voxels z0 .. z0 + nzc - 1 into shared memory (columns
+ * outside the volume 0), rows of the tile to consecutive threads. */
+__device__ __forceinline__ void sfc_load_tile(const cone_bp_const *k,
+                                              const float *__restrict__ volume,
+                                              int z0, int nzc, int tid,
+                                              float *vox_all)
+{
+    const int cx = tid % SFC_TILE, cy = tid / SFC_TILE;
+    const int i = blockIdx.x * SFC_TILE + cx;
+    const int j = blockIdx.y * SFC_TILE + cy;
+    const int inside = i < k->nx && j < k->ny;
+    const size_t plane = (size_t)k->nx * (size_t)k->ny;
+    float *vox = vox_all + sfc_slot(cx, cy);
+    for (int m = 0; m < nzc; m++)
+        vox[m * SFC_SLOTS] =
+            inside ? volume[(size_t)(z0 + m) * plane + (size_t)j * k->nx + i]
+                   : 0.0f;
+}
+
 /* blockIdx.z: the z chunk (fastest) and the group of views after
- * group_first. */
-__global__ void __launch_bounds__(SFC_P_THREADS, 3)
+ * group_first.  The tile's voxels stay in shared memory for the group's
+ * views; a thread per column, the column chosen per view. */
+__global__ void __launch_bounds__(SFC_THREADS, 4)
 sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                    int group_first, const float *__restrict__ cos_b,
                    const float *__restrict__ sin_b,
                    const float *__restrict__ volume, float *proj,
                    size_t frame_len, int cap)
 {
-    __shared__ float vox_all[SFC_P_Z * SFC_P_THREADS];
+    __shared__ float vox_all[SFC_P_Z * SFC_SLOTS];
     __shared__ float patch[SFC_PATCH];
     __shared__ int bounds[4];
-    const int tid = threadIdx.y * SFC_P_X + threadIdx.x;
-    const int i = blockIdx.x * SFC_P_X + threadIdx.x;
-    const int j = blockIdx.y * SFC_P_Y + threadIdx.y;
+    const int tid = threadIdx.x;
     const int z0 = (int)(blockIdx.z % (unsigned)n_chunks) * SFC_P_Z;
     const int p_begin = (group_first + (int)(blockIdx.z / (unsigned)n_chunks))
                         * SFC_P_VIEWS;
     const int p_end = p_begin + SFC_P_VIEWS < n_proj ? p_begin + SFC_P_VIEWS
                                                      : n_proj;
     const int nzc = k.nz - z0 < SFC_P_Z ? k.nz - z0 : SFC_P_Z;
-    /* Threads outside the volume stay for the barriers, with no work. */
-    const int inside = i < k.nx && j < k.ny;
-    float *vox = vox_all + tid;
-    const size_t plane = (size_t)k.nx * (size_t)k.ny;
-    for (int m = 0; m < nzc; m++)
-        vox[m * SFC_P_THREADS] =
-            inside ? volume[(size_t)(z0 + m) * plane + (size_t)j * k.nx + i]
-                   : 0.0f;
-    const float x = k.x0 + (float)i * k.voxel;
-    const float y = k.y0 + (float)j * k.voxel;
+    sfc_load_tile(&k, volume, z0, nzc, tid, vox_all);
     for (int p = p_begin; p < p_end; p++) {
         if (tid == 0) {
             bounds[0] = bounds[2] = INT_MAX;
             bounds[1] = bounds[3] = INT_MIN;
         }
-        __syncthreads();    /* also: the last view's flush has read patch */
+        /* Also: the tile is loaded, the last view's flush has read the
+         * patch. */
+        __syncthreads();
+        const float cb = cos_b[p], sb = sin_b[p];
+        int cx, cy;
+        sfc_column_of(tid, sfc_lanes_along_x(cb, sb), &cx, &cy);
+        const int i = blockIdx.x * SFC_TILE + cx;
+        const int j = blockIdx.y * SFC_TILE + cy;
+        /* Threads outside the volume stay for the barriers, with no work. */
         sfc_foot ft;
         ft.s0 = ft.s1 = 0;      /* read below only when has */
-        int has = inside && sfc_foot_at(&k, cos_b[p], sin_b[p], x, y, &ft);
+        int has = i < k.nx && j < k.ny &&
+                  sfc_foot_at(&k, cb, sb, k.x0 + (float)i * k.voxel,
+                              k.y0 + (float)j * k.voxel, &ft);
         int ta = 0, tb = -1;
         if (has) {
             float lo, hi;
@@ -360,12 +449,13 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                                           cap);
         if (pt.on)
             for (int c = tid; c < pt.w * (pt.tmax - pt.tmin + 1);
-                 c += SFC_P_THREADS)
+                 c += SFC_THREADS)
                 patch[c] = 0.0f;
         __syncthreads();
         float *view = proj + (size_t)p * frame_len;
         if (has)
-            sfc_project_view(&k, &ft, vox, z0, nzc, &pt, patch, view);
+            sfc_project_view(&k, &ft, vox_all + sfc_slot(cx, cy), z0, nzc,
+                             &pt, patch, view);
         __syncthreads();
         if (pt.on)
             sfc_patch_flush(&k, &pt, patch, tid, view);
@@ -385,12 +475,12 @@ extern "C" rtomo_status cuda_cone_sf_project_columns(cuda_cone_sf *s,
     /* gridDim.z is at most 65535: groups of views over several launches
      * when chunks x groups exceed it. */
     const int per_launch = 65535 / chunks > 0 ? 65535 / chunks : 1;
-    const dim3 block(SFC_P_X, SFC_P_Y);
+    const dim3 block(SFC_THREADS);
     const int cap = s->patch_cap < SFC_PATCH ? s->patch_cap : SFC_PATCH;
     for (int g = 0; g < groups; g += per_launch) {
         const int n = groups - g < per_launch ? groups - g : per_launch;
-        const dim3 grid((k->nx + SFC_P_X - 1) / SFC_P_X,
-                        (k->ny + SFC_P_Y - 1) / SFC_P_Y,
+        const dim3 grid((k->nx + SFC_TILE - 1) / SFC_TILE,
+                        (k->ny + SFC_TILE - 1) / SFC_TILE,
                         (unsigned)(chunks * n));
         sfc_project_kernel<<<grid, block, 0, s->stream>>>(
             *k, s->n_proj, chunks, g, s->cos_b, s->sin_b, volume,
@@ -406,9 +496,9 @@ extern "C" rtomo_status cuda_cone_sf_backproject_columns(cuda_cone_sf *s,
                                                          rtomo_error *err)
 {
     const cone_bp_const *k = &s->k;
-    const dim3 block(SFC_BT_X, SFC_BT_Y);
-    const dim3 grid((k->nx + SFC_BT_X - 1) / SFC_BT_X,
-                    (k->ny + SFC_BT_Y - 1) / SFC_BT_Y,
+    const dim3 block(SFC_THREADS);
+    const dim3 grid((k->nx + SFC_TILE - 1) / SFC_TILE,
+                    (k->ny + SFC_TILE - 1) / SFC_TILE,
                     (k->nz + SFC_BT_Z - 1) / SFC_BT_Z);
     sfc_backproject_kernel<<<grid, block, 0, s->stream>>>(
         *k, s->n_proj, s->cos_b, s->sin_b, weighted, s->frame_len, volume);
