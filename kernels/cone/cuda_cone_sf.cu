@@ -3,9 +3,9 @@
  * its first kernels and the vector kernels the solvers need (dot, axpby,
  * mul, clamp).  Everything runs on the pair's one stream; the launchers
  * that return numbers (dot) wait for them.  A and A^T run the z-column
- * kernels of cuda_cone_sf_column.cu (issue 15: 5-10x faster, expected)
- * unless RTOMO_CONE_SF_KERNEL=old picks the first kernels below, kept to
- * compare the two in one session.
+ * kernels of cuda_cone_sf_column.cu (issue 15: 2.9x faster for the pair,
+ * PERFORMANCE.md run 46) unless RTOMO_CONE_SF_KERNEL=old picks the first
+ * kernels below, kept to compare the two in one session.
  *
  * The first kernels.  A^T (backproject) is a gather: one thread per voxel
  * column (x, y) and CUDA_SF_ZBLOCK voxels of it, accumulated in registers
