@@ -49,6 +49,8 @@ static void open_streaming(rtomod_worker *w, plan_state *s,
 }
 
 static int batch_slices(const plan_state *s, int configured);
+static rtomod_buffer *batch_buffer(rtomod_worker *w, plan_state *s,
+                                   int batch, int n_rows);
 
 /* The scan's slice batch buffer made now, while the first frames arrive,
  * instead of after the last one: on a GPU it is page-locked and kept
@@ -60,13 +62,8 @@ static void warm_slice_buffer(rtomod_worker *w, plan_state *s,
 {
     if (w->device < 0 || b->n_resident == 0 || s->failed)
         return;
-    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
-    int batch = batch_slices(s, b->batch);
-    int slices = batch < b->n_rows ? batch : b->n_rows;
-    rtomod_buffer_unref(slice_buffer(w, s, (size_t)g->roi_width *
-                                               (size_t)g->roi_height *
-                                               sizeof(float) *
-                                               (size_t)slices));
+    rtomod_buffer_unref(batch_buffer(w, s, batch_slices(s, b->batch),
+                                     b->n_rows));
 }
 
 void tomo_begin(rtomod_worker *w, plan_state *s, rtomod_job *job)
@@ -292,6 +289,17 @@ static int batch_slices(const plan_state *s, int configured)
     return n > 0 ? (int)n : 1;
 }
 
+/* A buffer for one batch of `batch` slices of a job of n_rows: every
+ * batch of the job fits one of a full batch. */
+static rtomod_buffer *batch_buffer(rtomod_worker *w, plan_state *s,
+                                   int batch, int n_rows)
+{
+    const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
+    int slices = batch < n_rows ? batch : n_rows;
+    return slice_buffer(w, s, (size_t)g->roi_width * (size_t)g->roi_height *
+                                  sizeof(float) * (size_t)slices);
+}
+
 /* Back-project rows[first, first+n) of the job into one buffer of `batch`
  * slices and hand the slices to the finisher.  Returns 0, or -1 when the
  * engine failed. */
@@ -301,10 +309,7 @@ static int tomo_batch(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     const rtomo_fbp_geometry *g = rtomo_fbp_geometry_of(s->fbp);
     size_t pixels = (size_t)g->roi_width * (size_t)g->roi_height;
-    /* Every batch of the job fits a buffer of a full batch. */
-    int slices = batch < rc->n_rows ? batch : rc->n_rows;
-    rtomod_buffer *buf = slice_buffer(w, s, pixels * sizeof(float) *
-                                            (size_t)slices);
+    rtomod_buffer *buf = batch_buffer(w, s, batch, rc->n_rows);
     rtomo_error err;
     if (!buf) {
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for %d slices", n);
