@@ -16,7 +16,7 @@
  * A^T (sfc_backproject_kernel): a thread per column (i, j) and
  * SFC_BT_Z voxels of it, accumulators in shared memory (one thread's per
  * view, no atomics), all views in one launch.  Per view: the footprint
- * once (F1 from SF_CELLS + 1 values of the trapezoid's integral instead of
+ * once (F1 from SFC_CELLS + 1 values of the trapezoid's integral instead of
  * 2 per cell), then the voxels in z order; the rows they touch rise with
  * z, so each row's sum R(t) = sum_s F1(s) g[t][s] is read once (1.2 new
  * rows x 3 cells per voxel) and kept while the next voxel shares it.
@@ -30,11 +30,11 @@
  * order), and when the walk leaves row t adds l_phi F1(s) C(t) into the
  * row's cells.  Those adds go into a patch of the detector in shared
  * memory that covers the block's footprint (16 x 16 columns x 16 voxels:
- * ~50 x 24 cells), and the patch goes to the projections with one global
- * atomic per non-zero cell: ~0.3 global atomics per voxel and view
- * instead of 3.6, the other 3.6 on the SM.  A block keeps its voxels in
- * shared memory across SFC_P_VIEWS = 8 views, so the volume is read 128
- * times (0.5 TB) rather than 1024 (4.4 TB).  A patch that would not fit
+ * ~50 x 24 cells; 32 voxels now, below), and the patch goes to the
+ * projections with one global atomic per non-zero cell: ~0.3 global
+ * atomics per voxel and view instead of 3.6, the other 3.6 on the SM.  A
+ * block keeps its voxels in shared memory across SFC_P_VIEWS = 8 views, so
+ * the volume is read 128 times (0.5 TB) rather than 1024 (4.4 TB).  A patch that would not fit
  * (huge magnifications; or RTOMO_CONE_SF_PATCH=0, the test hook) falls
  * back to global atomics per cell: the same weights, slower.
  *
@@ -70,12 +70,35 @@
  * compare-and-swap loops of ~4 shared adds per voxel and view and the 2-way
  * clashes left between a warp's two rows of columns.
  *
+ * The row walk (sfc_walk; issue 15's second step).  The voxel-by-voxel
+ * walk above branches per voxel on how many rows it meets (1-3) and per
+ * row on whether the row's sum is new, and its lanes branch apart.  For
+ * voxels at least a row high (the paper's case: 1.05-1.40 rows) the
+ * kernels now step a row at a time: a row meets at most two voxels of
+ * the column (a and the next, b), so every step is the same straight-line
+ * code: one row sum or one row's adds, two F2, and a predicated hand-over
+ * from a to b when a ends.  A^T makes one row sum per row (1.2 per voxel)
+ * instead of one per voxel and row; A one row's adds per row, as before,
+ * without the loop over the voxel's rows.  Flatter voxels keep the old
+ * walk.  With it: the set-up's divisions for F1 replaced by reciprocals
+ * taken once (sfc_cdf), footprints kept in registers up to 3 cells (all
+ * a footprint under 2 cells wide touches), A with 32 voxels a column (55 KB
+ * of dynamic shared memory: the set-up spread over twice the voxels, half
+ * the patch flushes per voxel), a copy of A's patch per half warp (the
+ * halves, side by side in depth, hit the same cells at the same moment
+ * and retried each other's compare-and-swap adds), and A skipping blocks
+ * whose voxels are all 0 (the solvers' first A, of x = 0, which the
+ * benchmark's SIRT times; air around an object).  Paper's case on one
+ * H100, same run as 6cf34cc's kernels: A 9.35 -> 4.79 s, A^T 6.35 ->
+ * 4.70 s, pair 15.70 -> 9.49 s.
+ *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
  * device; there is no transfer to hide until volumes outgrow the device.
  */
 #include "config.h"
 
+#include <float.h>
 #include <limits.h>
 
 #include "cone_sf.h"
@@ -89,14 +112,27 @@
 #define SFC_SLOTS SFC_THREADS
 /* A^T: 32 voxels of each column. */
 #define SFC_BT_Z 32
-/* A: 16 voxels of each column, 8 views per block. */
-#define SFC_P_Z 16
+/* A: 32 voxels of each column, 8 views per block. */
+#define SFC_P_Z 32
 #define SFC_P_VIEWS 8
-/* Cells of the shared patch; the paper's case needs ~1300. */
-#define SFC_PATCH 6144
-/* Cells whose F1 a thread keeps in registers (wider footprints evaluate F1
- * where they use it, with the same function). */
-#define SFC_CELLS 4
+/* Cells of the shared patch, both halves (SFC_HALVES) together: the
+ * paper's case needs 2 x ~2400.  With the voxels: 55 KB of dynamic shared
+ * memory, so that 4 blocks fit an SM (228 KB). */
+#define SFC_PATCH 5888
+#define SFC_P_SHARED (sizeof(float) * (SFC_P_Z * SFC_SLOTS + SFC_PATCH))
+/* A's patch has a copy per half warp: a warp's two halves are columns
+ * side by side in depth, which project onto the same cells at the same
+ * moment and would retry each other's compare-and-swap adds. */
+#define SFC_HALVES 2
+/* Cells whose F1 a thread keeps in registers: 3, all a footprint under
+ * 2 cells wide touches (the paper's case: under 1.98); wider footprints
+ * evaluate F1 where they use it, with cone_sf_f1. */
+#define SFC_CELLS 3
+/* The row walk (sfc_walk) takes voxels at least this many rows high: a
+ * row then meets at most 2 of them and at most one ends in it (1 plus a
+ * margin far above the floats' error in lo, hi).  Flatter voxels take
+ * the voxel-by-voxel walk. */
+#define SFC_WALK_MIN_ROWS 1.01f
 
 /* A column's footprint at one view: cells s0..s1 on the detector, their
  * weights F1 when they fit in SFC_CELLS. */
@@ -106,6 +142,30 @@ typedef struct sfc_foot {
     int fits;
     float f[SFC_CELLS];
 } sfc_foot;
+
+/* cone_sf_ramp2 with 1 / w given (0 when w is 0, where vc is 0 too). */
+__device__ __forceinline__ float sfc_ramp2(float v, float w, float inv_w)
+{
+    const float vc = v < 0.0f ? 0.0f : (v < w ? v : w);
+    const float over = v - w > 0.0f ? v - w : 0.0f;
+    return vc * vc * inv_w + 2.0f * over;
+}
+
+/* cone_sf_cdf with the ramps' reciprocals taken once per footprint: the
+ * SFC_CELLS + 1 integrals cost no divisions (the set-up's 8 of 14; last
+ * bits of F1 differ from cone_sf_f1's, the same in A and A^T). */
+__device__ __forceinline__ float sfc_cdf(const cone_sf_column *c, float p,
+                                         float inv_w0, float inv_w2)
+{
+    return 0.5f * (sfc_ramp2(p - c->tau[0], c->tau[1] - c->tau[0], inv_w0) -
+                   sfc_ramp2(p - c->tau[2], c->tau[3] - c->tau[2], inv_w2));
+}
+
+/* 1 / w for w >= 0, 0 for 0. */
+__device__ __forceinline__ float sfc_inv(float w)
+{
+    return w > 0.0f ? __frcp_rn(w) : 0.0f;
+}
 
 /* The footprint of column (x, y) at view (cb, sb); 0 when it misses the
  * detector. */
@@ -118,13 +178,16 @@ __device__ __forceinline__ int sfc_foot_at(const cone_bp_const *k, float cb,
     ft->s0 = ft->s0 < 0 ? 0 : ft->s0;
     ft->s1 = ft->s1 >= k->det_u ? k->det_u - 1 : ft->s1;
     ft->fits = ft->s1 - ft->s0 < SFC_CELLS;
-    /* F1(s) = I(s + 1/2) - I(s - 1/2): SFC_CELLS + 1 integrals; s - 1/2
-     * and (s - 1) + 1/2 are the same float, so each equals cone_sf_f1
-     * (which wider footprints call where they use it). */
-    float below = cone_sf_cdf(&ft->c, (float)ft->s0 - 0.5f);
+    /* F1(s) = I(s + 1/2) - I(s - 1/2): SFC_CELLS + 1 integrals (s - 1/2
+     * and (s - 1) + 1/2 are the same float).  Only fitting footprints use
+     * them; wider ones call cone_sf_f1 in both kernels. */
+    const float inv_w0 = sfc_inv(ft->c.tau[1] - ft->c.tau[0]);
+    const float inv_w2 = sfc_inv(ft->c.tau[3] - ft->c.tau[2]);
+    float below = sfc_cdf(&ft->c, (float)ft->s0 - 0.5f, inv_w0, inv_w2);
 #pragma unroll
     for (int q = 0; q < SFC_CELLS; q++) {
-        const float above = cone_sf_cdf(&ft->c, (float)(ft->s0 + q) + 0.5f);
+        const float above = sfc_cdf(&ft->c, (float)(ft->s0 + q) + 0.5f,
+                                    inv_w0, inv_w2);
         ft->f[q] = ft->fits && ft->s0 + q <= ft->s1 ? above - below : 0.0f;
         below = above;
     }
@@ -174,6 +237,74 @@ __device__ __forceinline__ int sfc_slot(int cx, int cy)
     return SFC_TILE * cy + ((cx + cy) & (SFC_TILE - 1));
 }
 
+/* -------------------------------------------------------- row walk ---- */
+
+/* The row walk of a column's voxels z0 .. z0 + nzc - 1 at one view (both
+ * kernels, voxels at least SFC_WALK_MIN_ROWS rows high): a step per row t
+ * of the detector, in which voxel a (chunk index m) and the next, b, are
+ * the only voxels that can reach the row; a ends in row t when
+ * hi_a <= t + 1/2, and then b becomes a.  So every step does the same
+ * work: two F2 (0 where a voxel misses the row), one row sum (A^T) or one
+ * row's adds (A), no branch on the row's voxels, one row sum per row
+ * rather than one per voxel and row.  The weights are cone_sf_f2's of
+ * cone_sf_rows' lo, hi, as in the voxel-by-voxel walk; only pairs whose
+ * F2 is 0 are left out. */
+typedef struct sfc_walk {
+    int t, t_end;               /* the row; one past the last */
+    int m;                      /* voxel a */
+    float lo_a, hi_a, lo_b, hi_b;
+} sfc_walk;
+
+/* Voxel m's rows [lo, hi]; for m past the chunk an empty span above every
+ * row (F2 0, never ends). */
+__device__ __forceinline__ void sfc_span(const cone_bp_const *k,
+                                         const sfc_foot *ft, int z0, int nzc,
+                                         int m, float *lo, float *hi)
+{
+    cone_sf_rows(k, &ft->c, k->z0 + (float)(z0 + m) * k->voxel, lo, hi);
+    *lo = m < nzc ? *lo : FLT_MAX;
+    *hi = m < nzc ? *hi : FLT_MAX;
+}
+
+/* b becomes a; the voxel after it becomes b. */
+__device__ __forceinline__ void sfc_walk_next(const cone_bp_const *k,
+                                              const sfc_foot *ft, int z0,
+                                              int nzc, sfc_walk *w)
+{
+    w->m++;
+    w->lo_a = w->lo_b;
+    w->hi_a = w->hi_b;
+    sfc_span(k, ft, z0, nzc, w->m + 1, &w->lo_b, &w->hi_b);
+}
+
+/* Whether the column takes the row walk at this view. */
+__device__ __forceinline__ int sfc_walks(const cone_bp_const *k,
+                                         const sfc_foot *ft)
+{
+    return k->voxel * ft->c.rows_per_z >= SFC_WALK_MIN_ROWS;
+}
+
+/* The walk's first row (rows ta .. tb: the chunk's, clipped to the
+ * detector) with a the first voxel that reaches it; 0 when no row is
+ * left. */
+__device__ __forceinline__ int sfc_walk_start(const cone_bp_const *k,
+                                              const sfc_foot *ft, int z0,
+                                              int nzc, int ta, int tb,
+                                              sfc_walk *w)
+{
+    if (ta > tb)
+        return 0;
+    w->t = ta;
+    w->t_end = tb + 1;
+    w->m = 0;
+    sfc_span(k, ft, z0, nzc, 0, &w->lo_a, &w->hi_a);
+    sfc_span(k, ft, z0, nzc, 1, &w->lo_b, &w->hi_b);
+    /* Voxels below the detector's first row (ta clipped to 0). */
+    while (w->m < nzc && w->hi_a <= (float)ta - 0.5f)
+        sfc_walk_next(k, ft, z0, nzc, w);
+    return w->m < nzc;
+}
+
 /* ------------------------------------------------------------- A^T ---- */
 
 /* R(t): sum_s F1(s) row[s] over the footprint. */
@@ -217,6 +348,53 @@ __device__ __forceinline__ void sfc_backproject_view(
     }
 }
 
+/* sfc_backproject_view by the row walk: per row t, R(t) once and
+ * F2 R into the running sums of voxels a and b; a's sum goes to its slot
+ * when a ends. */
+__device__ __forceinline__ void sfc_backproject_walk(
+    const cone_bp_const *k, const sfc_foot *ft, const float *__restrict__ q,
+    int z0, int nzc, int ta, int tb, float *acc)
+{
+    sfc_walk w;
+    if (!sfc_walk_start(k, ft, z0, nzc, ta, tb, &w))
+        return;
+    const float amp = ft->c.amp;
+    const float *row = q + (size_t)w.t * k->det_u;
+    float sum_a = 0.0f, sum_b = 0.0f;
+    for (; w.t < w.t_end; w.t++, row += k->det_u) {
+        const float r = sfc_row_sum(ft, row);
+        sum_a += cone_sf_f2(w.lo_a, w.hi_a, w.t) * r;
+        sum_b += cone_sf_f2(w.lo_b, w.hi_b, w.t) * r;
+        if (w.hi_a <= (float)w.t + 0.5f) {
+            acc[w.m * SFC_SLOTS] += amp * sum_a;
+            sum_a = sum_b;
+            sum_b = 0.0f;
+            sfc_walk_next(k, ft, z0, nzc, &w);
+        }
+    }
+    if (w.m < nzc)
+        acc[w.m * SFC_SLOTS] += amp * sum_a;
+    if (w.m + 1 < nzc)
+        acc[(w.m + 1) * SFC_SLOTS] += amp * sum_b;
+}
+
+/* One view into the column's slots: the row walk, or voxel by voxel for
+ * voxels under SFC_WALK_MIN_ROWS rows high. */
+__device__ __forceinline__ void sfc_backproject_column(
+    const cone_bp_const *k, const sfc_foot *ft, const float *__restrict__ q,
+    int z0, int nzc, float *acc)
+{
+    if (!sfc_walks(k, ft)) {
+        sfc_backproject_view(k, ft, q, z0, nzc, acc);
+        return;
+    }
+    float lo, hi;
+    int ta, tb, unused;
+    sfc_rows(k, &ft->c, z0, &lo, &hi, &ta, &unused);
+    sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, &tb);
+    sfc_backproject_walk(k, ft, q, z0, nzc, ta, tb, acc);
+}
+
 /* All views into the tile's columns, voxels z0 .. z0 + SFC_BT_Z - 1 of
  * each; a thread per column, the column chosen per view.  The sums stay in
  * shared memory (a column's are touched by one thread per view; a barrier
@@ -250,8 +428,8 @@ sfc_backproject_kernel(const cone_bp_const k, int n_proj,
         if (i < k.nx && j < k.ny &&
             sfc_foot_at(&k, cb, sb, k.x0 + (float)i * k.voxel,
                         k.y0 + (float)j * k.voxel, &ft))
-            sfc_backproject_view(&k, &ft, proj + (size_t)p * frame_len, z0,
-                                 nzc, acc_all + sfc_slot(cx, cy));
+            sfc_backproject_column(&k, &ft, proj + (size_t)p * frame_len,
+                                   z0, nzc, acc_all + sfc_slot(cx, cy));
     }
     __syncthreads();
     const int cx = tid % SFC_TILE, cy = tid / SFC_TILE;
@@ -338,6 +516,42 @@ __device__ __forceinline__ void sfc_project_view(
         sfc_emit(k, ft, pt, patch, view, cur_t, ft->c.amp * cur);
 }
 
+/* sfc_project_view by the row walk: per row t, C(t) from voxels a and b
+ * (in z order, as the CPU sums) and the row's adds; f_a, f_b their
+ * values. */
+__device__ __forceinline__ void sfc_project_walk(
+    const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
+    int nzc, int ta, int tb, const sfc_patch *pt, float *patch, float *view)
+{
+    sfc_walk w;
+    if (!sfc_walk_start(k, ft, z0, nzc, ta, tb, &w))
+        return;
+    float f_a = vox[w.m * SFC_SLOTS];
+    float f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
+    for (; w.t < w.t_end; w.t++) {
+        float c = cone_sf_f2(w.lo_a, w.hi_a, w.t) * f_a;
+        c += cone_sf_f2(w.lo_b, w.hi_b, w.t) * f_b;
+        sfc_emit(k, ft, pt, patch, view, w.t, ft->c.amp * c);
+        if (w.hi_a <= (float)w.t + 0.5f) {
+            sfc_walk_next(k, ft, z0, nzc, &w);
+            f_a = f_b;
+            f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
+        }
+    }
+}
+
+/* One view from the column's voxels: the row walk, or voxel by voxel for
+ * voxels under SFC_WALK_MIN_ROWS rows high.  ta .. tb: the chunk's rows. */
+__device__ __forceinline__ void sfc_project_column(
+    const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
+    int nzc, int ta, int tb, const sfc_patch *pt, float *patch, float *view)
+{
+    if (sfc_walks(k, ft))
+        sfc_project_walk(k, ft, vox, z0, nzc, ta, tb, pt, patch, view);
+    else
+        sfc_project_view(k, ft, vox, z0, nzc, pt, patch, view);
+}
+
 /* The block's footprint at one view from every thread's (bounds: shared,
  * set to empty by the caller): the patch, on when it fits in cap cells. */
 __device__ __forceinline__ sfc_patch sfc_patch_of(int *bounds, int has,
@@ -357,12 +571,13 @@ __device__ __forceinline__ sfc_patch sfc_patch_of(int *bounds, int has,
     pt.tmin = bounds[2];
     pt.tmax = bounds[3];
     const long long cells = (long long)pt.w * (pt.tmax - pt.tmin + 1);
-    pt.on = bounds[0] <= bounds[1] && bounds[2] <= bounds[3] && cells <= cap;
+    pt.on = bounds[0] <= bounds[1] && bounds[2] <= bounds[3] &&
+            SFC_HALVES * cells <= cap;
     return pt;
 }
 
-/* The patch's non-zero cells added into the view, a row of cells to
- * consecutive threads. */
+/* The patch's non-zero cells (its halves' sums) added into the view, a
+ * row of cells to consecutive threads. */
 __device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
                                                 const sfc_patch *pt,
                                                 const float *patch, int tid,
@@ -370,7 +585,10 @@ __device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
 {
     const int n = pt->w * (pt->tmax - pt->tmin + 1);
     for (int c = tid; c < n; c += SFC_THREADS) {
-        const float v = patch[c];
+        float v = 0.0f;
+#pragma unroll
+        for (int h = 0; h < SFC_HALVES; h++)
+            v += patch[h * n + c];
         if (v != 0.0f)
             atomicAdd(view + (size_t)(pt->tmin + c / pt->w) * k->det_u +
                           pt->smin + c % pt->w,
@@ -379,11 +597,12 @@ __device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
 }
 
 /* The tile's voxels z0 .. z0 + nzc - 1 into shared memory (columns
- * outside the volume 0), rows of the tile to consecutive threads. */
-__device__ __forceinline__ void sfc_load_tile(const cone_bp_const *k,
-                                              const float *__restrict__ volume,
-                                              int z0, int nzc, int tid,
-                                              float *vox_all)
+ * outside the volume 0), rows of the tile to consecutive threads; whether
+ * any of the thread's is not 0. */
+__device__ __forceinline__ int sfc_load_tile(const cone_bp_const *k,
+                                             const float *__restrict__ volume,
+                                             int z0, int nzc, int tid,
+                                             float *vox_all)
 {
     const int cx = tid % SFC_TILE, cy = tid / SFC_TILE;
     const int i = blockIdx.x * SFC_TILE + cx;
@@ -391,15 +610,35 @@ __device__ __forceinline__ void sfc_load_tile(const cone_bp_const *k,
     const int inside = i < k->nx && j < k->ny;
     const size_t plane = (size_t)k->nx * (size_t)k->ny;
     float *vox = vox_all + sfc_slot(cx, cy);
-    for (int m = 0; m < nzc; m++)
-        vox[m * SFC_SLOTS] =
+    int any = 0;
+    for (int m = 0; m < nzc; m++) {
+        const float f =
             inside ? volume[(size_t)(z0 + m) * plane + (size_t)j * k->nx + i]
                    : 0.0f;
+        vox[m * SFC_SLOTS] = f;
+        any |= f != 0.0f;
+    }
+    return any;
+}
+
+/* The chunk's rows ta .. tb of the column (clipped); has: whether the
+ * column meets the detector. */
+__device__ __forceinline__ int sfc_chunk_rows(const cone_bp_const *k,
+                                              const sfc_foot *ft, int z0,
+                                              int nzc, int *ta, int *tb)
+{
+    float lo, hi;
+    int unused;
+    sfc_rows(k, &ft->c, z0, &lo, &hi, ta, &unused);
+    sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, tb);
+    return *ta <= *tb;
 }
 
 /* blockIdx.z: the z chunk (fastest) and the group of views after
  * group_first.  The tile's voxels stay in shared memory for the group's
- * views; a thread per column, the column chosen per view. */
+ * views; a thread per column, the column chosen per view.  A block whose
+ * voxels are all 0 has nothing to add (the solvers' first A, of x = 0;
+ * the air around an object). */
 __global__ void __launch_bounds__(SFC_THREADS, 4)
 sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                    int group_first, const float *__restrict__ cos_b,
@@ -407,8 +646,10 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                    const float *__restrict__ volume, float *proj,
                    size_t frame_len, int cap)
 {
-    __shared__ float vox_all[SFC_P_Z * SFC_SLOTS];
-    __shared__ float patch[SFC_PATCH];
+    /* SFC_P_SHARED bytes: the voxels, then the patch's halves. */
+    extern __shared__ float shared[];
+    float *vox_all = shared;
+    float *patch = shared + SFC_P_Z * SFC_SLOTS;
     __shared__ int bounds[4];
     const int tid = threadIdx.x;
     const int z0 = (int)(blockIdx.z % (unsigned)n_chunks) * SFC_P_Z;
@@ -417,14 +658,14 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
     const int p_end = p_begin + SFC_P_VIEWS < n_proj ? p_begin + SFC_P_VIEWS
                                                      : n_proj;
     const int nzc = k.nz - z0 < SFC_P_Z ? k.nz - z0 : SFC_P_Z;
-    sfc_load_tile(&k, volume, z0, nzc, tid, vox_all);
+    if (!__syncthreads_or(sfc_load_tile(&k, volume, z0, nzc, tid, vox_all)))
+        return;
     for (int p = p_begin; p < p_end; p++) {
         if (tid == 0) {
             bounds[0] = bounds[2] = INT_MAX;
             bounds[1] = bounds[3] = INT_MIN;
         }
-        /* Also: the tile is loaded, the last view's flush has read the
-         * patch. */
+        /* Also: the last view's flush has read the patch. */
         __syncthreads();
         const float cb = cos_b[p], sb = sin_b[p];
         int cx, cy;
@@ -438,24 +679,19 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                   sfc_foot_at(&k, cb, sb, k.x0 + (float)i * k.voxel,
                               k.y0 + (float)j * k.voxel, &ft);
         int ta = 0, tb = -1;
-        if (has) {
-            float lo, hi;
-            int unused;
-            sfc_rows(&k, &ft.c, z0, &lo, &hi, &ta, &unused);
-            sfc_rows(&k, &ft.c, z0 + nzc - 1, &lo, &hi, &unused, &tb);
-            has = ta <= tb;
-        }
+        has = has && sfc_chunk_rows(&k, &ft, z0, nzc, &ta, &tb);
         const sfc_patch pt = sfc_patch_of(bounds, has, ft.s0, ft.s1, ta, tb,
                                           cap);
+        const int cells = pt.on ? pt.w * (pt.tmax - pt.tmin + 1) : 0;
         if (pt.on)
-            for (int c = tid; c < pt.w * (pt.tmax - pt.tmin + 1);
-                 c += SFC_THREADS)
+            for (int c = tid; c < SFC_HALVES * cells; c += SFC_THREADS)
                 patch[c] = 0.0f;
         __syncthreads();
         float *view = proj + (size_t)p * frame_len;
         if (has)
-            sfc_project_view(&k, &ft, vox_all + sfc_slot(cx, cy), z0, nzc,
-                             &pt, patch, view);
+            sfc_project_column(&k, &ft, vox_all + sfc_slot(cx, cy), z0, nzc,
+                               ta, tb, &pt,
+                               patch + (tid % 32 / SFC_TILE) * cells, view);
         __syncthreads();
         if (pt.on)
             sfc_patch_flush(&k, &pt, patch, tid, view);
@@ -477,12 +713,17 @@ extern "C" rtomo_status cuda_cone_sf_project_columns(cuda_cone_sf *s,
     const int per_launch = 65535 / chunks > 0 ? 65535 / chunks : 1;
     const dim3 block(SFC_THREADS);
     const int cap = s->patch_cap < SFC_PATCH ? s->patch_cap : SFC_PATCH;
+    /* Over 48 KB of shared memory must be asked for. */
+    RTOMO_CUDA_TRY(err, cudaFuncSetAttribute(
+                            sfc_project_kernel,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)SFC_P_SHARED));
     for (int g = 0; g < groups; g += per_launch) {
         const int n = groups - g < per_launch ? groups - g : per_launch;
         const dim3 grid((k->nx + SFC_TILE - 1) / SFC_TILE,
                         (k->ny + SFC_TILE - 1) / SFC_TILE,
                         (unsigned)(chunks * n));
-        sfc_project_kernel<<<grid, block, 0, s->stream>>>(
+        sfc_project_kernel<<<grid, block, SFC_P_SHARED, s->stream>>>(
             *k, s->n_proj, chunks, g, s->cos_b, s->sin_b, volume,
             projections, s->frame_len, cap);
         RTOMO_CUDA_CHECK_LAUNCH(err, "sfc_project_kernel");
