@@ -11,8 +11,9 @@
  * as frames while slices stream (a sliding window), reset, clearing a
  * projection slot (also while its frame still waits in the host staging
  * bank, and while it is queued), one GPU split into 2 and 3 slots, reads
- * through the pinned buffers and straight into page-locked memory, and a
- * set of slices too large for the GPU refused with the plan still usable.
+ * through the pinned buffers and straight into page-locked memory (also
+ * slab by slab while the last chunk still runs), and a set of slices too
+ * large for the GPU refused with the plan still usable.
  *
  * Bounds: float32 storage streams what reconstruct computes, summed in
  * another order: 1e-6 relative L2.  Half storage scales each chunk by its
@@ -511,7 +512,7 @@ START_TEST(sliding_window_over_fed_frames)
     static const gpu_mode modes[] = {
         {RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
         {RTOMO_BP_TEXTURE, 2, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
-        {RTOMO_BP_HYBRID, 4, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
+        {RTOMO_BP_TEXTURE, 4, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
     };
     const char *name = test_mode_name(modes[_i].kernel, modes[_i].slices,
                                       modes[_i].precision, modes[_i].interp);
@@ -805,6 +806,76 @@ START_TEST(split_slots_match_one_slot)
 }
 END_TEST
 
+/* ------------------------------------------------- slab by slab ---- */
+
+#define SLAB_ROWS 96
+#define SLAB_WIDTH 384
+#define SLAB_PROJ 256
+#define SLAB_READ 16
+
+/*
+ * rtomod reads a scan's resident slices in batches, straight into
+ * page-locked memory, right after the last chunk is queued.  Each batch
+ * waits only for the launch of the last chunk that finishes its images
+ * (several launches: 96 rows give more than 16 groups), so a batch leaves
+ * while the chunk's later launches still add into the slices after it.
+ * Every batch read so, first to last and last to first, equals the
+ * after-the-scan path.  Loop index: ALU 1 float linear, texture 4 half
+ * nearest.
+ */
+START_TEST(slabs_read_while_the_last_chunk_runs)
+{
+    static const gpu_mode modes[] = {
+        {RTOMO_BP_ALU, 1, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_LINEAR},
+        {RTOMO_BP_TEXTURE, 4, RTOMO_PRECISION_HALF, RTOMO_INTERP_NEAREST},
+    };
+    const char *name = test_mode_name(modes[_i].kernel, modes[_i].slices,
+                                      modes[_i].precision, modes[_i].interp);
+    uint64_t seed = test_seed(0x51ab5, _i);
+    scan s;
+    make_scan(&s, seed, SLAB_WIDTH, SLAB_ROWS, SLAB_PROJ, SLAB_WIDTH,
+              modes[_i].interp);
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, modes[_i].kernel, modes[_i].slices, modes[_i].precision);
+    opt.n_devices = 1;
+    opt.device_ids[0] = 0;
+    rtomo_fbp *plan = test_create(&s.g, &opt);
+    feed(plan, &s, s.sinograms);
+    int rows[SLAB_ROWS];
+    for (int r = 0; r < SLAB_ROWS; r++)
+        rows[r] = s.g.row_first + r;
+    const size_t n = s.image * SLAB_ROWS;
+    float *after = reconstruct_rows(plan, rows, SLAB_ROWS, s.image);
+    const double bound = modes[_i].precision == RTOMO_PRECISION_HALF ? HALF_BOUND
+                                                                     : FLOAT_BOUND;
+    for (int backwards = 0; backwards <= 1; backwards++) {
+        open_rows(plan, rows, SLAB_ROWS, SLAB_PROJ);
+        for (int p = 0; p < SLAB_PROJ; p++)
+            queue(plan, p, 1.0f);
+        float *streamed = malloc(sizeof(float) * n);
+        ck_assert_ptr_nonnull(streamed);
+        for (int b = 0; b < SLAB_ROWS / SLAB_READ; b++) {
+            const int first = SLAB_READ * (backwards ? SLAB_ROWS / SLAB_READ - 1 - b : b);
+            float *part = read_rows_as(plan, rows + first, SLAB_READ, s.image, 1);
+            memcpy(streamed + s.image * (size_t)first, part,
+                   sizeof(float) * s.image * SLAB_READ);
+            free(part);
+        }
+        const double rel = test_rel_l2(streamed, after, n);
+        printf("%-24s %d rows read %d at a time%s, directly: vs reconstruct %.3e "
+               "(bound %.0e)\n", name, SLAB_ROWS, SLAB_READ,
+               backwards ? ", last first" : "", rel, bound);
+        ck_assert_msg(rel <= bound, "%s: slabs read while the chunk ran differ "
+                      "from reconstruct by %g", name, rel);
+        free(streamed);
+        rtomo_fbp_stream_close(plan);
+    }
+    free(after);
+    rtomo_fbp_destroy(plan);
+    free_scan(&s);
+}
+END_TEST
+
 /* -------------------------------------------------- too large a set ---- */
 
 /*
@@ -879,6 +950,7 @@ int main(void)
     tcase_add_test(tc, clear_projection_after_a_staged_frame);
     tcase_add_test(tc, clear_projection_after_queued_work);
     tcase_add_loop_test(tc, split_slots_match_one_slot, 0, 3);
+    tcase_add_loop_test(tc, slabs_read_while_the_last_chunk_runs, 0, 2);
     tcase_add_test(tc, too_large_a_set_is_refused);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);

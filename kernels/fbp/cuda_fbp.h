@@ -200,6 +200,7 @@ typedef struct cuda_fbp_stream_state {
     cudaEvent_t *batch_done;
     int n_batches, chunk_last;
     cudaEvent_t downloaded[2];  /* a read's output buffers */
+    cudaEvent_t origin;         /* timed, at open: the trace's zero */
 } cuda_fbp_stream_state;
 
 typedef struct cuda_fbp_phase_state cuda_fbp_phase_state;
@@ -285,6 +286,12 @@ typedef struct cuda_fbp_stream_plan {
     unsigned long long chunk_seq;               /* chunks enqueued */
     unsigned long long entry_seq[CUDA_FBP_STREAM_RING];
     unsigned long long *reader;                 /* n_proj */
+    /* RTOMO_CUDA_FBP_STREAM_TRACE=1: each chunk's host and GPU times
+     * (seconds after open) go to stderr when it is retired. */
+    int trace;
+    double host_origin;
+    double entry_host[CUDA_FBP_STREAM_RING];    /* enqueued, host clock */
+    int entry_n[CUDA_FBP_STREAM_RING];          /* projections */
 } cuda_fbp_stream_plan;
 
 /* The CUDA backend's plan->impl. */

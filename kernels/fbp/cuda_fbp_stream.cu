@@ -61,11 +61,17 @@
  *   RTOMO_CUDA_FBP_READ_REGISTER=1   register a pageable output array for
  *                                    the read and copy straight into it,
  *                                    read at each read: the direct path in
- *                                    tests, its cost in the benchmark.
+ *                                    tests, its cost in the benchmark;
+ *   RTOMO_CUDA_FBP_STREAM_TRACE=1    one line per chunk on stderr when it is
+ *                                    retired: when the host enqueued it and
+ *                                    when the GPU ran it, in ms after the
+ *                                    open, read at open: where a scan's
+ *                                    back-projection time goes.
  */
 #include "config.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -245,6 +251,22 @@ extern "C" rtomo_status cuda_fbp_clear_projection(rtomo_fbp *plan, int index,
 
 /* ------------------------------------------------------------ timing ---- */
 
+/* The trace line of slot i's chunk in ring entry e (it has finished). */
+static void trace_chunk(const cuda_fbp_impl *impl, int i, int e, float ms)
+{
+    const cuda_fbp_stream_plan *sp = &impl->stream;
+    const cuda_fbp_stream_state *s = &impl->slots[i].stream;
+    float at = 0.f;
+    if (cudaEventElapsedTime(&at, s->origin, s->start[e]) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    fprintf(stderr, "rtomo fbp stream trace: slot %d chunk %llu: %d projections, "
+            "enqueued at %.1f ms, GPU %.1f to %.1f ms (%.1f ms)\n", i,
+            sp->entry_seq[e], sp->entry_n[e],
+            1e3 * (sp->entry_host[e] - sp->host_origin), at, at + ms, ms);
+}
+
 /*
  * Retire ring entry `e` once every slot has finished its chunk: the
  * longest slot's time between its events joins backproject_seconds (the
@@ -279,6 +301,8 @@ static rtomo_status retire_entry(cuda_fbp_impl *impl, int e, int wait, int *done
         if (1e-3 * ms > longest)
             longest = 1e-3 * ms;
         s->used[e] = 0;
+        if (impl->stream.trace)
+            trace_chunk(impl, i, e, ms);
     }
     impl->plan->stats.backproject_seconds += longest;
     *done = 1;
@@ -346,6 +370,7 @@ static void free_slot(cuda_fbp_slot *slot)
     if (s->ready) cudaEventDestroy(s->ready);
     if (s->filtered) cudaEventDestroy(s->filtered);
     if (s->stats_done) cudaEventDestroy(s->stats_done);
+    if (s->origin) cudaEventDestroy(s->origin);
     cudaFree(s->stats_dev);
     cudaFreeHost(s->stats_host);
     if (s->work) cudaStreamDestroy(s->work);
@@ -505,6 +530,7 @@ static rtomo_status create_events(cuda_fbp_stream_state *s, rtomo_error *err)
     RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
     RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->filtered, cudaEventDisableTiming));
     RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&s->stats_done, cudaEventDisableTiming));
+    RTOMO_CUDA_TRY(err, cudaEventCreate(&s->origin));
     s->n_batches = (s->groups + s->batch - 1) / s->batch;
     s->batch_done = (cudaEvent_t *)calloc((size_t)s->n_batches, sizeof(cudaEvent_t));
     if (!s->batch_done)
@@ -561,6 +587,7 @@ static rtomo_status alloc_slot(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     RTOMO_CUDA_TRY(err, cudaMemsetAsync(s->acc, 0, s->acc_bytes, s->work));
     RTOMO_CUDA_TRY(err, cudaMemsetAsync(s->sm_counters, 0,
                                         sizeof(unsigned) * CUDA_FBP_MAX_SMS, s->work));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(s->origin, s->work));
     return RTOMO_OK;
 }
 
@@ -624,6 +651,9 @@ extern "C" rtomo_status cuda_fbp_stream_open(rtomo_fbp *plan, const int *kept_ro
     cuda_fbp_impl *impl = impl_of(plan);
     cuda_fbp_stream_plan *sp = &impl->stream;
     release(impl);
+    const char *trace = getenv("RTOMO_CUDA_FBP_STREAM_TRACE");
+    sp->trace = trace && strcmp(trace, "1") == 0;
+    sp->host_origin = rtomo_now_seconds();
     sp->chunk = cuda_fbp_stream_chunk(plan);
     memcpy(sp->roi, plan->stream_roi, sizeof sp->roi);
     sp->interp = plan->stream_interp;
@@ -808,6 +838,8 @@ static rtomo_status apply_chunk(cuda_fbp_impl *impl, const int *slots,
     sp->ring_next = (e + 1) % CUDA_FBP_STREAM_RING;
     sp->ring_pending++;
     sp->entry_seq[e] = ++sp->chunk_seq;
+    sp->entry_host[e] = rtomo_now_seconds();
+    sp->entry_n[e] = n;
     for (int i = 0; i < n; i++)
         sp->reader[slots[i]] = sp->chunk_seq;
     const char *filled = NULL;
@@ -910,7 +942,8 @@ static rtomo_status stats_room(cuda_fbp_stream_state *s, int n, rtomo_error *err
     const size_t bytes = sizeof(stats_partial) * STATS_BLOCKS * (size_t)n;
     if (bytes <= s->stats_bytes)
         return RTOMO_OK;
-    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->work));
+    /* Every read finishes its statistics before it returns; nothing
+     * queued uses the old partials. */
     cudaFree(s->stats_dev);
     cudaFreeHost(s->stats_host);
     s->stats_dev = NULL;
@@ -922,8 +955,9 @@ static rtomo_status stats_room(cuda_fbp_stream_state *s, int n, rtomo_error *err
     return RTOMO_OK;
 }
 
-/* Queue the statistics of the job's images on the work stream (after
- * every chunk) and their partials' download; stats_done marks the end. */
+/* Queue the statistics of the job's images on the download stream (after
+ * its waits: the images are final) and their partials' download;
+ * stats_done marks the end. */
 static rtomo_status enqueue_stats(cuda_fbp_slot *slot, const read_job *job,
                                   size_t image, rtomo_error *err)
 {
@@ -937,7 +971,7 @@ static rtomo_status enqueue_stats(cuda_fbp_slot *slot, const read_job *job,
         while (j + run < job->n && run < 65535 &&
                job->images[j + run] == job->images[j] + run)
             run++;
-        image_stats_kernel<<<dim3(STATS_BLOCKS, run), STATS_THREADS, 0, s->work>>>(
+        image_stats_kernel<<<dim3(STATS_BLOCKS, run), STATS_THREADS, 0, slot->download>>>(
             s->acc + (size_t)job->images[j] * image, image,
             partials + (size_t)j * STATS_BLOCKS);
         RTOMO_CUDA_CHECK_LAUNCH(err, "slice statistics");
@@ -946,8 +980,8 @@ static rtomo_status enqueue_stats(cuda_fbp_slot *slot, const read_job *job,
     RTOMO_CUDA_TRY(err, cudaMemcpyAsync(s->stats_host, s->stats_dev,
                                         sizeof(stats_partial) * STATS_BLOCKS *
                                             (size_t)job->n,
-                                        cudaMemcpyDeviceToHost, s->work));
-    RTOMO_CUDA_TRY(err, cudaEventRecord(s->stats_done, s->work));
+                                        cudaMemcpyDeviceToHost, slot->download));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(s->stats_done, slot->download));
     return RTOMO_OK;
 }
 
@@ -975,12 +1009,51 @@ static rtomo_status finish_stats(cuda_fbp_slot *slot, const read_job *job,
     return RTOMO_OK;
 }
 
+/*
+ * Make the download stream wait until job images [first, first + count)
+ * are final.  After a chunk, only the launch of the latest chunk that
+ * finishes them must be done: they leave while its later launches (the
+ * rest of the slices) still run, so a scan's last chunk overlaps the
+ * read of the slabs it has finished.  After a reset (or before any chunk)
+ * everything queued on the work stream so far.
+ */
+static rtomo_status wait_images(cuda_fbp_slot *slot, const read_job *job,
+                                int first, int count, rtomo_error *err)
+{
+    cuda_fbp_stream_state *s = &slot->stream;
+    if (!s->chunk_last) {
+        RTOMO_CUDA_TRY(err, cudaEventRecord(s->ready, s->work));
+        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, s->ready, 0));
+        return RTOMO_OK;
+    }
+    const cuda_fbp_stream_plan *sp = &job->impl->stream;
+    const int per_batch = s->batch * sp->cfg.format.slices;
+    int last = 0;
+    for (int j = 0; j < count; j++)
+        if (job->images[first + j] > last)
+            last = job->images[first + j];
+    /* The last launch's images wait for the chunk's end event instead (the
+     * same moment): then the read that takes them leaves the chunk done,
+     * for its timing to be retired with that read. */
+    const int newest = (sp->ring_next + CUDA_FBP_STREAM_RING - 1) % CUDA_FBP_STREAM_RING;
+    const int b = last / per_batch;
+    RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download,
+                                            b == s->n_batches - 1 && s->used[newest]
+                                                ? s->end[newest]
+                                                : s->batch_done[b],
+                                            0));
+    return RTOMO_OK;
+}
+
 /* Download every image of the job straight into `out`, which is
  * page-locked: one copy per run of images consecutive on both sides. */
 static rtomo_status read_direct(cuda_fbp_slot *slot, const read_job *job,
                                 size_t image, rtomo_error *err)
 {
     const cuda_fbp_stream_state *s = &slot->stream;
+    rtomo_status st = wait_images(slot, job, 0, job->n, err);
+    if (st != RTOMO_OK)
+        return st;
     for (int j = 0; j < job->n;) {
         int run = 1;
         while (j + run < job->n && job->images[j + run] == job->images[j] + run &&
@@ -992,7 +1065,6 @@ static rtomo_status read_direct(cuda_fbp_slot *slot, const read_job *job,
                                             cudaMemcpyDeviceToHost, slot->download));
         j += run;
     }
-    RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->download));
     return RTOMO_OK;
 }
 
@@ -1004,17 +1076,9 @@ static rtomo_status enqueue_read(cuda_fbp_slot *slot, const read_job *job, int b
 {
     const cuda_fbp_stream_state *s = &slot->stream;
     float *host = slot->recon.host_out[buf];
-    if (s->chunk_last) {
-        /* Only the launch of the latest chunk that finishes this slab's
-         * images must be done: the slab leaves while later launches run. */
-        const int per_batch = s->batch * job->impl->stream.cfg.format.slices;
-        int last = 0;
-        for (int j = 0; j < count; j++)
-            if (job->images[first + j] > last)
-                last = job->images[first + j];
-        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download,
-                                                s->batch_done[last / per_batch], 0));
-    }
+    rtomo_status st = wait_images(slot, job, first, count, err);
+    if (st != RTOMO_OK)
+        return st;
     for (int j = 0; j < count;) {
         int run = 1;
         while (j + run < count &&
@@ -1054,19 +1118,16 @@ static rtomo_status read_slot(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
     if (job->n == 0)
         return RTOMO_OK;
     const size_t image = image_floats(&job->impl->stream);
-    /* The downloads start after every chunk enqueued so far: all of it
-     * at once for a direct read, or after a reset; else slab by slab
-     * (enqueue_read). */
-    if (job->direct || !slot->stream.chunk_last) {
-        RTOMO_CUDA_TRY(err, cudaEventRecord(slot->stream.ready, slot->stream.work));
-        RTOMO_CUDA_TRY(err, cudaStreamWaitEvent(slot->download, slot->stream.ready, 0));
-    }
-    rtomo_status stats = job->stats ? enqueue_stats(slot, job, image, err) : RTOMO_OK;
-    if (stats != RTOMO_OK)
-        return stats;
+    /* Statistics go on the download stream after the downloads, whose
+     * waits (wait_images) have made every image of the job final. */
     if (job->direct) {
         rtomo_status st = read_direct(slot, job, image, err);
-        return st == RTOMO_OK && job->stats ? finish_stats(slot, job, image, err) : st;
+        if (st == RTOMO_OK && job->stats && (st = enqueue_stats(slot, job, image, err)) ==
+                                                RTOMO_OK)
+            st = finish_stats(slot, job, image, err);
+        if (st == RTOMO_OK)
+            RTOMO_CUDA_TRY(err, cudaStreamSynchronize(slot->download));
+        return st;
     }
     rtomo_status st = cuda_fbp_ensure_output(slot, image * sizeof(float), err);
     if (st != RTOMO_OK)
@@ -1091,6 +1152,8 @@ static rtomo_status read_slot(cuda_fbp_slot *slot, void *arg, rtomo_error *err)
         done += count[buf];
     }
     const int last = (b - 1) & 1;
+    if (st == RTOMO_OK && job->stats)
+        st = enqueue_stats(slot, job, image, err);
     if (st == RTOMO_OK)
         st = finish_read(slot, job, last, first[last], count[last], image, segs, err);
     free(segs);
@@ -1197,9 +1260,11 @@ extern "C" rtomo_status cuda_fbp_stream_read(rtomo_fbp *plan, const int *positio
     rtomo_status st = cuda_fbp_workers_run(impl, read_slot, jobs, sizeof *jobs, err);
     if (registered)
         unregister(out, bytes);
-    /* Every chunk is done now: its timing goes into the stats. */
+    /* The chunks done so far give their timing to the stats; a read does
+     * not wait for the rest (the slices after these may still be in the
+     * last chunk's later launches). */
     if (st == RTOMO_OK)
-        st = retire(impl, 1, err);
+        st = retire(impl, 0, err);
     free(lists);
     free(jobs);
     return st;
