@@ -55,8 +55,9 @@
  *   only.
  *
  * Test hooks (environment):
- *   RTOMO_CUDA_FBP_STREAM_CHUNK=n    projections per chunk (default
- *                                    STREAM_CHUNK), read at open, for tests
+ *   RTOMO_CUDA_FBP_STREAM_CHUNK=n    projections per chunk, at most
+ *                                    (default STREAM_CHUNK_MAX, less for
+ *                                    wide detectors), read at open, for tests
  *                                    and the benchmark's sweep;
  *   RTOMO_CUDA_FBP_READ_REGISTER=1   register a pageable output array for
  *                                    the read and copy straight into it,
@@ -79,20 +80,29 @@
 #include "cuda_fbp.h"
 
 /*
- * Projections per chunk.  A chunk reads and writes every accumulator once
- * (8 bytes per pixel and slice; the ALU and hybrid kernels store in 4x4
- * squares, half-used sectors, so nearer 16) while it adds `chunk`
- * projections to it, which at the kernels' 3000-8000 GU/s take
- * 0.12-0.33 ns per projection and pixel-slice.  Measured on an H100
+ * Projections per chunk, at most.  A chunk reads and writes every
+ * accumulator once (8 bytes per pixel and slice; the ALU and hybrid
+ * kernels store in 4x4 squares, half-used sectors, so nearer 16) while it
+ * adds `chunk` projections to it, which at the kernels' 3000-8000 GU/s
+ * take 0.12-0.33 ns per projection and pixel-slice.  Measured on an H100
  * (bench-fbp --stream, 2048^2 x 64 slices, 2048 projections, AUTO), the
  * streamed back-projection costs, relative to reconstruct of the same
  * slices: 1.73 / 1.30 / 1.11 / 1.04 (float linear) and 2.48 / 1.68 / 1.30
  * / 1.11 (half nearest, 4 slices) at 32 / 64 / 128 / 256 projections per
- * chunk.  256 keeps streaming within about 10% of plain back-projection;
- * what remains after a scan's last frame is less than one chunk (255
- * projections into 2048 slices of 2048^2: about 0.5 s on one H100).
+ * chunk.  In rtomod (run 49 of docs/PERFORMANCE.md: 2048 slices of
+ * 2048^2, half, 2048 projections) every chunk cost about 100 ms beyond
+ * its projections, so chunks of 256 spent 1 s of the scan's 3.5 s of
+ * back-projection on the accumulators alone.
+ *
+ * The front end (fbp_stream.c) hands a chunk over when it is full or when
+ * the device has finished the last one, so a chunk holds what arrived
+ * while the previous one ran: small while the device keeps up (64 slices:
+ * chunks of 16), growing to this bound while it falls behind (the whole
+ * volume: 16, 200, 600, 1024, ...), which spends the accumulators' cost
+ * as few times as the device's pace allows.  The bound keeps the last
+ * chunk (what remains after the last frame) short enough to overlap the
+ * reads, and one group's packed chunk within STREAM_POOL_BYTES.
  */
-#define STREAM_CHUNK 256
 #define STREAM_CHUNK_MAX 1024
 /* Packed chunk pool per slot, at most (fewer groups per launch when one
  * group's chunk is larger: wide detectors, 4 float slices per texel). */
@@ -604,10 +614,10 @@ static int chunk_from_env(void)
 {
     const char *v = getenv("RTOMO_CUDA_FBP_STREAM_CHUNK");
     if (!v || !*v)
-        return STREAM_CHUNK;
+        return STREAM_CHUNK_MAX;
     char *end;
     const long n = strtol(v, &end, 10);
-    return *end || n < 1 || n > STREAM_CHUNK_MAX ? STREAM_CHUNK : (int)n;
+    return *end || n < 1 || n > STREAM_CHUNK_MAX ? STREAM_CHUNK_MAX : (int)n;
 }
 
 extern "C" int cuda_fbp_stream_idle(const rtomo_fbp *plan)
@@ -640,9 +650,19 @@ extern "C" int cuda_fbp_stream_chunk(const rtomo_fbp *plan)
     const cuda_fbp_impl *impl = impl_of(plan);
     if (impl->stream.open)
         return impl->stream.chunk;
-    /* A chunk is one texture: at most texture_chunk projections high. */
-    const int chunk = chunk_from_env();
-    return chunk < impl->texture_chunk ? chunk : impl->texture_chunk;
+    /* A chunk is one texture: at most texture_chunk projections high; and
+     * one group's packed chunk, in the widest texel (4 float slices: the
+     * format is resolved only at open), fits in STREAM_POOL_BYTES. */
+    int chunk = chunk_from_env();
+    if (chunk > impl->texture_chunk)
+        chunk = impl->texture_chunk;
+    cuda_fbp_format widest;
+    widest.slices = 4;
+    widest.precision = RTOMO_PRECISION_FLOAT;
+    const size_t fit = STREAM_POOL_BYTES / cuda_fbp_pack_pitch(plan, widest);
+    if ((size_t)chunk > fit)
+        chunk = fit > 0 ? (int)fit : 1;
+    return chunk;
 }
 
 extern "C" rtomo_status cuda_fbp_stream_open(rtomo_fbp *plan, const int *kept_rows,
