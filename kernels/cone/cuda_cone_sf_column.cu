@@ -90,7 +90,13 @@
  * whose voxels are all 0 (the solvers' first A, of x = 0, which the
  * benchmark's SIRT times; air around an object).  Paper's case on one
  * H100, same run as 6cf34cc's kernels: A 9.35 -> 4.79 s, A^T 6.35 ->
- * 4.70 s, pair 15.70 -> 9.49 s.
+ * 4.70 s, pair 15.70 -> 9.49 s.  Then F2 by fminf/fmaxf (sfc_f2) and a
+ * slot pointer carried along A^T's walk (the SASS had 40 instructions a
+ * row plus 28 per voxel hand-over, 7 of the row's and 8 of the
+ * hand-over's in compares, selects and slot addresses): A 4.69 s, A^T
+ * 4.31 s, pair 9.01 s (same run: 6cf34cc 15.69 s).  Tried and not kept:
+ * A^T with 64 voxels a column (64 KB, 3 blocks an SM): A^T 4.67 ->
+ * 5.57 s, so A^T is latency-bound at 4 blocks as well as issue-bound.
  *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
@@ -266,6 +272,14 @@ __device__ __forceinline__ void sfc_span(const cone_bp_const *k,
     *hi = m < nzc ? *hi : FLT_MAX;
 }
 
+/* cone_sf_f2 with fminf/fmaxf: the same value (no NaN here) in 4
+ * instructions where the ternaries' compares and selects took 7. */
+__device__ __forceinline__ float sfc_f2(float lo, float hi, int t)
+{
+    return fmaxf(fminf((float)t + 0.5f, hi) - fmaxf((float)t - 0.5f, lo),
+                 0.0f);
+}
+
 /* b becomes a; the voxel after it becomes b. */
 __device__ __forceinline__ void sfc_walk_next(const cone_bp_const *k,
                                               const sfc_foot *ft, int z0,
@@ -360,22 +374,24 @@ __device__ __forceinline__ void sfc_backproject_walk(
         return;
     const float amp = ft->c.amp;
     const float *row = q + (size_t)w.t * k->det_u;
+    float *slot = acc + w.m * SFC_SLOTS;    /* voxel a's */
     float sum_a = 0.0f, sum_b = 0.0f;
     for (; w.t < w.t_end; w.t++, row += k->det_u) {
         const float r = sfc_row_sum(ft, row);
-        sum_a += cone_sf_f2(w.lo_a, w.hi_a, w.t) * r;
-        sum_b += cone_sf_f2(w.lo_b, w.hi_b, w.t) * r;
+        sum_a += sfc_f2(w.lo_a, w.hi_a, w.t) * r;
+        sum_b += sfc_f2(w.lo_b, w.hi_b, w.t) * r;
         if (w.hi_a <= (float)w.t + 0.5f) {
-            acc[w.m * SFC_SLOTS] += amp * sum_a;
+            *slot += amp * sum_a;
+            slot += SFC_SLOTS;
             sum_a = sum_b;
             sum_b = 0.0f;
             sfc_walk_next(k, ft, z0, nzc, &w);
         }
     }
     if (w.m < nzc)
-        acc[w.m * SFC_SLOTS] += amp * sum_a;
+        slot[0] += amp * sum_a;
     if (w.m + 1 < nzc)
-        acc[(w.m + 1) * SFC_SLOTS] += amp * sum_b;
+        slot[SFC_SLOTS] += amp * sum_b;
 }
 
 /* One view into the column's slots: the row walk, or voxel by voxel for
@@ -529,8 +545,8 @@ __device__ __forceinline__ void sfc_project_walk(
     float f_a = vox[w.m * SFC_SLOTS];
     float f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
     for (; w.t < w.t_end; w.t++) {
-        float c = cone_sf_f2(w.lo_a, w.hi_a, w.t) * f_a;
-        c += cone_sf_f2(w.lo_b, w.hi_b, w.t) * f_b;
+        float c = sfc_f2(w.lo_a, w.hi_a, w.t) * f_a;
+        c += sfc_f2(w.lo_b, w.hi_b, w.t) * f_b;
         sfc_emit(k, ft, pt, patch, view, w.t, ft->c.amp * c);
         if (w.hi_a <= (float)w.t + 0.5f) {
             sfc_walk_next(k, ft, z0, nzc, &w);
