@@ -35,10 +35,12 @@ template <int S, int N> struct texture_tile_block {
         const float fy0 = (float)(l.roi_y + y0) - l.center;
         const cudaTextureObject_t tex = l.tex[g];
 
+        const float scale = half_pack_scale(l.absmax, g);
+        const int px = x0 + map::col(t), py = y0 + map::row(t);
         V acc[map::PIXELS];
 #pragma unroll
         for (int q = 0; q < map::PIXELS; q++)
-            acc[q] = vzero(V());
+            acc[q] = start_pixel<V>(l, g, px, py + q * map::ROW_STEP, scale);
 
         for (int p0 = 0; p0 < l.n_proj; p0 += CUDA_FBP_BLOCK_THREADS) {
             const int n = min(CUDA_FBP_BLOCK_THREADS, l.n_proj - p0);
@@ -61,11 +63,9 @@ template <int S, int N> struct texture_tile_block {
             }
         }
 
-        const float unscale = 1.f / half_pack_scale(l.absmax, g);
-        const int px = x0 + map::col(t), py = y0 + map::row(t);
 #pragma unroll
         for (int q = 0; q < map::PIXELS; q++)
-            store_pixel(l, g, px, py + q * map::ROW_STEP, acc[q], unscale);
+            finish_pixel(l, g, px, py + q * map::ROW_STEP, acc[q], 1.f / scale);
     }
 };
 

@@ -117,10 +117,12 @@ template <int S, bool HALF, int N, bool LINEAR> struct alu_block {
         const float fy0 = (float)(l.roi_y + y0) - l.center;
         const char *data = static_cast<const char *>(l.data[g]);
 
+        const float scale = half_pack_scale(l.absmax, g);
+        const int px = x0 + map::col(t), py = y0 + map::row(t);
         V acc[map::PIXELS];
 #pragma unroll
         for (int q = 0; q < map::PIXELS; q++)
-            acc[q] = vzero(V());
+            acc[q] = start_pixel<V>(l, g, px, py + q * map::ROW_STEP, scale);
 
         for (int p0 = 0; p0 < l.n_proj; p0 += GROUP) {
             __syncthreads();            /* the previous group is consumed */
@@ -143,11 +145,9 @@ template <int S, bool HALF, int N, bool LINEAR> struct alu_block {
             }
         }
 
-        const float unscale = 1.f / half_pack_scale(l.absmax, g);
-        const int px = x0 + map::col(t), py = y0 + map::row(t);
 #pragma unroll
         for (int q = 0; q < map::PIXELS; q++)
-            store_pixel(l, g, px, py + q * map::ROW_STEP, acc[q], unscale);
+            finish_pixel(l, g, px, py + q * map::ROW_STEP, acc[q], 1.f / scale);
     }
 };
 

@@ -58,6 +58,13 @@ __device__ __forceinline__ float vget(float4 v, int i)
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+__device__ __forceinline__ void vset(float &v, int, float x) { v = x; }
+__device__ __forceinline__ void vset(float2 &v, int s, float x) { (s ? v.y : v.x) = x; }
+__device__ __forceinline__ void vset(float4 &v, int s, float x)
+{
+    (s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w) = x;
+}
+
 __device__ __forceinline__ float vshfl_xor(float v, int m)
 {
     return __shfl_xor_sync(0xffffffffu, v, m);
@@ -209,6 +216,47 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
             value += o[s * image];
         o[s * image] = value;
     }
+}
+
+/*
+ * The tile kernels (ALU, hybrid) start each pixel's sums from what its
+ * images hold, times `scale` (the half packing factor, a power of two, so
+ * exactly), instead of adding it at the end: the loads then leave at the
+ * block's start and their latency hides behind its projections, where at
+ * the end every block stalled on them.  This is what a chunk of resident
+ * slices pays whatever its size (streaming adds chunks into 2048 slices:
+ * run 49 of docs/PERFORMANCE.md).  Zero when the launch does not
+ * accumulate or the pixel is outside the ROI.
+ */
+template <typename V>
+__device__ __forceinline__ V start_pixel(const cuda_fbp_launch &l, int g,
+                                         int x, int y, float scale)
+{
+    V v = vzero(V());
+    if (!l.accumulate || x >= l.roi_w || y >= l.roi_h)
+        return v;
+    const int slices = sizeof(V) / sizeof(float);
+    const size_t image = (size_t)l.roi_w * (size_t)l.roi_h;
+    const float *o = l.out + (size_t)g * slices * image + (size_t)y * l.roi_w + x;
+#pragma unroll
+    for (int s = 0; s < slices; s++)
+        vset(v, s, o[s * image] * scale);
+    return v;
+}
+
+/* Write the sums v of a pixel started by start_pixel, times `unscale`. */
+template <typename V>
+__device__ __forceinline__ void finish_pixel(const cuda_fbp_launch &l, int g,
+                                             int x, int y, V v, float unscale)
+{
+    if (x >= l.roi_w || y >= l.roi_h)
+        return;
+    const int slices = sizeof(V) / sizeof(float);
+    const size_t image = (size_t)l.roi_w * (size_t)l.roi_h;
+    float *o = l.out + (size_t)g * slices * image + (size_t)y * l.roi_w + x;
+#pragma unroll
+    for (int s = 0; s < slices; s++)
+        o[s * image] = vget(v, s) * unscale;
 }
 
 /* ------------------------------------------------ projection constants ---- */

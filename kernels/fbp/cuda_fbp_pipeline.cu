@@ -81,13 +81,6 @@ typedef struct pack_sources {
     const float *row[CUDA_FBP_MAX_GROUPS * 4];
 } pack_sources;
 
-__device__ __forceinline__ void vset(float &v, int, float x) { v = x; }
-__device__ __forceinline__ void vset(float2 &v, int s, float x) { (s ? v.y : v.x) = x; }
-__device__ __forceinline__ void vset(float4 &v, int s, float x)
-{
-    (s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w) = x;
-}
-
 /* Sample i of packed projection p of sinogram row r: line `lines[p]` of
  * the row (p itself without a list), times weights[p] (when given). */
 __device__ __forceinline__ float pack_sample(const float *r, size_t pitch,
