@@ -92,7 +92,9 @@
  * chunk.  In rtomod (run 49 of docs/PERFORMANCE.md: 2048 slices of
  * 2048^2, half, 2048 projections) every chunk cost about 100 ms beyond
  * its projections, so chunks of 256 spent 1 s of the scan's 3.5 s of
- * back-projection on the accumulators alone.
+ * back-projection on the accumulators alone; since the tile kernels load
+ * the stored sums at a block's start (cuda_fbp_device.h, start_pixel),
+ * about 50 ms (run 51).
  *
  * The front end (fbp_stream.c) hands a chunk over when it is full or when
  * the device has finished the last one, so a chunk holds what arrived
