@@ -197,6 +197,22 @@ template <int N> struct tile_map {
 
 /* ---------------------------------------------------- output stores ---- */
 
+/* Floats between one slice's image and the next's in l.out. */
+__device__ __forceinline__ size_t image_stride(const cuda_fbp_launch &l)
+{
+    return (size_t)l.roi_w * (size_t)l.roi_h;
+}
+
+/* Pixel (x, y) of the first of group g's `slices` images in l.out (the
+ * others follow image_stride apart), or NULL outside the ROI. */
+__device__ __forceinline__ float *pixel_address(const cuda_fbp_launch &l, int g,
+                                                int slices, int x, int y)
+{
+    if (x >= l.roi_w || y >= l.roi_h)
+        return NULL;
+    return l.out + (size_t)g * slices * image_stride(l) + (size_t)y * l.roi_w + x;
+}
+
 /* Write v (one value per slice) to pixel (x, y) of the ROI images of group
  * g, when inside the ROI; adds to what is there for later projection
  * chunks.  `unscale` undoes the half packing factor. */
@@ -204,17 +220,16 @@ template <typename V>
 __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
                                             int x, int y, V v, float unscale)
 {
-    if (x >= l.roi_w || y >= l.roi_h)
-        return;
     const int slices = sizeof(V) / sizeof(float);
-    const size_t image = (size_t)l.roi_w * (size_t)l.roi_h;
-    float *o = l.out + (size_t)g * slices * image + (size_t)y * l.roi_w + x;
+    float *o = pixel_address(l, g, slices, x, y);
+    if (!o)
+        return;
 #pragma unroll
     for (int s = 0; s < slices; s++) {
         float value = vget(v, s) * unscale;
         if (l.accumulate)
-            value += o[s * image];
-        o[s * image] = value;
+            value += o[s * image_stride(l)];
+        o[s * image_stride(l)] = value;
     }
 }
 
@@ -225,22 +240,21 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
  * block's start and their latency hides behind its projections, where at
  * the end every block stalled on them.  This is what a chunk of resident
  * slices pays whatever its size (streaming adds chunks into 2048 slices:
- * run 49 of docs/PERFORMANCE.md).  Zero when the launch does not
+ * runs 49 and 51 of docs/PERFORMANCE.md).  Zero when the launch does not
  * accumulate or the pixel is outside the ROI.
  */
 template <typename V>
 __device__ __forceinline__ V start_pixel(const cuda_fbp_launch &l, int g,
                                          int x, int y, float scale)
 {
-    V v = vzero(V());
-    if (!l.accumulate || x >= l.roi_w || y >= l.roi_h)
-        return v;
     const int slices = sizeof(V) / sizeof(float);
-    const size_t image = (size_t)l.roi_w * (size_t)l.roi_h;
-    const float *o = l.out + (size_t)g * slices * image + (size_t)y * l.roi_w + x;
+    const float *o = l.accumulate ? pixel_address(l, g, slices, x, y) : NULL;
+    V v = vzero(V());
+    if (!o)
+        return v;
 #pragma unroll
     for (int s = 0; s < slices; s++)
-        vset(v, s, o[s * image] * scale);
+        vset(v, s, o[s * image_stride(l)] * scale);
     return v;
 }
 
@@ -249,14 +263,13 @@ template <typename V>
 __device__ __forceinline__ void finish_pixel(const cuda_fbp_launch &l, int g,
                                              int x, int y, V v, float unscale)
 {
-    if (x >= l.roi_w || y >= l.roi_h)
-        return;
     const int slices = sizeof(V) / sizeof(float);
-    const size_t image = (size_t)l.roi_w * (size_t)l.roi_h;
-    float *o = l.out + (size_t)g * slices * image + (size_t)y * l.roi_w + x;
+    float *o = pixel_address(l, g, slices, x, y);
+    if (!o)
+        return;
 #pragma unroll
     for (int s = 0; s < slices; s++)
-        o[s * image] = vget(v, s) * unscale;
+        o[s * image_stride(l)] = vget(v, s) * unscale;
 }
 
 /* ------------------------------------------------ projection constants ---- */
