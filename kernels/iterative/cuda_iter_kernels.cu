@@ -44,13 +44,17 @@
  * the values are reused from registers by the bins that share them (the
  * kernel before, one bin a thread, read 4 or 5 candidates' values per
  * bin from shared memory and was bound by those loads, 522.4 ms per A
- * against 394.5 on an H100, 2048^2 x 64 x 2048).  Blocks whose
- * projections' windows spread too far apart (sparse angles, steep ones
- * near 45 degrees) or walk different ways go in pairs, or one projection
- * after the other, the other warps waiting.  Lines whose windows miss the
- * image are skipped by the whole block.  No atomics: each output bin is
- * one thread's sum, line after line, over a line's pixels in an order
- * that depends only on the pixels (the same in every mode).
+ * against 394.5 on an H100, 2048^2 x 64 x 2048).  Candidates that cannot
+ * reach a bin (from the run's geometry: fp_run) take no multiply-adds for
+ * it.  In blocks whose projections' windows spread too far apart (sparse
+ * angles, steep ones near 45 degrees) or walk different ways, each warp
+ * copies its own projection's window into its quarter of the buffers and
+ * walks alone, without block barriers (before: one projection after the
+ * other, the other warps waiting).  Measured together (H100, same run):
+ * A 394.7 -> 388.5 ms at 2048^2 x 64 x 2048 (1415 GU/s), and the SIRT
+ * test's A (256^2, 60 angles, 20 iterations) 0.024 -> 0.009 s.  Lines
+ * whose windows miss the image are skipped.  No atomics: each output bin is one thread's sum, line
+ * after line, in pixel order along a line (the same in every mode).
  */
 #include "config.h"
 
@@ -386,15 +390,25 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 #define FP_PROJ 4
 #define FP_THREADS (32 * FP_PROJ)
 #define FP_BINS (32 * FP_RUN)
-/* Pixels of the union of the projections' windows on a line; their
- * planes of values are 2 float4s more apart, so that a warp's 32 copies
- * of consecutive (pixel, plane) float4s hit every bank once. */
-#define FP_UNION 224
+/* Pixels of one projection's window on a line: the block's bins' low
+ * ends span at most 127 sqrt 2 (floored: 180) pixels, plus a run's
+ * candidates after the last (at most 9). */
+#define FP_WIN 190
+/* Pixels of the union of the projections' windows on a line: two of the
+ * value buffers hold, as one, the 4 windows of projections that cannot
+ * share lines (fp_walk_apart), 380 pixels.  The planes are 2 float4s
+ * more apart (382 = 6 modulo 8), so that a warp's 32 copies of
+ * consecutive (pixel, plane) float4s hit every bank once; 2 x 16 x 382
+ * float4s and the block's fp_proj fit the 48 KiB of static shared
+ * memory. */
+#define FP_UNION (2 * FP_WIN)
 #define FP_VSTRIDE (FP_UNION + 2)
 /* How far, in pixels, a bin's candidates reach past the pixels that can
  * touch it, for the float rounding of the centres and middles (a few ulps
  * of the coordinates: < 0.02 pixel below 2^15). */
 #define FP_MARGIN 0.1f
+/* Most candidates per run and line (fp_params: ceil(6 sqrt 2 + 0.21)). */
+#define FP_NC_MAX 9
 
 /* One pixel's 4P values (slices 4p .. 4p + 3 in v[p]). */
 template <int P>
@@ -500,25 +514,25 @@ static __device__ __forceinline__ fp_line fp_line_at(const fp_proj *mp,
 }
 
 /* Start copying line f's values (pixels vlo .. vhi - 1, P float4s each,
- * consecutive in the packed copy) into v (slot: pixel - first), one
- * float4 per thread at a time, and zero the window's slots off the image
- * (a pixel there adds nothing, and 0 x a stale slot could be a NaN); the
- * copies are waited for with __pipeline_wait_prior. */
+ * consecutive in the packed copy) into v (slot: base + pixel - first),
+ * one float4 per thread (t of nt) at a time, and zero the window's slots
+ * off the image (a pixel there adds nothing, and 0 x a stale slot could
+ * be a NaN); the copies are waited for with __pipeline_wait_prior. */
 template <int P>
 static __device__ __forceinline__ void fp_prefetch(
     const float4 *__restrict__ lines, int size, int f, const fp_line &ln,
-    float4 (*v)[FP_VSTRIDE])
+    float4 (*v)[FP_VSTRIDE], int base, int t, int nt)
 {
     if (ln.vlo < ln.vhi) {
         const float4 *src = lines + (size_t)P * ((size_t)f * size + ln.vlo);
-        const int n = P * (ln.vhi - ln.vlo);
-        for (int e = threadIdx.x; e < n; e += FP_THREADS)
-            __pipeline_memcpy_async(&v[e % P][ln.vlo + e / P - ln.first],
-                                    src + e, sizeof(float4));
+        const int n = P * (ln.vhi - ln.vlo), at = base + ln.vlo - ln.first;
+        for (int e = t; e < n; e += nt)
+            __pipeline_memcpy_async(&v[e % P][at + e / P], src + e,
+                                    sizeof(float4));
         const int below = ln.vlo - ln.first, off = below + ln.end - ln.vhi;
-        for (int e = threadIdx.x; e < P * off; e += FP_THREADS) {
+        for (int e = t; e < P * off; e += nt) {
             const int i = e / P;
-            v[e % P][i < below ? i : i - below + ln.vhi - ln.first] =
+            v[e % P][base + (i < below ? i : i - below + ln.vhi - ln.first)] =
                 make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
@@ -552,64 +566,65 @@ static __device__ __forceinline__ float fp_weights(const iter_sf_proj &q,
     return fl;
 }
 
-/* One candidate pixel at u (values x) into the run's FP_RUN bins from jt
- * on: its weights, each bin's picked by the bin's offset from the
- * pixel's first bin (0 where the pixel does not reach it).  The weights
- * are computed in each thread whose run the pixel reaches (1.5 threads on
- * average): taking them from a table in shared memory, computed once per
- * pixel by the warp, was slower (H100, 2048^2 x 64 x 2048: 402.2 against
- * 394.5 ms per A; the table's loads and stores against the weights' 40 or
- * so instructions). */
-template <bool ROWS, int P>
-static __device__ __forceinline__ void fp_pixel(const iter_sf_proj &q,
-                                                float u, float f, float jt,
-                                                const float4 *x,
-                                                fp_vals<P> *acc)
+/* 1 where a projection's pixels' first bins fall as the walk's position
+ * grows (ds/du = cos along rows, -sin along columns): its runs' bins are
+ * then held mirrored (acc[b] is bin jt + FP_RUN - 1 - b). */
+static __device__ __forceinline__ bool fp_mirrored(const fp_proj &m)
 {
-    float w[3];
-    const float d = fp_weights(q, line_center<ROWS>(q, u, f), w) - jt;
-#pragma unroll
-    for (int b = 0; b < FP_RUN; b++) {
-        /* d against constants: the tests are shared by the bins. */
-        const float wb = d == (float)b ? w[0] : d == (float)(b - 1) ? w[1]
-                         : d == (float)(b - 2) ? w[2] : 0.f;
-#pragma unroll
-        for (int p = 0; p < P; p++)
-            fma4(acc[b].v[p], wb, x[p]);
-    }
+    return (m.rows ? m.q.cos_a : -m.q.sin_a) < 0.f;
 }
 
 /* A thread's run on line f: its nc candidates from the pixel after lo (the
  * lower of its end bins' low ends), each pixel's values read once from the
- * line's slots (pixel - first) for all the bins it reaches.  Lane l starts
- * at the candidate that is l modulo 8 and goes round: the lanes of a warp
- * are 4 |inv| pixels apart, and without the turn their loads at a step
- * would often share banks (at |inv| = 1 four lanes to a bank); with it, 8
- * lanes read 8 different bank groups except after a lane's wrap.  Padding
- * the candidates to 8 (no wrap where nc is 8) was slower: 419.8 against
- * 394.5 ms. */
+ * line's slots (pixel - first) for all the bins it reaches.  In the run's
+ * (possibly mirrored) bin order b, candidate k's offset d (first bin less
+ * jt) is -3 or -2 for k = 0 (the run's first interval starts within the
+ * margin before it), grows by 0 or 1 a step (pixels are |cos| or |sin|,
+ * 0.71 to 1 bins apart), so it lies in [-3 + floor(0.7071 k), k - 2]: the
+ * bins below or above that range get no multiply-adds (21 of 28 where nc
+ * is 7, 26 of 36 where it is 9), the other bins' weights are picked by
+ * the offset (0 where the pixel does not reach the bin).  The weights are
+ * computed in each thread whose run the pixel reaches (1.5 threads on
+ * average): taking them from a table in shared memory, computed once per
+ * pixel by the warp, was slower (H100, 2048^2 x 64 x 2048: 402.2 against
+ * 394.5 ms per A, the kernel of 0920bf8).  The lanes' loads at a step are
+ * 4 |inv| pixels apart and share banks at times. */
 template <bool ROWS, int P>
 static __device__ __forceinline__ void fp_run(
-    const iter_sf_proj &q, int nc, int jt, float f, float lo, int first,
-    const float4 (*v)[FP_VSTRIDE], fp_vals<P> *acc)
+    const iter_sf_proj &q, bool mirror, int nc, int jt, float f, float lo,
+    int first, const float4 (*v)[FP_VSTRIDE], fp_vals<P> *acc)
 {
     const float fu = floorf(lo) + 1.f;          /* the first candidate */
-    const int u0 = (int)fu, s0 = u0 - first;    /* it, its slot */
-    int k = ((int)(threadIdx.x % 32) - u0) & 7;
-    k -= k >= nc ? nc : 0;                      /* nc >= 7 */
-    float fk = (float)k;                        /* k, as a float */
+    const int s0 = (int)fu - first;             /* its slot */
     const float fjt = (float)jt;
-    for (int i = 0; i < nc; i++) {
+#pragma unroll
+    for (int k = 0; k < FP_NC_MAX; k++) {
+        if (k >= nc)
+            break;                              /* uniform */
         float4 x[P];
 #pragma unroll
         for (int p = 0; p < P; p++)
             x[p] = v[p][s0 + k];
-        fp_pixel<ROWS, P>(q, fu + fk, f, fjt, x, acc);
-        k++;
-        fk += 1.f;
-        if (k == nc) {
-            k = 0;
-            fk = 0.f;
+        float w[3];
+        const float fd = fp_weights(q, line_center<ROWS>(q, fu + (float)k, f),
+                                    w) - fjt;
+        const float d = mirror ? 1.f - fd : fd;
+        const float wa = mirror ? w[2] : w[0], wc = mirror ? w[0] : w[2];
+        const int dlo = -3 + (k * 7071) / 10000, dhi = k - 2;
+#pragma unroll
+        for (int b = 0; b < FP_RUN; b++) {
+            if (b < dlo || b > dhi + 2)
+                continue;                       /* never reached */
+            float wb = 0.f;
+            if (b - 2 >= dlo && b - 2 <= dhi)
+                wb = d == (float)(b - 2) ? wc : wb;
+            if (b - 1 >= dlo && b - 1 <= dhi)
+                wb = d == (float)(b - 1) ? w[1] : wb;
+            if (b >= dlo && b <= dhi)
+                wb = d == (float)b ? wa : wb;
+#pragma unroll
+            for (int p = 0; p < P; p++)
+                fma4(acc[b].v[p], wb, x[p]);
         }
     }
 }
@@ -629,20 +644,50 @@ static __device__ __forceinline__ void fp_walk(
     const float m1 = m.m1;
     const int nc = m.nc;
     const float la = fp_low(m, jt), lb = fp_low(m, jt + FP_RUN - 1);
+    const bool mirror = fp_mirrored(m);
     fp_line ln = fp_line_at(mp, np, 0, size);
-    fp_prefetch<P>(lines, size, 0, ln, v[0]);
+    fp_prefetch<P>(lines, size, 0, ln, v[0], 0, threadIdx.x, FP_THREADS);
     for (int f = 0; f < size; f++) {
         const fp_line next = fp_line_at(mp, np, f + 1, size);
         __pipeline_wait_prior(0);
         __syncthreads();        /* line f's values are in, f - 1 consumed */
         if (f + 1 < size)
-            fp_prefetch<P>(lines, size, f + 1, next, v[(f + 1) & 1]);
+            fp_prefetch<P>(lines, size, f + 1, next, v[(f + 1) & 1], 0,
+                           threadIdx.x, FP_THREADS);
         if (mine && ln.vlo < ln.vhi) {
             const float ff = (float)f;
             const float lo = fminf(fmaf(ff, m1, la), fmaf(ff, m1, lb));
-            fp_run<ROWS, P>(q, nc, jt, ff, lo, ln.first, v[f & 1], acc);
+            fp_run<ROWS, P>(q, mirror, nc, jt, ff, lo, ln.first, v[f & 1],
+                            acc);
         }
         ln = next;
+    }
+}
+
+/* Projection m over every line by the calling warp alone, its window in
+ * its own region of the buffers (from slot base of v): for blocks whose
+ * projections cannot share lines (sparse angles), so that their 4 warps
+ * still work at once.  A line's values are copied in by the warp and
+ * then gathered (no copy ahead, no block barrier). */
+template <bool ROWS, int P>
+static __device__ __forceinline__ void fp_walk_apart(
+    int size, const fp_proj &m, int jt, const float4 *__restrict__ lines,
+    float4 (*v)[FP_VSTRIDE], int base, fp_vals<P> *acc)
+{
+    const iter_sf_proj q = fp_load_q(m);
+    const float la = fp_low(m, jt), lb = fp_low(m, jt + FP_RUN - 1);
+    for (int f = 0; f < size; f++) {
+        const fp_line ln = fp_line_at(&m, 1, f, size);
+        if (ln.vlo >= ln.vhi)
+            continue;                   /* uniform: off the image */
+        __syncwarp();                   /* line f - 1 is consumed */
+        fp_prefetch<P>(lines, size, f, ln, v, base, threadIdx.x % 32, 32);
+        __pipeline_wait_prior(0);
+        __syncwarp();                   /* line f's values are in */
+        const float ff = (float)f;
+        const float lo = fminf(fmaf(ff, m.m1, la), fmaf(ff, m.m1, lb));
+        fp_run<ROWS, P>(q, fp_mirrored(m), m.nc, jt, ff, lo, ln.first - base,
+                        v, acc);
     }
 }
 
@@ -702,39 +747,32 @@ project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
 
     if (!l.single && np > 1 && fp_shared(mp, np, l.size)) {
         fp_walk_any<P>(l, mp, np, kw, jt, packed, packed_t, v, acc);
-    } else {
-        /* In pairs where those share lines, else one by one; the other
-         * warps wait. */
-        for (int k = 0; k < np; k += 2) {
-            if (k > 0)
-                __syncthreads();        /* the values are free again */
-            if (!l.single && k + 1 < np && fp_shared(mp + k, 2, l.size)) {
-                fp_walk_any<P>(l, mp + k, 2, kw - k, jt, packed, packed_t, v,
-                               acc);
-                continue;
-            }
-            fp_walk_any<P>(l, mp + k, 1, kw - k, jt, packed, packed_t, v,
-                           acc);
-            if (k + 1 < np) {
-                __syncthreads();
-                fp_walk_any<P>(l, mp + k + 1, 1, kw - k - 1, jt, packed,
-                               packed_t, v, acc);
-            }
-        }
+    } else if (kw < np) {
+        /* Each warp its own projection, in its quarter of the buffers. */
+        float4 (*vk)[FP_VSTRIDE] = v[kw / 2];
+        const int base = (kw % 2) * FP_WIN;
+        if (mp[kw].rows)
+            fp_walk_apart<true, P>(l.size, mp[kw], jt, packed, vk, base,
+                                   acc);
+        else
+            fp_walk_apart<false, P>(l.size, mp[kw], jt, packed_t, vk, base,
+                                    acc);
     }
 
     if (kw >= np)
         return;
     const size_t sino_len = (size_t)l.n_proj * l.width;
     float *out = sino + (size_t)(p0 + kw) * l.width;
+    const bool mirror = fp_mirrored(mp[kw]);
 #pragma unroll
     for (int b = 0; b < FP_RUN; b++) {
-        if (jt + b >= l.width)
-            break;
+        const int j = jt + (mirror ? FP_RUN - 1 - b : b);
+        if (j >= l.width)
+            continue;
 #pragma unroll
         for (int r = 0; r < 4 * P; r++)
             if (r < valid)
-                out[r * sino_len + jt + b] = comp4(acc[b].v[r / 4], r % 4);
+                out[r * sino_len + j] = comp4(acc[b].v[r / 4], r % 4);
     }
 }
 
