@@ -505,9 +505,11 @@ rtomo_status rtomo_fbp_set_interp(rtomo_fbp *plan, rtomo_interp interp,
  * add filtered projections into them while the scan is acquired, so that
  * at its end only the last few remain.  A projection slot is queued with a
  * weight (+1 adds it, -1 subtracts it again: a sliding window); queued
- * slots are back-projected together, in chunks of
- * rtomo_fbp_stream_chunk() for throughput, into every open slice, with
- * the slot's angle and axis shift at the time the chunk runs.  Queue a
+ * slots are back-projected together, in chunks of at most
+ * rtomo_fbp_stream_chunk() for throughput (an asynchronous backend takes
+ * a chunk early, from 16 slots, when its device has finished the last
+ * one), into every open slice, with the slot's angle and axis shift at
+ * the time the chunk runs.  Queue a
  * slot after its projection was fed; any order, any subset.
  *
  * The slices keep the ROI and interpolation the plan had at
@@ -536,7 +538,7 @@ rtomo_status rtomo_fbp_stream_open(rtomo_fbp *plan, const int *rows,
 int rtomo_fbp_stream_rows(const rtomo_fbp *plan);
 /* Their ROI, {x, y, width, height}: the size of every image read. */
 void rtomo_fbp_stream_roi(const rtomo_fbp *plan, int roi[4]);
-/* Projections per chunk the backend prefers. */
+/* Projections per chunk, at most (the queue's length). */
 int rtomo_fbp_stream_chunk(const rtomo_fbp *plan);
 /* Queue slot `index` with `weight` (+1 or -1).  When a chunk is full its
  * back-projection starts (on the GPU asynchronously). */
