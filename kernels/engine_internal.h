@@ -81,7 +81,7 @@ typedef struct rtomo_fbp_backend_ops {
                                 float *out, double *stats, rtomo_error *err);
     rtomo_status (*stream_reset)(rtomo_fbp *plan, rtomo_error *err);
     void (*stream_close)(rtomo_fbp *plan);
-    /* Slots per stream_apply the backend prefers. */
+    /* Slots per stream_apply, at most (the front end's queue length). */
     int (*stream_chunk)(const rtomo_fbp *plan);
     /* A plane (already validated, u and v unit) from slots[0..n-1]
      * (all slots when slots is NULL); blocks. */
