@@ -36,7 +36,8 @@
  * block keeps its voxels in shared memory across SFC_P_VIEWS = 8 views, so
  * the volume is read 128 times (0.5 TB) rather than 1024 (4.4 TB).  A patch that would not fit
  * (huge magnifications; or RTOMO_CONE_SF_PATCH=0, the test hook) falls
- * back to global atomics per cell: the same weights, slower.
+ * back to global atomics per cell: the same weights, slower.  (The patch
+ * is now a gather, below.)
  *
  * Exactly a transpose: both kernels take F1, F2 and l_phi from the same
  * functions on the same floats (cone_sf.h, sfc_foot below), so A's cell
@@ -98,6 +99,25 @@
  * A^T with 64 voxels a column (64 KB, 3 blocks an SM): A^T 4.67 ->
  * 5.57 s, so A^T is latency-bound at 4 blocks as well as issue-bound.
  *
+ * A without shared float atomics (issue 15's third step: the bench now
+ * times A of a volume that is not 0, 9.14 s).  The patch's adds were
+ * compare-and-swap loops, and the 8 warps of a block, walking columns
+ * behind one another along the rays in step, added into the same row of
+ * cells at the same moment and failed each other's.  Now the owner
+ * computes: a column stores its rows' values l_phi C(t) in a row buffer
+ * of its own (plain stores), and after a barrier each cell gathers its
+ * sum from the columns that reach it and adds it to the view once
+ * (sfc_gather: a half warp per cell and 16 rows, the columns found in
+ * buckets by cell, sfc_entries).  The chunk's 32 voxels go in parts of
+ * 11 (17 buffered rows a column), so that the buffers fit beside the
+ * voxels in the 55 KB of 4 blocks an SM; a row where two parts meet gets
+ * two adds.  The cell weight is the same F1 times the same l_phi C(t) as
+ * before, so A stays A^T's transpose.  Paper's case on one H100, same
+ * run: A 9.14 -> 7.08 s, A^T 4.30 -> 4.31 s, pair 13.43 -> 11.39 s.
+ * Tried: parts of 8 voxels (15 rows): the 512^3 bench's pair 0.75 s
+ * against 0.69 s with 11; staggering the warps' walks by 4 voxels so that
+ * the patch's adds did not collide: slower than the gather at 512^3.
+ *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
  * device; there is no transfer to hide until volumes outgrow the device.
@@ -121,15 +141,25 @@
 /* A: 32 voxels of each column, 8 views per block. */
 #define SFC_P_Z 32
 #define SFC_P_VIEWS 8
-/* Cells of the shared patch, both halves (SFC_HALVES) together: the
- * paper's case needs 2 x ~2400.  With the voxels: 55 KB of dynamic shared
- * memory, so that 4 blocks fit an SM (228 KB). */
-#define SFC_PATCH 5888
-#define SFC_P_SHARED (sizeof(float) * (SFC_P_Z * SFC_SLOTS + SFC_PATCH))
-/* A's patch has a copy per half warp: a warp's two halves are columns
- * side by side in depth, which project onto the same cells at the same
- * moment and would retry each other's compare-and-swap adds. */
-#define SFC_HALVES 2
+/* A's gather (sfc_gather): the chunk in parts of SFC_OC_PART voxels
+ * (the paper's case: at most 11 x 1.40 + 2 = 17 rows a column), a column's
+ * row values in SFC_OC_ROWS slots (odd: a warp's stores and a half warp's
+ * reads fall in distinct banks), buckets for footprints up to SFC_OC_W
+ * cells across (2 a lane of the scan), an entry per (column, cell). */
+#define SFC_OC_PART 11
+#define SFC_OC_PARTS ((SFC_P_Z + SFC_OC_PART - 1) / SFC_OC_PART)
+#define SFC_OC_ROWS 17
+#define SFC_OC_W 64
+#define SFC_OC_ENTRIES (SFC_CELLS * SFC_THREADS)
+#define SFC_OC_BOUNDS (4 + 2 * SFC_OC_PARTS)
+/* 55 KB of dynamic shared memory, so that 4 blocks fit an SM (228 KB):
+ * the voxels, the row buffers, the entries' F1, the slots' first rows,
+ * the buckets' starts and counts, the entries' slots. */
+#define SFC_P_SHARED                                                        \
+    (sizeof(float) * (SFC_P_Z * SFC_SLOTS + SFC_OC_ROWS * SFC_SLOTS +       \
+                      SFC_OC_ENTRIES) +                                     \
+     sizeof(int) * (SFC_SLOTS + 2 * SFC_OC_W + 1) +                         \
+     sizeof(unsigned short) * SFC_OC_ENTRIES)
 /* Cells whose F1 a thread keeps in registers: 3, all a footprint under
  * 2 cells wide touches (the paper's case: under 1.98); wider footprints
  * evaluate F1 where they use it, with cone_sf_f1. */
@@ -462,16 +492,18 @@ sfc_backproject_kernel(const cone_bp_const k, int n_proj,
 
 /* --------------------------------------------------------------- A ---- */
 
-/* The block's patch of one view: cells smin.. (w wide), rows tmin..tmax;
- * on says whether it is in use (else every add goes to the view). */
-typedef struct sfc_patch {
-    int on, smin, w, tmin, tmax;
-} sfc_patch;
+/* Where a column's row values go at one part of the chunk: on, its rows
+ * ta .. ta + SFC_OC_ROWS - 1 into r[] (its slots of the row buffer, read
+ * by the gather), every other row (and every row when not on) straight
+ * into the view with global atomics. */
+typedef struct sfc_rowbuf {
+    int on, ta;
+    float *r;
+} sfc_rowbuf;
 
-/* F1(s) v added into row[s] for the footprint's cells (row: a patch row
- * in shared memory or a view's row in global memory; inlined, so each
- * call site's atomics know their memory).  f[] is indexed only by
- * unrolled constants, so it stays in registers. */
+/* F1(s) v added into the view's row for the footprint's cells (global
+ * atomics: the columns the gather does not take, rows past the buffer).
+ * f[] is indexed only by unrolled constants, so it stays in registers. */
 __device__ __forceinline__ void sfc_spread(const sfc_foot *ft, float *row,
                                            float v)
 {
@@ -486,28 +518,27 @@ __device__ __forceinline__ void sfc_spread(const sfc_foot *ft, float *row,
     }
 }
 
-/* l_phi F1(s) C(t) into row t's cells: the patch's when it holds the row,
- * else the view's (global) ones. */
+/* l_phi C(t) of row t: a plain store into the column's row buffer when
+ * it holds the row (each row is emitted once per part), else F1(s) times
+ * it into the view's cells. */
 __device__ __forceinline__ void sfc_emit(const cone_bp_const *k,
                                          const sfc_foot *ft,
-                                         const sfc_patch *pt, float *patch,
-                                         float *view, int t, float v)
+                                         const sfc_rowbuf *rb, float *view,
+                                         int t, float v)
 {
-    if (v == 0.0f)
-        return;
-    if (pt->on && t >= pt->tmin && t <= pt->tmax)
-        sfc_spread(ft, patch + (t - pt->tmin) * pt->w + (ft->s0 - pt->smin),
-                   v);
-    else
+    const int idx = t - rb->ta;
+    if (rb->on && idx >= 0 && idx < SFC_OC_ROWS)
+        rb->r[idx] = v;
+    else if (v != 0.0f)
         sfc_spread(ft, view + (size_t)t * k->det_u + ft->s0, v);
 }
 
 /* The column's voxels (vox: its slots, stride SFC_SLOTS) projected into
- * one view:
- * rows summed in z order, each row emitted when the walk leaves it. */
+ * one view: rows summed in z order, each row emitted when the walk leaves
+ * it. */
 __device__ __forceinline__ void sfc_project_view(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
-    int nzc, const sfc_patch *pt, float *patch, float *view)
+    int nzc, const sfc_rowbuf *rb, float *view)
 {
     int cur_t = INT_MIN;        /* the row cur sums */
     float cur = 0.0f;
@@ -521,7 +552,7 @@ __device__ __forceinline__ void sfc_project_view(
         for (int t = ta; t <= tb; t++) {
             if (t != cur_t) {
                 if (cur_t != INT_MIN)
-                    sfc_emit(k, ft, pt, patch, view, cur_t, ft->c.amp * cur);
+                    sfc_emit(k, ft, rb, view, cur_t, ft->c.amp * cur);
                 cur_t = t;
                 cur = 0.0f;
             }
@@ -529,15 +560,15 @@ __device__ __forceinline__ void sfc_project_view(
         }
     }
     if (cur_t != INT_MIN)
-        sfc_emit(k, ft, pt, patch, view, cur_t, ft->c.amp * cur);
+        sfc_emit(k, ft, rb, view, cur_t, ft->c.amp * cur);
 }
 
 /* sfc_project_view by the row walk: per row t, C(t) from voxels a and b
- * (in z order, as the CPU sums) and the row's adds; f_a, f_b their
+ * (in z order, as the CPU sums) and the row's value; f_a, f_b their
  * values. */
 __device__ __forceinline__ void sfc_project_walk(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
-    int nzc, int ta, int tb, const sfc_patch *pt, float *patch, float *view)
+    int nzc, int ta, int tb, const sfc_rowbuf *rb, float *view)
 {
     sfc_walk w;
     if (!sfc_walk_start(k, ft, z0, nzc, ta, tb, &w))
@@ -547,7 +578,7 @@ __device__ __forceinline__ void sfc_project_walk(
     for (; w.t < w.t_end; w.t++) {
         float c = sfc_f2(w.lo_a, w.hi_a, w.t) * f_a;
         c += sfc_f2(w.lo_b, w.hi_b, w.t) * f_b;
-        sfc_emit(k, ft, pt, patch, view, w.t, ft->c.amp * c);
+        sfc_emit(k, ft, rb, view, w.t, ft->c.amp * c);
         if (w.hi_a <= (float)w.t + 0.5f) {
             sfc_walk_next(k, ft, z0, nzc, &w);
             f_a = f_b;
@@ -557,58 +588,115 @@ __device__ __forceinline__ void sfc_project_walk(
 }
 
 /* One view from the column's voxels: the row walk, or voxel by voxel for
- * voxels under SFC_WALK_MIN_ROWS rows high.  ta .. tb: the chunk's rows. */
+ * voxels under SFC_WALK_MIN_ROWS rows high.  ta .. tb: the voxels' rows. */
 __device__ __forceinline__ void sfc_project_column(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
-    int nzc, int ta, int tb, const sfc_patch *pt, float *patch, float *view)
+    int nzc, int ta, int tb, const sfc_rowbuf *rb, float *view)
 {
     if (sfc_walks(k, ft))
-        sfc_project_walk(k, ft, vox, z0, nzc, ta, tb, pt, patch, view);
+        sfc_project_walk(k, ft, vox, z0, nzc, ta, tb, rb, view);
     else
-        sfc_project_view(k, ft, vox, z0, nzc, pt, patch, view);
+        sfc_project_view(k, ft, vox, z0, nzc, rb, view);
 }
 
-/* The block's footprint at one view from every thread's (bounds: shared,
- * set to empty by the caller): the patch, on when it fits in cap cells. */
-__device__ __forceinline__ sfc_patch sfc_patch_of(int *bounds, int has,
-                                                  int s0, int s1, int ta,
-                                                  int tb, int cap)
+/* The chunk's rows ta .. tb of the column (clipped); has: whether the
+ * column meets the detector. */
+__device__ __forceinline__ int sfc_chunk_rows(const cone_bp_const *k,
+                                              const sfc_foot *ft, int z0,
+                                              int nzc, int *ta, int *tb)
 {
-    if (has) {
-        atomicMin(&bounds[0], s0);
-        atomicMax(&bounds[1], s1);
-        atomicMin(&bounds[2], ta);
-        atomicMax(&bounds[3], tb);
+    float lo, hi;
+    int unused;
+    sfc_rows(k, &ft->c, z0, &lo, &hi, ta, &unused);
+    sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, tb);
+    return *ta <= *tb;
+}
+
+/* The block's reach at one view (bounds: shared, SFC_OC_BOUNDS ints):
+ * [0], [1] the cells s, [2], [3] the chunk's rows, [4 + 2p], [5 + 2p] part
+ * p's rows; set to empty by the caller, reduced a warp at a time (one
+ * shared atomic per warp and bound). */
+__device__ __forceinline__ void sfc_bound(int *bound, int lo, int hi)
+{
+    lo = __reduce_min_sync(0xffffffffu, lo);
+    hi = __reduce_max_sync(0xffffffffu, hi);
+    if (threadIdx.x % 32 == 0) {
+        atomicMin(&bound[0], lo);
+        atomicMax(&bound[1], hi);
     }
-    __syncthreads();
-    sfc_patch pt;
-    pt.smin = bounds[0];
-    pt.w = bounds[1] - bounds[0] + 1;
-    pt.tmin = bounds[2];
-    pt.tmax = bounds[3];
-    const long long cells = (long long)pt.w * (pt.tmax - pt.tmin + 1);
-    pt.on = bounds[0] <= bounds[1] && bounds[2] <= bounds[3] &&
-            SFC_HALVES * cells <= cap;
-    return pt;
 }
 
-/* The patch's non-zero cells (its halves' sums) added into the view, a
- * row of cells to consecutive threads. */
-__device__ __forceinline__ void sfc_patch_flush(const cone_bp_const *k,
-                                                const sfc_patch *pt,
-                                                const float *patch, int tid,
-                                                float *view)
+/* Whether the column meets the chunk's rows on the detector. */
+__device__ __forceinline__ int sfc_reach(const cone_bp_const *k,
+                                         const sfc_foot *ft, int has, int z0,
+                                         int nzc, int *bounds)
 {
-    const int n = pt->w * (pt->tmax - pt->tmin + 1);
-    for (int c = tid; c < n; c += SFC_THREADS) {
-        float v = 0.0f;
+    int ta = 0, tb = -1;
+    has = has && sfc_chunk_rows(k, ft, z0, nzc, &ta, &tb);
+    sfc_bound(bounds, has ? ft->s0 : INT_MAX, has ? ft->s1 : INT_MIN);
+    sfc_bound(bounds + 2, has ? ta : INT_MAX, has ? tb : INT_MIN);
+    for (int mb = 0, p = 0; mb < nzc; mb += SFC_OC_PART, p++) {
+        const int me = mb + SFC_OC_PART < nzc ? mb + SFC_OC_PART : nzc;
+        const int in = has && sfc_chunk_rows(k, ft, z0 + mb, me - mb, &ta, &tb);
+        sfc_bound(bounds + 4 + 2 * p, in ? ta : INT_MAX, in ? tb : INT_MIN);
+    }
+    return has;
+}
+
+/* Bucket starts: start[s] = the entries of cells before s (count: the
+ * entries of each cell, w <= SFC_OC_W = 2 x 32 cells); warp 0's lanes
+ * take 2 cells each. */
+__device__ __forceinline__ void sfc_bucket_starts(const int *count, int w,
+                                                  int *start, int lane)
+{
+    const int c0 = 2 * lane < w ? count[2 * lane] : 0;
+    const int c1 = 2 * lane + 1 < w ? count[2 * lane + 1] : 0;
+    int incl = c0 + c1;
 #pragma unroll
-        for (int h = 0; h < SFC_HALVES; h++)
-            v += patch[h * n + c];
-        if (v != 0.0f)
-            atomicAdd(view + (size_t)(pt->tmin + c / pt->w) * k->det_u +
-                          pt->smin + c % pt->w,
-                      v);
+    for (int d = 1; d < 32; d <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, d);
+        incl += lane >= d ? v : 0;
+    }
+    start[2 * lane] = incl - c0 - c1;
+    start[2 * lane + 1] = incl - c1;
+    if (lane == 31)
+        start[SFC_OC_W] = incl;
+}
+
+/* The shared arrays of the gather (see SFC_P_SHARED). */
+typedef struct sfc_oc {
+    float *rbuf;                /* SFC_OC_ROWS per slot */
+    float *ent_w;               /* an entry per (column, cell): F1 */
+    unsigned short *ent_col;    /* and the column's slot */
+    int *colta;                 /* a slot's first buffered row */
+    int *start, *count;         /* the cells' buckets of entries */
+} sfc_oc;
+
+/* Part rows tmin .. tmax of patch cells smin .. smin + w - 1 added into
+ * the view: a half warp per cell and 16 rows, lanes along the rows, each
+ * cell's sum gathered from the entries of its bucket (the columns that
+ * reach it; their row buffers zero outside their rows) and added once. */
+__device__ __forceinline__ void sfc_gather(const cone_bp_const *k,
+                                           const sfc_oc *o, int smin, int w,
+                                           int tmin, int tmax, int tid,
+                                           float *view)
+{
+    if (tmin > tmax)
+        return;
+    const int nrb = (tmax - tmin) / 16 + 1;
+    for (int item = tid / 16; item < w * nrb; item += SFC_THREADS / 16) {
+        const int s = item / nrb;
+        const int t = tmin + (item - s * nrb) * 16 + tid % 16;
+        float acc = 0.0f;
+        const int e_end = o->start[s + 1];
+        for (int e = o->start[s]; e < e_end; e++) {
+            const int col = o->ent_col[e];
+            const int idx = t - o->colta[col];
+            if ((unsigned)idx < SFC_OC_ROWS)
+                acc += o->ent_w[e] * o->rbuf[col * SFC_OC_ROWS + idx];
+        }
+        if (t <= tmax && acc != 0.0f)
+            atomicAdd(view + (size_t)t * k->det_u + smin + s, acc);
     }
 }
 
@@ -637,24 +725,68 @@ __device__ __forceinline__ int sfc_load_tile(const cone_bp_const *k,
     return any;
 }
 
-/* The chunk's rows ta .. tb of the column (clipped); has: whether the
- * column meets the detector. */
-__device__ __forceinline__ int sfc_chunk_rows(const cone_bp_const *k,
-                                              const sfc_foot *ft, int z0,
-                                              int nzc, int *ta, int *tb)
+/* The column's entries (one per cell of a fitting footprint) into the
+ * buckets: positions counted, starts scanned, entries written.  Three
+ * barriers; mine: whether the column takes part. */
+__device__ __forceinline__ void sfc_entries(const sfc_foot *ft, int mine,
+                                            int slot, int smin, int w,
+                                            int tid, const sfc_oc *o)
 {
-    float lo, hi;
-    int unused;
-    sfc_rows(k, &ft->c, z0, &lo, &hi, ta, &unused);
-    sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, tb);
-    return *ta <= *tb;
+    int pos[SFC_CELLS];
+#pragma unroll
+    for (int q = 0; q < SFC_CELLS; q++)
+        if (mine && ft->s0 + q <= ft->s1)
+            pos[q] = atomicAdd(&o->count[ft->s0 + q - smin], 1);
+    __syncthreads();
+    if (tid < 32)
+        sfc_bucket_starts(o->count, w, o->start, tid);
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < SFC_CELLS; q++)
+        if (mine && ft->s0 + q <= ft->s1) {
+            const int e = o->start[ft->s0 + q - smin] + pos[q];
+            o->ent_w[e] = ft->f[q];
+            o->ent_col[e] = (unsigned short)slot;
+        }
+}
+
+/* Part p of the chunk (voxels mb .. me - 1) at one view: each column's row
+ * values into its buffer (zeroed first: the gather reads all of its
+ * SFC_OC_ROWS), a barrier, the gather of the part's rows, a barrier. */
+__device__ __forceinline__ void sfc_project_part(
+    const cone_bp_const *k, const sfc_foot *ft, int has, int mine,
+    const float *vox, int slot, int z0, int mb, int me, const sfc_oc *o,
+    int smin, int w, const int *part_rows, int tid, float *view)
+{
+    int ta = 0, tb = -1;
+    const int rows = has && sfc_chunk_rows(k, ft, z0 + mb, me - mb, &ta, &tb);
+    sfc_rowbuf rb;
+    rb.on = mine;
+    rb.ta = ta;
+    rb.r = o->rbuf + slot * SFC_OC_ROWS;
+    if (mine) {
+        for (int q = 0; q < SFC_OC_ROWS; q++)
+            rb.r[q] = 0.0f;
+        o->colta[slot] = ta;
+    }
+    if (rows)
+        sfc_project_column(k, ft, vox + mb * SFC_SLOTS, z0 + mb, me - mb, ta,
+                           tb, &rb, view);
+    __syncthreads();
+    if (w > 0)
+        sfc_gather(k, o, smin, w, part_rows[0], part_rows[1], tid, view);
+    __syncthreads();
 }
 
 /* blockIdx.z: the z chunk (fastest) and the group of views after
  * group_first.  The tile's voxels stay in shared memory for the group's
- * views; a thread per column, the column chosen per view.  A block whose
- * voxels are all 0 has nothing to add (the solvers' first A, of x = 0;
- * the air around an object). */
+ * views; a thread per column, the column chosen per view.  No shared
+ * atomics on floats (each a compare-and-swap loop on sm_90, and the 8
+ * warps, walking columns behind one another along the rays in step,
+ * failed each other's): the columns store their row values, then each
+ * cell gathers its own (sfc_gather), in parts of SFC_OC_PART voxels.  A
+ * block whose voxels are all 0 has nothing to add (the solvers' first A,
+ * of x = 0; the air around an object). */
 __global__ void __launch_bounds__(SFC_THREADS, 4)
 sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                    int group_first, const float *__restrict__ cos_b,
@@ -662,11 +794,17 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
                    const float *__restrict__ volume, float *proj,
                    size_t frame_len, int cap)
 {
-    /* SFC_P_SHARED bytes: the voxels, then the patch's halves. */
+    /* SFC_P_SHARED bytes: the voxels, then the gather's arrays. */
     extern __shared__ float shared[];
     float *vox_all = shared;
-    float *patch = shared + SFC_P_Z * SFC_SLOTS;
-    __shared__ int bounds[4];
+    sfc_oc o;
+    o.rbuf = vox_all + SFC_P_Z * SFC_SLOTS;
+    o.ent_w = o.rbuf + SFC_OC_ROWS * SFC_SLOTS;
+    o.colta = (int *)(o.ent_w + SFC_OC_ENTRIES);
+    o.start = o.colta + SFC_SLOTS;
+    o.count = o.start + SFC_OC_W + 1;
+    o.ent_col = (unsigned short *)(o.count + SFC_OC_W);
+    __shared__ int bounds[SFC_OC_BOUNDS];
     const int tid = threadIdx.x;
     const int z0 = (int)(blockIdx.z % (unsigned)n_chunks) * SFC_P_Z;
     const int p_begin = (group_first + (int)(blockIdx.z / (unsigned)n_chunks))
@@ -677,40 +815,41 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
     if (!__syncthreads_or(sfc_load_tile(&k, volume, z0, nzc, tid, vox_all)))
         return;
     for (int p = p_begin; p < p_end; p++) {
-        if (tid == 0) {
-            bounds[0] = bounds[2] = INT_MAX;
-            bounds[1] = bounds[3] = INT_MIN;
-        }
-        /* Also: the last view's flush has read the patch. */
+        if (tid < SFC_OC_BOUNDS)
+            bounds[tid] = tid % 2 ? INT_MIN : INT_MAX;
+        if (tid < SFC_OC_W)
+            o.count[tid] = 0;
+        /* Also: the last view's gather is done. */
         __syncthreads();
         const float cb = cos_b[p], sb = sin_b[p];
         int cx, cy;
         sfc_column_of(tid, sfc_lanes_along_x(cb, sb), &cx, &cy);
         const int i = blockIdx.x * SFC_TILE + cx;
         const int j = blockIdx.y * SFC_TILE + cy;
+        const int slot = sfc_slot(cx, cy);
         /* Threads outside the volume stay for the barriers, with no work. */
         sfc_foot ft;
         ft.s0 = ft.s1 = 0;      /* read below only when has */
+        ft.fits = 0;
         int has = i < k.nx && j < k.ny &&
                   sfc_foot_at(&k, cb, sb, k.x0 + (float)i * k.voxel,
                               k.y0 + (float)j * k.voxel, &ft);
-        int ta = 0, tb = -1;
-        has = has && sfc_chunk_rows(&k, &ft, z0, nzc, &ta, &tb);
-        const sfc_patch pt = sfc_patch_of(bounds, has, ft.s0, ft.s1, ta, tb,
-                                          cap);
-        const int cells = pt.on ? pt.w * (pt.tmax - pt.tmin + 1) : 0;
-        if (pt.on)
-            for (int c = tid; c < SFC_HALVES * cells; c += SFC_THREADS)
-                patch[c] = 0.0f;
+        has = sfc_reach(&k, &ft, has, z0, nzc, bounds);
         __syncthreads();
+        const int hit = bounds[0] <= bounds[1] && bounds[2] <= bounds[3];
+        const int smin = bounds[0];
+        const int w = hit ? bounds[1] - bounds[0] + 1 : 0;
+        const long long cells =
+            hit ? (long long)w * (bounds[3] - bounds[2] + 1) : 0;
+        const int on = hit && w <= SFC_OC_W && cells <= cap;
+        const int mine = on && has && ft.fits;
+        sfc_entries(&ft, mine, slot, smin, w, tid, &o);
         float *view = proj + (size_t)p * frame_len;
-        if (has)
-            sfc_project_column(&k, &ft, vox_all + sfc_slot(cx, cy), z0, nzc,
-                               ta, tb, &pt,
-                               patch + (tid % 32 / SFC_TILE) * cells, view);
-        __syncthreads();
-        if (pt.on)
-            sfc_patch_flush(&k, &pt, patch, tid, view);
+        for (int mb = 0, q = 0; mb < nzc; mb += SFC_OC_PART, q++)
+            sfc_project_part(&k, &ft, has, mine, vox_all + slot, slot, z0, mb,
+                             mb + SFC_OC_PART < nzc ? mb + SFC_OC_PART : nzc,
+                             &o, smin, on ? w : 0, bounds + 4 + 2 * q, tid,
+                             view);
     }
 }
 
@@ -728,7 +867,7 @@ extern "C" rtomo_status cuda_cone_sf_project_columns(cuda_cone_sf *s,
      * when chunks x groups exceed it. */
     const int per_launch = 65535 / chunks > 0 ? 65535 / chunks : 1;
     const dim3 block(SFC_THREADS);
-    const int cap = s->patch_cap < SFC_PATCH ? s->patch_cap : SFC_PATCH;
+    const int cap = s->patch_cap;
     /* Over 48 KB of shared memory must be asked for. */
     RTOMO_CUDA_TRY(err, cudaFuncSetAttribute(
                             sfc_project_kernel,
