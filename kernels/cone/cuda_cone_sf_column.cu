@@ -114,9 +114,15 @@
  * two adds.  The cell weight is the same F1 times the same l_phi C(t) as
  * before, so A stays A^T's transpose.  Paper's case on one H100, same
  * run: A 9.14 -> 7.08 s, A^T 4.30 -> 4.31 s, pair 13.43 -> 11.39 s.
+ * Then entries that carry the part's first row of their column (one
+ * dependent shared load fewer per entry), the gather's entry loop
+ * unrolled by 4 and a warp per cell for parts over 16 rows high: A
+ * 6.81 s, pair 11.10 s (same run: 7.08 s before, 9.14 s at the patch).
  * Tried: parts of 8 voxels (15 rows): the 512^3 bench's pair 0.75 s
- * against 0.69 s with 11; staggering the warps' walks by 4 voxels so that
- * the patch's adds did not collide: slower than the gather at 512^3.
+ * against 0.69 s with 11; 2 parts of 16 (25 rows, 64 KB: 3 blocks an
+ * SM): A 7.09 s where 11 gave 6.81 s in the same run; staggering the
+ * warps' walks by 4 voxels so that the patch's adds did not collide:
+ * slower than the gather at 512^3.
  *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
@@ -152,14 +158,16 @@
 #define SFC_OC_W 64
 #define SFC_OC_ENTRIES (SFC_CELLS * SFC_THREADS)
 #define SFC_OC_BOUNDS (4 + 2 * SFC_OC_PARTS)
+/* An entry index's 10 bits all set: no entry (SFC_OC_ENTRIES < 1023);
+ * all three of a column's. */
+#define SFC_OC_NONE 1023
+#define SFC_OC_NO_ENTRIES (SFC_OC_NONE * (1 + (1 << 10) + (1 << 20)))
 /* 55 KB of dynamic shared memory, so that 4 blocks fit an SM (228 KB):
- * the voxels, the row buffers, the entries' F1, the slots' first rows,
- * the buckets' starts and counts, the entries' slots. */
+ * the voxels, the row buffers, the entries, the buckets' starts and
+ * counts. */
 #define SFC_P_SHARED                                                        \
-    (sizeof(float) * (SFC_P_Z * SFC_SLOTS + SFC_OC_ROWS * SFC_SLOTS +       \
-                      SFC_OC_ENTRIES) +                                     \
-     sizeof(int) * (SFC_SLOTS + 2 * SFC_OC_W + 1) +                         \
-     sizeof(unsigned short) * SFC_OC_ENTRIES)
+    (sizeof(float) * (SFC_P_Z * SFC_SLOTS + SFC_OC_ROWS * SFC_SLOTS) +      \
+     sizeof(int2) * SFC_OC_ENTRIES + sizeof(int) * (2 * SFC_OC_W + 1))
 /* Cells whose F1 a thread keeps in registers: 3, all a footprint under
  * 2 cells wide touches (the paper's case: under 1.98); wider footprints
  * evaluate F1 where they use it, with cone_sf_f1. */
@@ -666,9 +674,9 @@ __device__ __forceinline__ void sfc_bucket_starts(const int *count, int w,
 /* The shared arrays of the gather (see SFC_P_SHARED). */
 typedef struct sfc_oc {
     float *rbuf;                /* SFC_OC_ROWS per slot */
-    float *ent_w;               /* an entry per (column, cell): F1 */
-    unsigned short *ent_col;    /* and the column's slot */
-    int *colta;                 /* a slot's first buffered row */
+    int2 *ent;                  /* an entry per (column, cell): F1's
+                                   bits; the part's first buffered row
+                                   << 8 | the column's slot */
     int *start, *count;         /* the cells' buckets of entries */
 } sfc_oc;
 
@@ -683,17 +691,23 @@ __device__ __forceinline__ void sfc_gather(const cone_bp_const *k,
 {
     if (tmin > tmax)
         return;
-    const int nrb = (tmax - tmin) / 16 + 1;
-    for (int item = tid / 16; item < w * nrb; item += SFC_THREADS / 16) {
+    /* Lanes per item: a half warp, or a warp for parts over 16 rows high
+     * (else a second item of 16 rows for the few rows past 16). */
+    const int g = tmax - tmin >= 16 ? 32 : 16;
+    const int nrb = (tmax - tmin) / g + 1;
+    for (int item = tid / g; item < w * nrb; item += SFC_THREADS / g) {
         const int s = item / nrb;
-        const int t = tmin + (item - s * nrb) * 16 + tid % 16;
+        const int t = tmin + (item - s * nrb) * g + tid % g;
         float acc = 0.0f;
         const int e_end = o->start[s + 1];
+        /* Unrolled: the entries' loads overlap. */
+#pragma unroll 4
         for (int e = o->start[s]; e < e_end; e++) {
-            const int col = o->ent_col[e];
-            const int idx = t - o->colta[col];
+            const int2 v = o->ent[e];
+            const int idx = t - (v.y >> 8);
             if ((unsigned)idx < SFC_OC_ROWS)
-                acc += o->ent_w[e] * o->rbuf[col * SFC_OC_ROWS + idx];
+                acc += __int_as_float(v.x) *
+                       o->rbuf[(v.y & 255) * SFC_OC_ROWS + idx];
         }
         if (t <= tmax && acc != 0.0f)
             atomicAdd(view + (size_t)t * k->det_u + smin + s, acc);
@@ -726,12 +740,15 @@ __device__ __forceinline__ int sfc_load_tile(const cone_bp_const *k,
 }
 
 /* The column's entries (one per cell of a fitting footprint) into the
- * buckets: positions counted, starts scanned, entries written.  Three
- * barriers; mine: whether the column takes part. */
-__device__ __forceinline__ void sfc_entries(const sfc_foot *ft, int mine,
-                                            int slot, int smin, int w,
-                                            int tid, const sfc_oc *o)
+ * buckets: positions counted, starts scanned, entries' F1 written (their
+ * rows and slots: sfc_project_part).  Three barriers; mine: whether the
+ * column takes part.  Returns the entries' indices, 10 bits each
+ * (SFC_OC_NONE: none). */
+__device__ __forceinline__ int sfc_entries(const sfc_foot *ft, int mine,
+                                           int slot, int smin, int w,
+                                           int tid, const sfc_oc *o)
 {
+    int ep = SFC_OC_NO_ENTRIES;
     int pos[SFC_CELLS];
 #pragma unroll
     for (int q = 0; q < SFC_CELLS; q++)
@@ -745,18 +762,21 @@ __device__ __forceinline__ void sfc_entries(const sfc_foot *ft, int mine,
     for (int q = 0; q < SFC_CELLS; q++)
         if (mine && ft->s0 + q <= ft->s1) {
             const int e = o->start[ft->s0 + q - smin] + pos[q];
-            o->ent_w[e] = ft->f[q];
-            o->ent_col[e] = (unsigned short)slot;
+            o->ent[e].x = __float_as_int(ft->f[q]);
+            ep ^= (e ^ SFC_OC_NONE) << (10 * q);
         }
+    return ep;
 }
 
 /* Part p of the chunk (voxels mb .. me - 1) at one view: each column's row
  * values into its buffer (zeroed first: the gather reads all of its
- * SFC_OC_ROWS), a barrier, the gather of the part's rows, a barrier. */
+ * SFC_OC_ROWS) and its first row into its entries (ep: their indices),
+ * a barrier, the gather of the part's rows, a barrier. */
 __device__ __forceinline__ void sfc_project_part(
     const cone_bp_const *k, const sfc_foot *ft, int has, int mine,
-    const float *vox, int slot, int z0, int mb, int me, const sfc_oc *o,
-    int smin, int w, const int *part_rows, int tid, float *view)
+    const float *vox, int slot, int ep, int z0, int mb, int me,
+    const sfc_oc *o, int smin, int w, const int *part_rows, int tid,
+    float *view)
 {
     int ta = 0, tb = -1;
     const int rows = has && sfc_chunk_rows(k, ft, z0 + mb, me - mb, &ta, &tb);
@@ -767,7 +787,12 @@ __device__ __forceinline__ void sfc_project_part(
     if (mine) {
         for (int q = 0; q < SFC_OC_ROWS; q++)
             rb.r[q] = 0.0f;
-        o->colta[slot] = ta;
+#pragma unroll
+        for (int q = 0; q < SFC_CELLS; q++) {
+            const int e = ep >> (10 * q) & SFC_OC_NONE;
+            if (e != SFC_OC_NONE)
+                o->ent[e].y = ta << 8 | slot;
+        }
     }
     if (rows)
         sfc_project_column(k, ft, vox + mb * SFC_SLOTS, z0 + mb, me - mb, ta,
@@ -799,11 +824,9 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
     float *vox_all = shared;
     sfc_oc o;
     o.rbuf = vox_all + SFC_P_Z * SFC_SLOTS;
-    o.ent_w = o.rbuf + SFC_OC_ROWS * SFC_SLOTS;
-    o.colta = (int *)(o.ent_w + SFC_OC_ENTRIES);
-    o.start = o.colta + SFC_SLOTS;
+    o.ent = (int2 *)(o.rbuf + SFC_OC_ROWS * SFC_SLOTS);
+    o.start = (int *)(o.ent + SFC_OC_ENTRIES);
     o.count = o.start + SFC_OC_W + 1;
-    o.ent_col = (unsigned short *)(o.count + SFC_OC_W);
     __shared__ int bounds[SFC_OC_BOUNDS];
     const int tid = threadIdx.x;
     const int z0 = (int)(blockIdx.z % (unsigned)n_chunks) * SFC_P_Z;
@@ -843,11 +866,12 @@ sfc_project_kernel(const cone_bp_const k, int n_proj, int n_chunks,
             hit ? (long long)w * (bounds[3] - bounds[2] + 1) : 0;
         const int on = hit && w <= SFC_OC_W && cells <= cap;
         const int mine = on && has && ft.fits;
-        sfc_entries(&ft, mine, slot, smin, w, tid, &o);
+        const int ep = sfc_entries(&ft, mine, slot, smin, w, tid, &o);
         float *view = proj + (size_t)p * frame_len;
         for (int mb = 0, q = 0; mb < nzc; mb += SFC_OC_PART, q++)
-            sfc_project_part(&k, &ft, has, mine, vox_all + slot, slot, z0, mb,
-                             mb + SFC_OC_PART < nzc ? mb + SFC_OC_PART : nzc,
+            sfc_project_part(&k, &ft, has, mine, vox_all + slot, slot, ep, z0,
+                             mb, mb + SFC_OC_PART < nzc ? mb + SFC_OC_PART
+                                                        : nzc,
                              &o, smin, on ? w : 0, bounds + 4 + 2 * q, tid,
                              view);
     }
