@@ -89,13 +89,16 @@
  * halves, side by side in depth, hit the same cells at the same moment
  * and retried each other's compare-and-swap adds), and A skipping blocks
  * whose voxels are all 0 (the solvers' first A, of x = 0, which the
- * benchmark's SIRT times; air around an object).  Paper's case on one
- * H100, same run as 6cf34cc's kernels: A 9.35 -> 4.79 s, A^T 6.35 ->
- * 4.70 s, pair 15.70 -> 9.49 s.  Then F2 by fminf/fmaxf (sfc_f2) and a
- * slot pointer carried along A^T's walk (the SASS had 40 instructions a
- * row plus 28 per voxel hand-over, 7 of the row's and 8 of the
- * hand-over's in compares, selects and slot addresses): A 4.69 s, A^T
- * 4.31 s, pair 9.01 s (same run: 6cf34cc 15.69 s).  Tried and not kept:
+ * benchmark's SIRT timed then; air around an object).  Paper's case on
+ * one H100, same run as 6cf34cc's kernels: A^T 6.35 -> 4.70 s.  Then F2
+ * by fminf/fmaxf (sfc_f2) and a slot pointer carried along A^T's walk
+ * (the SASS had 40 instructions a row plus 28 per voxel hand-over, 7 of
+ * the row's and 8 of the hand-over's in compares, selects and slot
+ * addresses): A^T 4.31 s.  A barely moved: timed on a volume that is not
+ * 0 (run 52 of docs/PERFORMANCE.md), 9.35 -> 9.14 s, pair 15.69 -> 13.45
+ * s; the figures first given for it (4.79, 4.69 s) halved the time of
+ * the benchmark's two A, one of them of x = 0, which the skip makes
+ * almost free.  Tried and not kept:
  * A^T with 64 voxels a column (64 KB, 3 blocks an SM): A^T 4.67 ->
  * 5.57 s, so A^T is latency-bound at 4 blocks as well as issue-bound.
  *
