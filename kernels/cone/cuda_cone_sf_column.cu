@@ -127,6 +127,23 @@
  * warps' walks by 4 voxels so that the patch's adds did not collide:
  * slower than the gather at 512^3.
  *
+ * Fewer instructions a row (issue 15's fourth step).  The SASS of A^T's
+ * row step had ~34 instructions: a branch on fits at every row (the
+ * general row sum kept the corners tau live across the walk), the
+ * conversion (float)t and t -/+ 1/2 for F2, the loads' predicates and
+ * addresses recomputed.  Now the walk carries t -/+ 1/2 as floats (a step
+ * of 1.0f, exact, no I2F a row; both kernels), A^T's walk is compiled
+ * once per value of fits (sfc_backproject_walk<FITS>: ~29 instructions a
+ * row), and A zeroes only the buffer slots its walk did not store (~2 of
+ * 17 a part rather than all 17).  The weights are bit for bit the same.
+ * Paper's case on one H100, same run: A 6.81 -> 6.69 s, A^T 4.31 ->
+ * 3.58 s, pair 11.12 -> 10.27 s.
+ * Tried and not kept: A^T at 5 blocks an SM (launch bounds (256, 5): 48
+ * registers, 128-176 bytes of spills, inside the walk's loop); the voxel
+ * index carried as a float for the hand-over (one register more: spills
+ * inside A^T's loop); A's walk compiled per fits as well (68 bytes of
+ * spills in A, some in its loops).  None of these was timed.
+ *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
  * device; there is no transfer to hide until volumes outgrow the device.
@@ -298,6 +315,7 @@ __device__ __forceinline__ int sfc_slot(int cx, int cy)
  * F2 is 0 are left out. */
 typedef struct sfc_walk {
     int t, t_end;               /* the row; one past the last */
+    float t_lo, t_hi;           /* t - 1/2, t + 1/2 (sfc_f2) */
     int m;                      /* voxel a */
     float lo_a, hi_a, lo_b, hi_b;
 } sfc_walk;
@@ -313,12 +331,22 @@ __device__ __forceinline__ void sfc_span(const cone_bp_const *k,
     *hi = m < nzc ? *hi : FLT_MAX;
 }
 
-/* cone_sf_f2 with fminf/fmaxf: the same value (no NaN here) in 4
- * instructions where the ternaries' compares and selects took 7. */
-__device__ __forceinline__ float sfc_f2(float lo, float hi, int t)
+/* cone_sf_f2 of row t with fminf/fmaxf: the same value (no NaN here) in
+ * 4 instructions where the ternaries' compares and selects took 7.  t_lo,
+ * t_hi: t -/+ 1/2, which the walks carry as floats, a step of 1 per row
+ * (exact below 2^23 rows), instead of converting t every row. */
+__device__ __forceinline__ float sfc_f2(float lo, float hi, float t_lo,
+                                        float t_hi)
 {
-    return fmaxf(fminf((float)t + 0.5f, hi) - fmaxf((float)t - 0.5f, lo),
-                 0.0f);
+    return fmaxf(fminf(t_hi, hi) - fmaxf(t_lo, lo), 0.0f);
+}
+
+/* The walk's next row. */
+__device__ __forceinline__ void sfc_walk_row(sfc_walk *w)
+{
+    w->t++;
+    w->t_lo += 1.0f;
+    w->t_hi += 1.0f;
 }
 
 /* b becomes a; the voxel after it becomes b. */
@@ -351,6 +379,8 @@ __device__ __forceinline__ int sfc_walk_start(const cone_bp_const *k,
         return 0;
     w->t = ta;
     w->t_end = tb + 1;
+    w->t_lo = (float)ta - 0.5f;
+    w->t_hi = (float)ta + 0.5f;
     w->m = 0;
     sfc_span(k, ft, z0, nzc, 0, &w->lo_a, &w->hi_a);
     sfc_span(k, ft, z0, nzc, 1, &w->lo_b, &w->hi_b);
@@ -362,12 +392,15 @@ __device__ __forceinline__ int sfc_walk_start(const cone_bp_const *k,
 
 /* ------------------------------------------------------------- A^T ---- */
 
-/* R(t): sum_s F1(s) row[s] over the footprint. */
-__device__ __forceinline__ float sfc_row_sum(const sfc_foot *ft,
-                                             const float *__restrict__ row)
+/* R(t): sum_s F1(s) row[s] over the footprint, whose fits is FITS (a
+ * constant in the row walk: a fitting footprint's walk then keeps no
+ * corners tau in registers for cone_sf_f1). */
+template <int FITS>
+__device__ __forceinline__ float sfc_row_sum_of(const sfc_foot *ft,
+                                                const float *__restrict__ row)
 {
     float r = 0.0f;
-    if (ft->fits) {
+    if (FITS) {
 #pragma unroll
         for (int q = 0; q < SFC_CELLS; q++)
             if (ft->s0 + q <= ft->s1)
@@ -377,6 +410,13 @@ __device__ __forceinline__ float sfc_row_sum(const sfc_foot *ft,
             r += cone_sf_f1(&ft->c, s) * __ldg(row + s);
     }
     return r;
+}
+
+/* R(t) for any footprint. */
+__device__ __forceinline__ float sfc_row_sum(const sfc_foot *ft,
+                                             const float *__restrict__ row)
+{
+    return ft->fits ? sfc_row_sum_of<1>(ft, row) : sfc_row_sum_of<0>(ft, row);
 }
 
 /* One view added into the column's voxels z0 .. z0 + nzc - 1 (acc: the
@@ -405,7 +445,9 @@ __device__ __forceinline__ void sfc_backproject_view(
 
 /* sfc_backproject_view by the row walk: per row t, R(t) once and
  * F2 R into the running sums of voxels a and b; a's sum goes to its slot
- * when a ends. */
+ * when a ends.  FITS: the footprint's fits.  The loop runs on the float
+ * t + 1/2 (t itself is then not kept). */
+template <int FITS>
 __device__ __forceinline__ void sfc_backproject_walk(
     const cone_bp_const *k, const sfc_foot *ft, const float *__restrict__ q,
     int z0, int nzc, int ta, int tb, float *acc)
@@ -417,11 +459,12 @@ __device__ __forceinline__ void sfc_backproject_walk(
     const float *row = q + (size_t)w.t * k->det_u;
     float *slot = acc + w.m * SFC_SLOTS;    /* voxel a's */
     float sum_a = 0.0f, sum_b = 0.0f;
-    for (; w.t < w.t_end; w.t++, row += k->det_u) {
-        const float r = sfc_row_sum(ft, row);
-        sum_a += sfc_f2(w.lo_a, w.hi_a, w.t) * r;
-        sum_b += sfc_f2(w.lo_b, w.hi_b, w.t) * r;
-        if (w.hi_a <= (float)w.t + 0.5f) {
+    const float t_stop = (float)w.t_end;    /* t < t_end: t + 1/2 < it */
+    for (; w.t_hi < t_stop; sfc_walk_row(&w), row += k->det_u) {
+        const float r = sfc_row_sum_of<FITS>(ft, row);
+        sum_a += sfc_f2(w.lo_a, w.hi_a, w.t_lo, w.t_hi) * r;
+        sum_b += sfc_f2(w.lo_b, w.hi_b, w.t_lo, w.t_hi) * r;
+        if (w.hi_a <= w.t_hi) {
             *slot += amp * sum_a;
             slot += SFC_SLOTS;
             sum_a = sum_b;
@@ -449,7 +492,10 @@ __device__ __forceinline__ void sfc_backproject_column(
     int ta, tb, unused;
     sfc_rows(k, &ft->c, z0, &lo, &hi, &ta, &unused);
     sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, &tb);
-    sfc_backproject_walk(k, ft, q, z0, nzc, ta, tb, acc);
+    if (ft->fits)
+        sfc_backproject_walk<1>(k, ft, q, z0, nzc, ta, tb, acc);
+    else
+        sfc_backproject_walk<0>(k, ft, q, z0, nzc, ta, tb, acc);
 }
 
 /* All views into the tile's columns, voxels z0 .. z0 + SFC_BT_Z - 1 of
@@ -576,38 +622,53 @@ __device__ __forceinline__ void sfc_project_view(
 
 /* sfc_project_view by the row walk: per row t, C(t) from voxels a and b
  * (in z order, as the CPU sums) and the row's value; f_a, f_b their
- * values. */
-__device__ __forceinline__ void sfc_project_walk(
+ * values.  Every row ta .. tb is emitted, so the buffer's first
+ * min(tb - ta + 1, SFC_OC_ROWS) rows are stored: returns that count (0
+ * when no row is left). */
+__device__ __forceinline__ int sfc_project_walk(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
     int nzc, int ta, int tb, const sfc_rowbuf *rb, float *view)
 {
     sfc_walk w;
     if (!sfc_walk_start(k, ft, z0, nzc, ta, tb, &w))
-        return;
+        return 0;
     float f_a = vox[w.m * SFC_SLOTS];
     float f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
-    for (; w.t < w.t_end; w.t++) {
-        float c = sfc_f2(w.lo_a, w.hi_a, w.t) * f_a;
-        c += sfc_f2(w.lo_b, w.hi_b, w.t) * f_b;
+    for (; w.t < w.t_end; sfc_walk_row(&w)) {
+        float c = sfc_f2(w.lo_a, w.hi_a, w.t_lo, w.t_hi) * f_a;
+        c += sfc_f2(w.lo_b, w.hi_b, w.t_lo, w.t_hi) * f_b;
         sfc_emit(k, ft, rb, view, w.t, ft->c.amp * c);
-        if (w.hi_a <= (float)w.t + 0.5f) {
+        if (w.hi_a <= w.t_hi) {
             sfc_walk_next(k, ft, z0, nzc, &w);
             f_a = f_b;
             f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
         }
     }
+    return tb - ta < SFC_OC_ROWS ? tb - ta + 1 : SFC_OC_ROWS;
+}
+
+/* The column's buffer rows from .. SFC_OC_ROWS - 1 set to 0 (the gather
+ * reads all of them), when it has one. */
+__device__ __forceinline__ void sfc_zero_rows(const sfc_rowbuf *rb, int from)
+{
+    if (rb->on)
+        for (int q = from; q < SFC_OC_ROWS; q++)
+            rb->r[q] = 0.0f;
 }
 
 /* One view from the column's voxels: the row walk, or voxel by voxel for
- * voxels under SFC_WALK_MIN_ROWS rows high.  ta .. tb: the voxels' rows. */
-__device__ __forceinline__ void sfc_project_column(
+ * voxels under SFC_WALK_MIN_ROWS rows high.  ta .. tb: the voxels' rows.
+ * Returns the rows stored at the head of the buffer; the voxel-by-voxel
+ * walk skips rows, so its buffer is zeroed first. */
+__device__ __forceinline__ int sfc_project_column(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
     int nzc, int ta, int tb, const sfc_rowbuf *rb, float *view)
 {
     if (sfc_walks(k, ft))
-        sfc_project_walk(k, ft, vox, z0, nzc, ta, tb, rb, view);
-    else
-        sfc_project_view(k, ft, vox, z0, nzc, rb, view);
+        return sfc_project_walk(k, ft, vox, z0, nzc, ta, tb, rb, view);
+    sfc_zero_rows(rb, 0);
+    sfc_project_view(k, ft, vox, z0, nzc, rb, view);
+    return SFC_OC_ROWS;
 }
 
 /* The chunk's rows ta .. tb of the column (clipped); has: whether the
@@ -772,9 +833,11 @@ __device__ __forceinline__ int sfc_entries(const sfc_foot *ft, int mine,
 }
 
 /* Part p of the chunk (voxels mb .. me - 1) at one view: each column's row
- * values into its buffer (zeroed first: the gather reads all of its
- * SFC_OC_ROWS) and its first row into its entries (ep: their indices),
- * a barrier, the gather of the part's rows, a barrier. */
+ * values into its buffer (the slots its walk did not store zeroed: the
+ * gather reads all SFC_OC_ROWS; the walk stores ~15 of the 17 in the
+ * paper's case, so ~2 zeros rather than 17 a part) and its first row
+ * into its entries (ep: their indices), a barrier, the gather of the
+ * part's rows, a barrier. */
 __device__ __forceinline__ void sfc_project_part(
     const cone_bp_const *k, const sfc_foot *ft, int has, int mine,
     const float *vox, int slot, int ep, int z0, int mb, int me,
@@ -788,8 +851,6 @@ __device__ __forceinline__ void sfc_project_part(
     rb.ta = ta;
     rb.r = o->rbuf + slot * SFC_OC_ROWS;
     if (mine) {
-        for (int q = 0; q < SFC_OC_ROWS; q++)
-            rb.r[q] = 0.0f;
 #pragma unroll
         for (int q = 0; q < SFC_CELLS; q++) {
             const int e = ep >> (10 * q) & SFC_OC_NONE;
@@ -797,9 +858,11 @@ __device__ __forceinline__ void sfc_project_part(
                 o->ent[e].y = ta << 8 | slot;
         }
     }
-    if (rows)
-        sfc_project_column(k, ft, vox + mb * SFC_SLOTS, z0 + mb, me - mb, ta,
-                           tb, &rb, view);
+    const int stored =
+        rows ? sfc_project_column(k, ft, vox + mb * SFC_SLOTS, z0 + mb,
+                                  me - mb, ta, tb, &rb, view)
+             : 0;
+    sfc_zero_rows(&rb, stored);
     __syncthreads();
     if (w > 0)
         sfc_gather(k, o, smin, w, part_rows[0], part_rows[1], tid, view);
