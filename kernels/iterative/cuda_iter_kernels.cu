@@ -52,9 +52,17 @@
  * walks alone, without block barriers (before: one projection after the
  * other, the other warps waiting).  Measured together (H100, same run):
  * A 394.7 -> 388.5 ms at 2048^2 x 64 x 2048 (1415 GU/s), and the SIRT
- * test's A (256^2, 60 angles, 20 iterations) 0.024 -> 0.009 s.  Lines
- * whose windows miss the image are skipped.  No atomics: each output bin is one thread's sum, line
- * after line, in pixel order along a line (the same in every mode).
+ * test's A (256^2, 60 angles, 20 iterations) 0.024 -> 0.009 s.  Then
+ * about 12% fewer instructions a line (a candidate's weights in 38 rather
+ * than 50, fp_ramp; the run's first candidate with one cdf; the line's
+ * window and copy, fp_line_at and fp_prefetch), and the weights written
+ * with A^T's roundings, so that they are its floats to the bit (fp_weights:
+ * before, 2 of the 3 were contracted differently): A 388.3 -> 386.0 ms
+ * (1415.7 -> 1424.1 GU/s, H100, same run), which is about the spread
+ * between runs, so A is not bound by instruction issue alone.  Lines
+ * whose windows miss the image are skipped.  No atomics: each output bin
+ * is one thread's sum, line after line, in pixel order along a line (the
+ * same in every mode).
  */
 #include "config.h"
 
@@ -417,14 +425,17 @@ struct fp_vals {
 };
 
 /* A projection's walk: its footprint, then (pixels along the line) the
- * middle's step per line m1, 1 / cos (rows) or 1 / sin (columns), the
- * half-width hh of a bin's interval with the margin, a thread's candidates
- * per line nc, and the low ends of the block's first and last bins on line
- * 0.  q comes first, 16-byte aligned, so that fp_load_q reads it as two
- * float4s. */
+ * middle's step per line m1, the lower and the higher of the low ends of
+ * the block's first and last bins on line 0, a thread's candidates per
+ * line nc (also as a float, ncf), 1 / cos (rows) or 1 / sin (columns) and
+ * the half-width hh of a bin's interval with the margin.  q comes first,
+ * 16-byte aligned, so that fp_load_q reads it as two float4s, and m1 ..
+ * ncf as the third, which is all that a line's window needs
+ * (fp_line_at). */
 struct __align__(16) fp_proj {
     iter_sf_proj q;
-    float m1, inv, hh, lo_a, lo_b;
+    float m1, lo_min, lo_max, ncf;
+    float inv, hh;
     int rows, nc;
 };
 
@@ -469,30 +480,24 @@ static __device__ fp_proj fp_params(const iter_sf_proj &q, int jb)
      * at most the ceiling of that many integers, 7 to 9. */
     m.nc = (int)ceilf((float)(FP_RUN - 1) * fabsf(m.inv) + 2.f * m.hh +
                       0.01f);
-    m.lo_a = fp_low(m, jb);
-    m.lo_b = fp_low(m, jb + FP_BINS - 1);
+    const float lo_a = fp_low(m, jb), lo_b = fp_low(m, jb + FP_BINS - 1);
+    m.lo_min = fminf(lo_a, lo_b);
+    m.lo_max = fmaxf(lo_a, lo_b);
+    m.ncf = (float)m.nc;
     return m;
-}
-
-/* A projection's window on line f, pixels first .. end - 1: every
- * candidate of the block's runs. */
-struct fp_window {
-    int first, end;
-};
-
-static __device__ __forceinline__ fp_window fp_window_at(const fp_proj &m,
-                                                         float f)
-{
-    const float a = fmaf(f, m.m1, m.lo_a), b = fmaf(f, m.m1, m.lo_b);
-    fp_window w;
-    w.first = (int)floorf(fminf(a, b)) + 1;
-    w.end = (int)floorf(fmaxf(a, b)) + 1 + m.nc;
-    return w;
 }
 
 /* Line f of projections mp[0..np): the union of their windows (first ..
  * end - 1), and its part on the image (vlo .. vhi - 1; empty when off
- * it). */
+ * it).  A projection's window on line f is every candidate of the
+ * block's runs: pixels floor(a) + 1 .. floor(b) + nc, a and b its low ends
+ * fmaf(f, m1, lo_min) and fmaf(f, m1, lo_max) (a correctly rounded fmaf is
+ * monotone in its addend, so these are the lower and the higher of the
+ * first and last bins' low ends on line f).  The union is taken in floats
+ * (floors and nc are integers, exact) and converted once: every thread
+ * computes it each line, and the kernel of 450ea1d spent about 60
+ * instructions a line on it (8 conversions, 16 loads of mp) against about
+ * 30 now; the windows are the same. */
 struct fp_line {
     int first, end, vlo, vhi;
 };
@@ -500,14 +505,16 @@ struct fp_line {
 static __device__ __forceinline__ fp_line fp_line_at(const fp_proj *mp,
                                                      int np, int f, int size)
 {
-    fp_line ln;
-    ln.first = 1 << 30;
-    ln.end = -(1 << 30);
+    const float ff = (float)f;
+    float lo = 3.0e38f, hi = -3.0e38f;
     for (int k = 0; k < np; k++) {
-        const fp_window w = fp_window_at(mp[k], (float)f);
-        ln.first = min(ln.first, w.first);
-        ln.end = max(ln.end, w.end);
+        const float4 w = reinterpret_cast<const float4 *>(&mp[k])[2];
+        lo = fminf(lo, fmaf(ff, w.x, w.y));
+        hi = fmaxf(hi, floorf(fmaf(ff, w.x, w.z)) + w.w);
     }
+    fp_line ln;
+    ln.first = (int)floorf(lo) + 1;
+    ln.end = (int)hi + 1;
     ln.vlo = max(ln.first, 0);
     ln.vhi = min(ln.end, size);
     return ln;
@@ -515,20 +522,28 @@ static __device__ __forceinline__ fp_line fp_line_at(const fp_proj *mp,
 
 /* Start copying line f's values (pixels vlo .. vhi - 1, P float4s each,
  * consecutive in the packed copy) into v (slot: base + pixel - first),
- * one float4 per thread (t of nt) at a time, and zero the window's slots
- * off the image (a pixel there adds nothing, and 0 x a stale slot could
- * be a NaN); the copies are waited for with __pipeline_wait_prior. */
-template <int P>
+ * one float4 per thread (t of NT, a multiple of P) at a time, and zero
+ * the window's slots off the image (a pixel there adds nothing, and 0 x a
+ * stale slot could be a NaN); the copies are waited for with
+ * __pipeline_wait_prior.  Float4 e of the line is plane e % P of pixel
+ * e / P: thread t's are all of plane t % P, NT / P pixels apart, so the
+ * loop steps two pointers (the kernel of 450ea1d recomputed both
+ * addresses from e, about 14 instructions a copy against 4 to 7 now). */
+template <int P, int NT>
 static __device__ __forceinline__ void fp_prefetch(
     const float4 *__restrict__ lines, int size, int f, const fp_line &ln,
-    float4 (*v)[FP_VSTRIDE], int base, int t, int nt)
+    float4 (*v)[FP_VSTRIDE], int base, int t)
 {
+    static_assert(NT % P == 0, "a thread's copies are of one plane");
+    const int nt = NT;
     if (ln.vlo < ln.vhi) {
-        const float4 *src = lines + (size_t)P * ((size_t)f * size + ln.vlo);
+        const float4 *src =
+            lines + (size_t)P * ((size_t)f * size + ln.vlo) + t;
         const int n = P * (ln.vhi - ln.vlo), at = base + ln.vlo - ln.first;
-        for (int e = t; e < n; e += nt)
-            __pipeline_memcpy_async(&v[e % P][at + e / P], src + e,
-                                    sizeof(float4));
+        float4 *dst = &v[t % P][at + t / P];
+#pragma unroll 4
+        for (int e = t; e < n; e += NT, src += NT, dst += NT / P)
+            __pipeline_memcpy_async(dst, src, sizeof(float4));
         const int below = ln.vlo - ln.first, off = below + ln.end - ln.vhi;
         for (int e = t; e < P * off; e += nt) {
             const int i = e / P;
@@ -548,22 +563,61 @@ static __device__ __forceinline__ float line_center(const iter_sf_proj &q,
     return ROWS ? cuda_iter_center(q, u, f) : cuda_iter_center(q, f, u);
 }
 
+/* iter_sf_ramp(v, wb, inv_wb) as A^T's compiled code computes it (its
+ * SASS: vc * vc * inv_wb + 2 over contracted to fmaf(vc vc, inv_wb, 2 over),
+ * 2 over as (v - wb) + (v - wb) where v > wb), in fewer instructions:
+ * vc's clamp as fminf (vc >= 0 is never a NaN, its sign is squared away)
+ * and 2 over as fmaxf(fmaf(v, 2, -2 wb), 0) (doubling is exact, so the
+ * fmaf's single rounding of 2 v - 2 wb is 2 (v - wb) rounded, positive
+ * exactly where v > wb), against two compares and selects and two adds:
+ * 7 instructions for 10. m2wb is -2 wb. */
+static __device__ __forceinline__ float fp_ramp(float v, float wb,
+                                                float inv_wb, float m2wb)
+{
+    const float vc = fminf(fmaxf(v, 0.f), wb);
+    const float over2 = fmaxf(__fmaf_rn(v, 2.f, m2wb), 0.f);
+    return __fmaf_rn(__fmul_rn(vc, vc), inv_wb, over2);
+}
+
+/* iter_sf_cdf(q, u), the same floats as A^T's (fp_ramp). */
+static __device__ __forceinline__ float fp_cdf(const iter_sf_proj &q,
+                                               float m2wb, float u)
+{
+    return __fmul_rn(__fsub_rn(fp_ramp(__fsub_rn(u, q.t0), q.wb, q.inv_wb,
+                                       m2wb),
+                               fp_ramp(__fsub_rn(u, q.t2), q.wb, q.inv_wb,
+                                       m2wb)),
+                     q.inv_2wa);
+}
+
 /* iter_sf_weights with its first bin j0 as a float: the same operations on
  * the same floats ((float)j0 is floorf(left)), so the same weights as A^T's,
- * without the conversions to and from int (a quarter-rate pipe).  A
- * change to iter_sf_weights must be made here too (test_cuda_iter's
- * adjointness and CPU checks catch a difference). */
-static __device__ __forceinline__ float fp_weights(const iter_sf_proj &q,
-                                                   float s_c, float w[3])
+ * without the conversions to and from int (a quarter-rate pipe).  Every
+ * operation is written rounded (_rn): A^T's compiled code rounds g2 and
+ * then subtracts (w[1], w[2]), where the kernel of 450ea1d let the
+ * compiler contract g2 - g1 and 1 - g2 into fmaf's, a weight an ulp or so
+ * from A^T's.  A change to iter_sf_weights (or to how the compiler
+ * contracts it in backproject_kernel) must be made here too
+ * (test_cuda_iter's adjointness and CPU checks catch a difference larger
+ * than rounding).  fp_first: j0 and u1 (the first bin's right edge less
+ * s_c); fp_weights: the three weights from u1. */
+static __device__ __forceinline__ float fp_first(const iter_sf_proj &q,
+                                                 float s_c, float &u1)
 {
-    const float fl = floorf(s_c + q.t0 + 0.5f);
-    const float u1 = fl + 0.5f - s_c;
-    const float g1 = iter_sf_cdf(&q, u1);
-    const float g2 = iter_sf_cdf(&q, u1 + 1.0f);
-    w[0] = g1;
-    w[1] = g2 - g1;
-    w[2] = 1.0f - g2;
+    const float fl = floorf(__fadd_rn(__fadd_rn(s_c, q.t0), 0.5f));
+    u1 = __fsub_rn(__fadd_rn(fl, 0.5f), s_c);
     return fl;
+}
+
+static __device__ __forceinline__ void fp_weights(const iter_sf_proj &q,
+                                                  float m2wb, float u1,
+                                                  float w[3])
+{
+    const float g1 = fp_cdf(q, m2wb, u1);
+    const float g2 = fp_cdf(q, m2wb, __fadd_rn(u1, 1.0f));
+    w[0] = g1;
+    w[1] = __fsub_rn(g2, g1);
+    w[2] = __fsub_rn(1.0f, g2);
 }
 
 /* 1 where a projection's pixels' first bins fall as the walk's position
@@ -596,7 +650,10 @@ static __device__ __forceinline__ void fp_run(
 {
     const float fu = floorf(lo) + 1.f;          /* the first candidate */
     const int s0 = (int)fu - first;             /* its slot */
-    const float fjt = (float)jt;
+    const float m2wb = -2.f * q.wb;
+    /* d = j0 - jt, or 1 - (j0 - jt) mirrored: one exact fmaf (integers). */
+    const float dsign = mirror ? -1.f : 1.f;
+    const float doff = mirror ? (float)(jt + 1) : -(float)jt;
 #pragma unroll
     for (int k = 0; k < FP_NC_MAX; k++) {
         if (k >= nc)
@@ -605,11 +662,24 @@ static __device__ __forceinline__ void fp_run(
 #pragma unroll
         for (int p = 0; p < P; p++)
             x[p] = v[p][s0 + k];
-        float w[3];
-        const float fd = fp_weights(q, line_center<ROWS>(q, fu + (float)k, f),
-                                    w) - fjt;
-        const float d = mirror ? 1.f - fd : fd;
-        const float wa = mirror ? w[2] : w[0], wc = mirror ? w[0] : w[2];
+        float u1;
+        const float d = fmaf(
+            dsign, fp_first(q, line_center<ROWS>(q, fu + (float)k, f), u1),
+            doff);
+        /* wa, w1, wc: the weights at offsets d, d + 1, d + 2. */
+        float wa = 0.f, w1 = 0.f, wc;
+        if (k == 0) {
+            /* Only bin 0 at d = -2 is within reach (below): its weight
+             * alone, w[2] = 1 - g2 (w[0] = g1 mirrored), one cdf. */
+            const float g = fp_cdf(q, m2wb, mirror ? u1 : __fadd_rn(u1, 1.0f));
+            wc = mirror ? g : __fsub_rn(1.0f, g);
+        } else {
+            float w[3];
+            fp_weights(q, m2wb, u1, w);
+            wa = mirror ? w[2] : w[0];
+            w1 = w[1];
+            wc = mirror ? w[0] : w[2];
+        }
         const int dlo = -3 + (k * 7071) / 10000, dhi = k - 2;
 #pragma unroll
         for (int b = 0; b < FP_RUN; b++) {
@@ -619,7 +689,7 @@ static __device__ __forceinline__ void fp_run(
             if (b - 2 >= dlo && b - 2 <= dhi)
                 wb = d == (float)(b - 2) ? wc : wb;
             if (b - 1 >= dlo && b - 1 <= dhi)
-                wb = d == (float)(b - 1) ? w[1] : wb;
+                wb = d == (float)(b - 1) ? w1 : wb;
             if (b >= dlo && b <= dhi)
                 wb = d == (float)b ? wa : wb;
 #pragma unroll
@@ -646,14 +716,14 @@ static __device__ __forceinline__ void fp_walk(
     const float la = fp_low(m, jt), lb = fp_low(m, jt + FP_RUN - 1);
     const bool mirror = fp_mirrored(m);
     fp_line ln = fp_line_at(mp, np, 0, size);
-    fp_prefetch<P>(lines, size, 0, ln, v[0], 0, threadIdx.x, FP_THREADS);
+    fp_prefetch<P, FP_THREADS>(lines, size, 0, ln, v[0], 0, threadIdx.x);
     for (int f = 0; f < size; f++) {
         const fp_line next = fp_line_at(mp, np, f + 1, size);
         __pipeline_wait_prior(0);
         __syncthreads();        /* line f's values are in, f - 1 consumed */
         if (f + 1 < size)
-            fp_prefetch<P>(lines, size, f + 1, next, v[(f + 1) & 1], 0,
-                           threadIdx.x, FP_THREADS);
+            fp_prefetch<P, FP_THREADS>(lines, size, f + 1, next,
+                                       v[(f + 1) & 1], 0, threadIdx.x);
         if (mine && ln.vlo < ln.vhi) {
             const float ff = (float)f;
             const float lo = fminf(fmaf(ff, m1, la), fmaf(ff, m1, lb));
@@ -681,7 +751,7 @@ static __device__ __forceinline__ void fp_walk_apart(
         if (ln.vlo >= ln.vhi)
             continue;                   /* uniform: off the image */
         __syncwarp();                   /* line f - 1 is consumed */
-        fp_prefetch<P>(lines, size, f, ln, v, base, threadIdx.x % 32, 32);
+        fp_prefetch<P, 32>(lines, size, f, ln, v, base, threadIdx.x % 32);
         __pipeline_wait_prior(0);
         __syncwarp();                   /* line f's values are in */
         const float ff = (float)f;
