@@ -39,12 +39,10 @@ static rtomod_buffer *allocate(size_t size, rtomod_buffer_pool *pool, int lock)
     return b;
 }
 
+/* rtomo_host_free frees ordinary memory with free() as well. */
 static void buffer_free(rtomod_buffer *b)
 {
-    if (b->locked)
-        rtomo_host_free(b, 1);
-    else
-        free(b);
+    rtomo_host_free(b, b->locked);
 }
 
 rtomod_buffer *rtomod_buffer_new(size_t size)
