@@ -168,6 +168,9 @@ struct rtomo_fbp {
     float *queue_weight;        /* stream_capacity entries */
     int queue_n, queue_capacity;
     unsigned char *queued;      /* n_proj flags: slot has queued work */
+    int stream_sliding;         /* a projection was taken out (weight -1)
+                                   since open or reset: a sliding window,
+                                   whose scan has no last frame */
 
     /* Half acquisition, owned by fbp_half.c: */
     float *bin_weight;          /* det_width weights applied to the line

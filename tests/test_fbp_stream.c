@@ -15,6 +15,12 @@
  * stay within 1e-5 of a fresh reconstruction (measured with the default
  * refresh of 50 reads: about 1e-7; never refreshed, 2000 windows
  * drift to about 2e-6).
+ *
+ * The end of a scan on an asynchronous device (fbp_stream.c's
+ * early_share) is checked here too, on the CPU backend behind a stand-in
+ * for the device's idle signal: the plan's ops table is swapped for a
+ * copy whose stream_idle the test sets, and whose stream_apply records
+ * each chunk's size before the CPU's applies it.
  */
 #include "config.h"
 
@@ -25,6 +31,7 @@
 #include <string.h>
 
 #include "rtomo_engine.h"
+#include "engine_internal.h"
 #include "check_run.h"
 #include "test_util.h"
 
@@ -174,6 +181,121 @@ static void stream_matches_reconstruct(rtomo_interp interp, int roi)
 }
 
 START_TEST(stream_linear) { stream_matches_reconstruct(RTOMO_INTERP_LINEAR, 0); }
+END_TEST
+
+/* ------------------------------------------------ a scan's last chunks ---- */
+
+/* The stand-in device: idle when the test says, chunks recorded. */
+static const rtomo_fbp_backend_ops *cpu_ops;
+static rtomo_fbp_backend_ops device_ops;
+static int device_idle;
+static int chunk_sizes[16], n_chunks;
+
+static int stand_in_idle(const rtomo_fbp *plan)
+{
+    (void)plan;
+    return device_idle;
+}
+
+static rtomo_status stand_in_apply(rtomo_fbp *plan, const int *slots,
+                                   const float *weights, int n,
+                                   rtomo_error *err)
+{
+    ck_assert_int_lt(n_chunks, 16);
+    chunk_sizes[n_chunks++] = n;
+    return cpu_ops->stream_apply(plan, slots, weights, n, err);
+}
+
+/* Put the stand-in device behind the plan's CPU backend. */
+static void stand_in_device(rtomo_fbp *plan)
+{
+    cpu_ops = plan->ops;
+    device_ops = *cpu_ops;
+    device_ops.stream_idle = stand_in_idle;
+    device_ops.stream_apply = stand_in_apply;
+    plan->ops = &device_ops;
+    n_chunks = 0;
+}
+
+/* Feed and queue slots [first, last] with the device in state `idle`. */
+static void feed_range(rtomo_fbp *plan, int first, int last, int idle)
+{
+    device_idle = idle;
+    for (int p = first; p <= last; p++) {
+        feed(plan, p, 5, p, NAN);
+        queue(plan, p, 1.0f);
+    }
+}
+
+static void check_chunks(const int *expected, int n, const char *what)
+{
+    ck_assert_msg(n_chunks == n, "%s: %d chunks, expected %d", what, n_chunks, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(chunk_sizes[i] == expected[i],
+                      "%s: chunk %d holds %d projections, expected %d", what,
+                      i, chunk_sizes[i], expected[i]);
+}
+
+/* An idle device gets every queued projection while more are still to come
+ * than are queued; after that only what is still to come (at least 16),
+ * and the read after the last frame flushes the rest as one chunk.  The
+ * slices equal the after-the-scan back-projection. */
+START_TEST(scan_end_keeps_the_last_chunk_whole)
+{
+    rtomo_fbp_geometry g = small_geometry(N_PROJ);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
+    stand_in_device(plan);
+    const int rows[] = {1, 2, 3};
+    open_rows(plan, rows, 3);
+    /* The CPU's chunk is 32 projections: the queue never fills here. */
+    ck_assert_int_eq(rtomo_fbp_stream_chunk(plan), 32);
+    feed_range(plan, 0, 19, 0);
+    feed_range(plan, 20, 20, 1);    /* 21 queued, 54 to come: all */
+    feed_range(plan, 21, 49, 0);
+    feed_range(plan, 50, 50, 1);    /* 30 queued, 24 to come: 24 */
+    feed_range(plan, 51, 64, 0);
+    feed_range(plan, 65, 65, 1);    /* 21 queued, 9 to come: 16 */
+    feed_range(plan, 66, 74, 0);    /* 14 queued, none to come */
+    const int before_read[] = {21, 24, 16};
+    check_chunks(before_read, 3, "before the read");
+    size_t image = image_of(plan);
+    float *streamed = malloc(sizeof(float) * image * 3);
+    float *ref = malloc(sizeof(float) * image * 3);
+    ck_assert_ptr_nonnull(streamed);
+    ck_assert_ptr_nonnull(ref);
+    read_rows(plan, rows, 3, streamed);
+    const int all[] = {21, 24, 16, 14};
+    check_chunks(all, 4, "after the read");
+    test_reconstruct(plan, rows, 3, ref);
+    check_close(streamed, ref, image * 3, STREAM_BOUND, "streamed slices");
+    free(streamed);
+    free(ref);
+    plan->ops = cpu_ops;
+    rtomo_fbp_destroy(plan);
+}
+END_TEST
+
+/* A sliding window (a projection taken out) never ends: an idle device
+ * gets the whole queue however few projections are still to come. */
+START_TEST(sliding_window_chunks_stay_whole)
+{
+    rtomo_fbp_geometry g = small_geometry(N_PROJ);
+    rtomo_fbp *plan = test_create_cpu(&g, 2);
+    stand_in_device(plan);
+    const int rows[] = {2};
+    open_rows(plan, rows, 1);
+    for (int p = 0; p < 70; p++)
+        feed(plan, p, 5, p, NAN);
+    device_idle = 0;
+    for (int p = 0; p < 20; p++)
+        queue(plan, p, 1.0f);
+    queue(plan, 3, -1.0f);
+    feed_range(plan, 70, 70, 1);    /* 22 queued, 4 to come: all */
+    const int whole[] = {22};
+    check_chunks(whole, 1, "sliding window");
+    plan->ops = cpu_ops;
+    rtomo_fbp_destroy(plan);
+}
 END_TEST
 START_TEST(stream_nearest_roi) { stream_matches_reconstruct(RTOMO_INTERP_NEAREST, 1); }
 END_TEST
@@ -504,6 +626,8 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stream_linear);
     tcase_add_test(tc, stream_nearest_roi);
+    tcase_add_test(tc, scan_end_keeps_the_last_chunk_whole);
+    tcase_add_test(tc, sliding_window_chunks_stay_whole);
     tcase_add_test(tc, stream_queued_slot_overwritten);
     tcase_add_test(tc, clear_projection_zeroes_slot);
     tcase_add_test(tc, window_proj_sets_the_weight);
