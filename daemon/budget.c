@@ -97,7 +97,8 @@ void rtomod_budget_tomo_part(const rtomo_fbp_geometry *g, int rows,
     size_t device_batch = (size_t)(after < (int)per_batch ? after : (int)per_batch);
     if (device_batch < 4)
         device_batch = 4;
-    size_t streamed = resident > 0 ? rtomo_fbp_stream_bytes(g, resident) : 0;
+    const rtomo_backend backend = on_gpu ? RTOMO_BACKEND_CUDA : RTOMO_BACKEND_CPU;
+    size_t streamed = resident > 0 ? rtomo_fbp_stream_bytes(g, resident, backend) : 0;
     if (on_gpu) {
         /* The pinned staging banks, and the device's two output buffers
          * per batch beside the sinograms. */

@@ -522,11 +522,13 @@ rtomo_status rtomo_fbp_set_interp(rtomo_fbp *plan, rtomo_interp interp,
  * different order.
  */
 
-/* Bytes of the resident slices (and the chunk buffers) that
- * rtomo_fbp_stream_open needs for n_rows rows of geometry g: device
- * memory on the GPU, host memory on the CPU.  Rows are shared over the
- * plan's devices as the kept rows are. */
-size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows);
+/* Bytes of the resident slices (and, on a GPU, the packed chunk buffer)
+ * that rtomo_fbp_stream_open needs for n_rows rows of geometry g on
+ * `backend` (RTOMO_BACKEND_CUDA or _CPU): device memory on the GPU, host
+ * memory on the CPU.  Rows are shared over the plan's devices as the kept
+ * rows are. */
+size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows,
+                              rtomo_backend backend);
 
 /* Open resident slices for detector rows rows[0..n_rows-1] (ascending,
  * distinct, each among the kept rows), all zero.  RTOMO_E_NOMEM, with

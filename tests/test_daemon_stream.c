@@ -145,8 +145,8 @@ START_TEST(partly_resident_within_budget)
     /* With every slice resident, and what one resident slice takes. */
     double all = claimed_mb(&t, &s);
     double fixed = 1500 - memory_mb(t.c, "host_budget_mb");
-    double slice = (double)(rtomo_fbp_stream_bytes(&s.spec.geometry, 16) -
-                            rtomo_fbp_stream_bytes(&s.spec.geometry, 15)) /
+    double slice = (double)(rtomo_fbp_stream_bytes(&s.spec.geometry, 16, RTOMO_BACKEND_CPU) -
+                            rtomo_fbp_stream_bytes(&s.spec.geometry, 15, RTOMO_BACKEND_CPU)) /
                    (1024.0 * 1024.0);
     daemon_scan_free(&s);
     daemon_session_close(&t);

@@ -37,16 +37,17 @@ static void geometry_roi(const rtomo_fbp_geometry *g, int roi[4])
     roi[3] = g->roi_height ? g->roi_height : size;
 }
 
-size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows)
+size_t rtomo_fbp_stream_bytes(const rtomo_fbp_geometry *g, int n_rows,
+                              rtomo_backend backend)
 {
     int roi[4];
     geometry_roi(g, roi);
-    /* The slices, and what a chunk holds on the side: its packed
+    /* The slices, and on a GPU what a chunk holds on the side: its packed
      * projections, at most 64 MiB per device (STREAM_POOL_BYTES in
      * cuda_fbp_stream.cu; the CPU backend packs nothing). */
     const size_t slices = (size_t)roi[2] * (size_t)roi[3] * sizeof(float) *
                           (size_t)(n_rows > 0 ? n_rows : 0);
-    const size_t chunk = (size_t)64 << 20;
+    const size_t chunk = backend == RTOMO_BACKEND_CUDA ? (size_t)64 << 20 : 0;
     return slices + chunk;
 }
 
