@@ -34,8 +34,10 @@
  * (the first kernels instead of the z-column ones) and
  * RTOMO_CONE_SF_PATCH=N (at most N cells in A's shared patch; 0 sends
  * every add to global memory), for comparing kernels in one session; and
- * the test hook RTOMO_CONE_SF_SPLIT=k (1 to 8): k slabs per device, so
- * that one GPU runs the split path (windows, their adds and sends).
+ * the test hook RTOMO_CONE_SF_SPLIT=k (1 to 8): each device taken as k
+ * devices of a slab each (their own streams and parts of the image
+ * vectors, windows sent by peer copies to the same GPU), so that one GPU
+ * runs the whole split path.
  */
 #include "config.h"
 
@@ -202,8 +204,8 @@ static void slab_rows(const cone_bp_const *k, int z_first, int nz,
 }
 
 /* The ROI's slices dealt to n slabs (the first nz % n one more), the
- * slabs to n_devs devices in contiguous groups; each slab's k on its
- * window. */
+ * slabs to n_devs devices in contiguous groups (now one each; the parts
+ * of the image vectors allow more); each slab's k on its window. */
 static void deal_slabs(cuda_cone_sf *s)
 {
     const int n = s->n_slabs, nz = s->k.nz;
@@ -318,7 +320,9 @@ static rtomo_status split_buffers(cuda_cone_sf *s, rtomo_error *err)
 }
 
 /* The split of a pair whose owner is set up: ids[0 .. n_ids - 1] the
- * plan's devices.  Nothing when it comes to one slab. */
+ * plan's devices, each taken k times by the test hook (as k devices of a
+ * slab each: their own streams, parts and peer copies, to themselves),
+ * the ROI's slices permitting.  Nothing when it comes to one slab. */
 static rtomo_status split_create(cuda_cone_sf *s, const int *ids, int n_ids,
                                  rtomo_error *err)
 {
@@ -327,7 +331,7 @@ static rtomo_status split_create(cuda_cone_sf *s, const int *ids, int n_ids,
     s->n_slabs = n < 1 ? 1 : n;
     if (s->n_slabs == 1)
         return RTOMO_OK;
-    s->n_devs = n_ids < s->n_slabs ? n_ids : s->n_slabs;
+    s->n_devs = s->n_slabs;
     s->slabs = (cuda_cone_sf_slab *)calloc((size_t)s->n_slabs,
                                            sizeof *s->slabs);
     s->devs = (cuda_cone_sf_dev *)calloc((size_t)s->n_devs,
@@ -335,12 +339,14 @@ static rtomo_status split_create(cuda_cone_sf *s, const int *ids, int n_ids,
     if (!s->slabs || !s->devs)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     rtomo_status st = RTOMO_OK;
+    /* Device d: the plan's devices in order, each for an equal share. */
     for (int d = 0; st == RTOMO_OK && d < s->n_devs; d++)
-        st = dev_setup(s, d, ids[d], err);
+        st = dev_setup(s, d, ids[(long)d * n_ids / s->n_devs], err);
     for (int d = 1; st == RTOMO_OK && d < s->n_devs; d++) {
-        st = enable_peer(ids[0], ids[d], err);
+        const int id = s->devs[d].view.device;
+        st = enable_peer(s->device, id, err);
         if (st == RTOMO_OK)
-            st = enable_peer(ids[d], ids[0], err);
+            st = enable_peer(id, s->device, err);
     }
     if (st != RTOMO_OK)
         return st;
