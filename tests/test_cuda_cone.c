@@ -29,7 +29,12 @@
  *     on 24 views; its speed when
  *     RTOMO_CONE_SF_BENCH="volume,projections,width,height" is set (the
  *     issue's figure: 1024,1024,1536,1152; RTOMO_CONE_SF_KERNEL=old for
- *     the first kernels').
+ *     the first kernels');
+ *   - the pair split in z slabs (RTOMO_CONE_SF_SPLIT=k slabs per GPU; with
+ *     several GPUs visible, over all of them): A, A^T, SIRT and CGLS
+ *     against one slab on GPU 0 (SLAB_BOUND, SLAB_SOLVE_BOUND) and adjoint
+ *     within 1e-5, over slab counts that do not divide nz, thin slabs
+ *     whose rows are a few of the detector's and slabs that miss it.
  * Exits 77 (skipped) without a GPU.
  */
 #include "config.h"
@@ -749,6 +754,165 @@ START_TEST(test_speed)
 }
 END_TEST
 
+/* The pair split in z slabs (cuda_cone_sf_backend.cu): the test hook
+ * RTOMO_CONE_SF_SPLIT=k deals k slabs to each visible GPU, so that one
+ * GPU runs the windows, their adds and sends, and several GPUs all take
+ * part; compared with one slab on GPU 0.  A slab's constants round a
+ * little differently from the whole volume's (its z0; v0 less its
+ * window's first row): 1.0e-6 relative L2 for A measured in a CPU
+ * emulation of these cases (the same weights, summed in one order), and
+ * the GPU's sums come in another order each run; 1e-5. */
+#define SLAB_BOUND 1e-5
+/* SIRT (10 iterations, nonnegative) and CGLS (6): the pairs' differences
+ * carried through the iterations. */
+#define SLAB_SOLVE_BOUND 1e-4
+
+/* The split cases: 37 slices over 2 and 3 slabs a GPU, over 8 (thin
+ * slabs: 4-5 slices reach 2-16 of the 36 rows), 60 slices over 6 (the
+ * outer two miss the detector: no window), an off-centre ROI over 3, a
+ * wider cone with the detector offset over 2, one slab a GPU (on one GPU
+ * the pair as it always was), and the first kernels over 3. */
+#define SLAB_CASES 8
+static rtomo_cone_geometry slab_case(int i, int *per_device, int *variant)
+{
+    static const int split[SLAB_CASES] = {2, 3, 8, 6, 3, 2, 1, 3};
+    rtomo_cone_geometry g = cone_test_pair_case(i == 4 ? 1 : i == 5 ? 3 : 0);
+    if (i < 4 || i > 5)
+        g.nz = i == 3 ? 60 : 37;
+    *per_device = split[i];
+    *variant = i == 7 ? 2 : 0;
+    return g;
+}
+
+/* A GPU pair with variant v's kernels: per_device slabs on every GPU, or
+ * (per_device 0) one slab on GPU 0 only. */
+static rtomo_iter *create_slabbed(const rtomo_cone_geometry *g, int v,
+                                  int per_device)
+{
+    char k[16];
+    snprintf(k, sizeof k, "%d", per_device);
+    char *split = swap_env("RTOMO_CONE_SF_SPLIT", per_device ? k : NULL);
+    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", v == 2 ? "old" : "new");
+    char *patch = swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CUDA;
+    if (!per_device) {
+        opt.n_devices = 1;
+        opt.device_ids[0] = 0;
+    }
+    rtomo_error err;
+    rtomo_iter *it = rtomo_cone_iter_create(g, &opt, &err);
+    restore_env("RTOMO_CONE_SF_SPLIT", split);
+    restore_env("RTOMO_CONE_SF_KERNEL", kernel);
+    restore_env("RTOMO_CONE_SF_PATCH", patch);
+    ck_assert_msg(it != NULL, "rtomo_cone_iter_create: %s", err.message);
+    return it;
+}
+
+/* A x and A^T y of the split pair against one slab's, and its
+ * adjointness, on signed random data. */
+START_TEST(test_pair_slabs)
+{
+    uint64_t seed = test_seed(0xc0c9, _i);
+    int per_device, v;
+    rtomo_cone_geometry g = slab_case(_i, &per_device, &v);
+    rtomo_iter *one = create_slabbed(&g, v, 0);
+    rtomo_iter *split = create_slabbed(&g, v, per_device);
+    const size_t nv = cone_test_roi_voxels(&g);
+    const size_t ns = (size_t)g.n_proj * g.det_u * g.det_v;
+    float *x = random_frames(&seed, nv), *y = random_frames(&seed, ns);
+    float *a1 = malloc(sizeof(float) * ns), *a2 = malloc(sizeof(float) * ns);
+    float *b1 = malloc(sizeof(float) * nv), *b2 = malloc(sizeof(float) * nv);
+    ck_assert(a1 && a2 && b1 && b2);
+    test_poison(a2, ns);
+    test_poison(b2, nv);
+    rtomo_error err;
+    ck_assert_int_eq(rtomo_iter_project(one, x, 1, a1, &err), RTOMO_OK);
+    ck_assert_int_eq(rtomo_iter_backproject(one, y, 1, b1, &err), RTOMO_OK);
+    ck_assert_msg(rtomo_iter_project(split, x, 1, a2, &err) == RTOMO_OK,
+                  "%s", err.message);
+    ck_assert_msg(rtomo_iter_backproject(split, y, 1, b2, &err) == RTOMO_OK,
+                  "%s", err.message);
+    const double ea = test_rel_l2(a2, a1, ns), eb = test_rel_l2(b2, b1, nv);
+    const double ax_y = dot(a2, y, ns), x_aty = dot(x, b2, nv);
+    const double adj = fabs(ax_y - x_aty) / sqrt(dot(a2, a2, ns) *
+                                                 dot(y, y, ns));
+    const int nz = g.roi_nz ? g.roi_nz : g.nz - g.roi_z;
+    fprintf(stderr, "GPU SF pair in slabs, case %d (%d slices, %d slabs a "
+            "GPU, %d GPUs, %s kernels): A %.2e, A^T %.2e relative L2 "
+            "against one slab (bound %.0e), adjoint %.2e (bound %.0e)\n",
+            _i, nz, per_device, rtomo_cuda_device_count(), variant_names[v],
+            ea, eb, SLAB_BOUND, adj, PAIR_ADJOINT_BOUND);
+    ck_assert(isfinite(ax_y) && isfinite(x_aty) && ax_y != 0.0);
+    ck_assert_double_le(ea, SLAB_BOUND);
+    ck_assert_double_le(eb, SLAB_BOUND);
+    ck_assert_double_le(adj, PAIR_ADJOINT_BOUND);
+    free(x);
+    free(y);
+    free(a1);
+    free(a2);
+    free(b1);
+    free(b2);
+    rtomo_iter_destroy(one);
+    rtomo_iter_destroy(split);
+}
+END_TEST
+
+/* SIRT (nonnegative) and CGLS on 24 views of the sphere phantom, 37
+ * slices dealt to 3 slabs a GPU, against one slab; from a warm start of
+ * 0.01 everywhere for SIRT (its clamp and the start's upload go through
+ * the slabs too). */
+START_TEST(test_pair_slabs_solve)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.nx = g.ny = 40;
+    g.nz = 37;
+    g.voxel = 1.5;
+    g.n_proj = 24;
+    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
+    const int n = cone_test_spheres(e);
+    float *proj = cone_test_project(&g, e, n);
+    const size_t nv = cone_test_roi_voxels(&g);
+    rtomo_iter *one = create_slabbed(&g, 0, 0);
+    rtomo_iter *split = create_slabbed(&g, 0, 3);
+    const rtomo_iter_method methods[2] = {RTOMO_ITER_SIRT, RTOMO_ITER_CGLS};
+    const int iterations[2] = {10, 6};
+    float *x1 = malloc(sizeof(float) * nv), *x2 = malloc(sizeof(float) * nv);
+    ck_assert(x1 && x2);
+    for (int m = 0; m < 2; m++) {
+        rtomo_iter_options o;
+        rtomo_iter_options_init(&o);
+        o.method = methods[m];
+        o.iterations = iterations[m];
+        o.nonnegative = m == 0;
+        const int warm = m == 0;
+        for (size_t i = 0; i < nv; i++)
+            x1[i] = x2[i] = warm ? 0.01f : 0.0f;
+        rtomo_iter_result r1, r2;
+        rtomo_error err;
+        ck_assert_int_eq(rtomo_iter_solve(one, proj, 1, x1, warm, &o, &r1,
+                                          &err), RTOMO_OK);
+        ck_assert_msg(rtomo_iter_solve(split, proj, 1, x2, warm, &o, &r2,
+                                       &err) == RTOMO_OK, "%s", err.message);
+        const double d = test_rel_l2(x2, x1, nv);
+        fprintf(stderr, "GPU %s (%d iterations) in 3 slabs a GPU (%d GPUs): "
+                "relative L2 %.2e against one slab (bound %.0e), residual "
+                "%.4e against %.4e\n", rtomo_iter_method_name(methods[m]),
+                iterations[m], rtomo_cuda_device_count(), d,
+                SLAB_SOLVE_BOUND, r2.residual, r1.residual);
+        ck_assert_double_le(d, SLAB_SOLVE_BOUND);
+        ck_assert_double_le(fabs(r2.residual - r1.residual),
+                            SLAB_SOLVE_BOUND * r1.residual);
+    }
+    free(x1);
+    free(x2);
+    free(proj);
+    rtomo_iter_destroy(one);
+    rtomo_iter_destroy(split);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_cone");
@@ -766,6 +930,8 @@ int main(void)
     tcase_add_loop_test(tc, test_pair_phantom, 0, PAIR_VARIANTS);
     tcase_add_test(tc, test_pair_solve);
     tcase_add_test(tc, test_pair_speed);
+    tcase_add_loop_test(tc, test_pair_slabs, 0, SLAB_CASES);
+    tcase_add_test(tc, test_pair_slabs_solve);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);
 }

@@ -24,7 +24,8 @@ void cone_iter_destroy(rtomo_iter *it);
 
 #ifdef RTOMO_HAVE_CUDA
 /* The CUDA pair and its vector ops (cuda_cone_sf_backend.cu): device
- * vectors on the first of it->opt's devices.  create fills s->pair. */
+ * vectors on the first of it->opt's devices, image vectors in z slabs
+ * over all of them when there are several.  create fills s->pair. */
 extern const rtomo_iter_backend_ops cone_sf_cuda_ops;
 rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *s,
                                  rtomo_error *err);

@@ -1,9 +1,12 @@
 /*
  * cuda_cone_sf.cu — the separable-footprint cone-beam pair's launchers,
  * its first kernels and the vector kernels the solvers need (dot, axpby,
- * mul, clamp).  Everything runs on the pair's one stream; the launchers
- * that return numbers (dot) wait for them.  A and A^T run the z-column
- * kernels of cuda_cone_sf_column.cu (issue 15: 2.9x faster for the pair,
+ * mul, clamp) and the adds of a split pair's row windows (add_window).
+ * Everything runs on the stream of the cuda_cone_sf given (the pair's,
+ * or a device's or slab's view of a split pair); A, A^T and the vector
+ * ops wait for their results, the _raw launchers, the amplitude and
+ * add_window only queue.  A and A^T run the z-column kernels of
+ * cuda_cone_sf_column.cu (issue 15: 2.9x faster for the pair,
  * PERFORMANCE.md run 46) unless RTOMO_CONE_SF_KERNEL=old picks the first
  * kernels below, kept to compare the two in one session.
  *
@@ -250,6 +253,41 @@ static rtomo_status project_old(cuda_cone_sf *s, const float *volume,
     return RTOMO_OK;
 }
 
+extern "C" rtomo_status cuda_cone_sf_project_raw(cuda_cone_sf *s,
+                                                 const float *volume,
+                                                 float *projections,
+                                                 rtomo_error *err)
+{
+    return s->old_kernels
+               ? project_old(s, volume, projections, err)
+               : cuda_cone_sf_project_columns(s, volume, projections, err);
+}
+
+extern "C" rtomo_status cuda_cone_sf_backproject_raw(cuda_cone_sf *s,
+                                                     const float *weighted,
+                                                     float *volume,
+                                                     rtomo_error *err)
+{
+    if (!s->old_kernels)
+        return cuda_cone_sf_backproject_columns(s, weighted, volume, err);
+    const dim3 block(SF_BLOCK_X, SF_BLOCK_Y);
+    cone_sf_backproject_kernel<<<sf_grid(&s->k), block, 0, s->stream>>>(
+        s->k, s->n_proj, s->cos_b, s->sin_b, weighted, s->frame_len, volume);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_backproject_kernel");
+    return RTOMO_OK;
+}
+
+extern "C" rtomo_status cuda_cone_sf_amplitude(cuda_cone_sf *s,
+                                               const float *in, float *out,
+                                               rtomo_error *err)
+{
+    const size_t n = s->frame_len * (size_t)s->n_proj;
+    cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
+        in, s->amp_theta, s->frame_len, n, out);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_amplitude_kernel");
+    return RTOMO_OK;
+}
+
 extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
                                              const float *volume,
                                              float *projections,
@@ -258,15 +296,11 @@ extern "C" rtomo_status cuda_cone_sf_project(cuda_cone_sf *s,
     const size_t n = s->frame_len * (size_t)s->n_proj;
     RTOMO_CUDA_TRY(err, cudaMemsetAsync(projections, 0, sizeof(float) * n,
                                         s->stream));
-    rtomo_status st =
-        s->old_kernels
-            ? project_old(s, volume, projections, err)
-            : cuda_cone_sf_project_columns(s, volume, projections, err);
+    rtomo_status st = cuda_cone_sf_project_raw(s, volume, projections, err);
+    if (st == RTOMO_OK)
+        st = cuda_cone_sf_amplitude(s, projections, projections, err);
     if (st != RTOMO_OK)
         return st;
-    cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
-        projections, s->amp_theta, s->frame_len, n, projections);
-    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_amplitude_kernel");
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->stream));
     return RTOMO_OK;
 }
@@ -276,23 +310,43 @@ extern "C" rtomo_status cuda_cone_sf_backproject(cuda_cone_sf *s,
                                                  float *volume,
                                                  rtomo_error *err)
 {
-    const size_t n = s->frame_len * (size_t)s->n_proj;
-    cone_sf_amplitude_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
-        projections, s->amp_theta, s->frame_len, n, s->weighted);
-    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_amplitude_kernel");
-    if (s->old_kernels) {
-        const dim3 block(SF_BLOCK_X, SF_BLOCK_Y);
-        cone_sf_backproject_kernel<<<sf_grid(&s->k), block, 0, s->stream>>>(
-            s->k, s->n_proj, s->cos_b, s->sin_b, s->weighted, s->frame_len,
-            volume);
-        RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_backproject_kernel");
-    } else {
-        rtomo_status st = cuda_cone_sf_backproject_columns(s, s->weighted,
-                                                           volume, err);
-        if (st != RTOMO_OK)
-            return st;
-    }
+    rtomo_status st = cuda_cone_sf_amplitude(s, projections, s->weighted,
+                                             err);
+    if (st == RTOMO_OK)
+        st = cuda_cone_sf_backproject_raw(s, s->weighted, volume, err);
+    if (st != RTOMO_OK)
+        return st;
     RTOMO_CUDA_TRY(err, cudaStreamSynchronize(s->stream));
+    return RTOMO_OK;
+}
+
+/* y[p frame + offset + c] += window[p win + c] for c < win, every frame
+ * p (n = n_proj win). */
+__global__ void cone_sf_add_window_kernel(const float *window, size_t win,
+                                          size_t offset, size_t frame,
+                                          size_t n, float *y)
+{
+    const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < n) {
+        const size_t p = c / win;
+        y[p * frame + offset + (c - p * win)] += window[c];
+    }
+}
+
+extern "C" rtomo_status cuda_cone_sf_add_window(cuda_cone_sf *s,
+                                                const float *window,
+                                                int row0, int rows,
+                                                float *projections,
+                                                rtomo_error *err)
+{
+    const size_t win = (size_t)rows * (size_t)s->k.det_u;
+    const size_t n = win * (size_t)s->n_proj;
+    if (n == 0)
+        return RTOMO_OK;
+    cone_sf_add_window_kernel<<<vec_blocks(n), VEC_THREADS, 0, s->stream>>>(
+        window, win, (size_t)row0 * (size_t)s->k.det_u, s->frame_len, n,
+        projections);
+    RTOMO_CUDA_CHECK_LAUNCH(err, "cone_sf_add_window_kernel");
     return RTOMO_OK;
 }
 

@@ -1,9 +1,10 @@
 /*
  * cuda_cone_sf.h — the separable-footprint cone-beam pair on the GPU: its
  * state (cuda_cone_sf_backend.cu) and the launchers of its kernels
- * (cuda_cone_sf.cu: the first kernels and the vector ops;
- * cuda_cone_sf_column.cu: the z-column kernels, the default).  The
- * footprints are cone_sf.h's, the same code as the CPU pair's.
+ * (cuda_cone_sf.cu: the first kernels, the vector ops and the row
+ * windows of a split pair; cuda_cone_sf_column.cu: the z-column kernels,
+ * the default).  The footprints are cone_sf.h's, the same code as the
+ * CPU pair's.
  */
 #ifndef RTOMO_CUDA_CONE_SF_H
 #define RTOMO_CUDA_CONE_SF_H
@@ -22,6 +23,21 @@
 /* Blocks of the dot product's first pass. */
 #define CUDA_SF_DOT_BLOCKS 256
 
+/* A z slab of a split pair (cuda_cone_sf_backend.cu): its voxels' k
+ * (nz, z0 its own), the detector rows they can reach at any view, and its
+ * window of those rows on its device: A's partial projections, A^T's
+ * input. */
+typedef struct cuda_cone_sf_slab {
+    int dev;                    /* its device: index into the pair's devs */
+    int z_first;                /* its first slice in the ROI */
+    cone_bp_const k;
+    int row0, rows;             /* rows row0 .. row0 + rows - 1; rows 0:
+                                   the slab misses the detector */
+    float *window;              /* n_proj x rows x det_u, device */
+} cuda_cone_sf_slab;
+
+struct cuda_cone_sf_dev;
+
 typedef struct cuda_cone_sf {
     int device;
     cudaStream_t stream;
@@ -39,7 +55,26 @@ typedef struct cuda_cone_sf {
     int patch_cap;              /* cells of A's shared patch allowed
                                    (RTOMO_CONE_SF_PATCH; 0: global atomics
                                    only, the test of that path) */
+    /* Split (several devices, or RTOMO_CONE_SF_SPLIT): n_slabs > 1 slabs
+     * over n_devs devices, devs[0] the pair's own device, which holds the
+     * sinogram vectors and adds the slabs' windows up in landing.  One
+     * slab: n_slabs 1, the rest NULL, the pair as it always was. */
+    int n_slabs, n_devs;
+    cuda_cone_sf_slab *slabs;
+    struct cuda_cone_sf_dev *devs;
+    float *landing;             /* the largest remote window, on device */
+    cudaEvent_t copied;         /* on device: a window sent to a slab */
 } cuda_cone_sf;
+
+/* A device of a split pair: the pair as its kernels there see it (view:
+ * the pair's fields with this device's stream, tables and dot buffers),
+ * the slices of the ROI it holds (its slabs', contiguous) and an event
+ * for its slabs' work done. */
+typedef struct cuda_cone_sf_dev {
+    cuda_cone_sf view;
+    int z_first, nz;
+    cudaEvent_t done;
+} cuda_cone_sf_dev;
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +98,23 @@ rtomo_status cuda_cone_sf_backproject_columns(cuda_cone_sf *s,
                                               const float *weighted,
                                               float *volume,
                                               rtomo_error *err);
+/* A of a slab or of the whole volume into zeroed projections (without
+ * l_theta), A^T of projections already times l_theta: the kernels s
+ * picks (z-column or first), s->k's voxels and rows, frames
+ * s->frame_len apart; queued on s->stream, not waited for. */
+rtomo_status cuda_cone_sf_project_raw(cuda_cone_sf *s, const float *volume,
+                                      float *projections, rtomo_error *err);
+rtomo_status cuda_cone_sf_backproject_raw(cuda_cone_sf *s,
+                                          const float *weighted,
+                                          float *volume, rtomo_error *err);
+/* out = in times l_theta over all n_proj frames (in may be out); queued. */
+rtomo_status cuda_cone_sf_amplitude(cuda_cone_sf *s, const float *in,
+                                    float *out, rtomo_error *err);
+/* A slab's window (n_proj x rows x det_u, from row row0) added into the
+ * projections' frames; queued. */
+rtomo_status cuda_cone_sf_add_window(cuda_cone_sf *s, const float *window,
+                                     int row0, int rows, float *projections,
+                                     rtomo_error *err);
 /* Vector kernels on n floats (device). */
 rtomo_status cuda_cone_sf_dot(cuda_cone_sf *s, const float *a, const float *b,
                               size_t n, double *out, rtomo_error *err);
