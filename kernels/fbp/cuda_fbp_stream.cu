@@ -108,10 +108,12 @@
 #define STREAM_CHUNK_MAX 1024
 /* Packed chunk pool per slot, at most (fewer groups per launch when one
  * group's chunk is larger: wide detectors, 4 float slices per texel).
- * 256 MiB (16 groups of 4 half slices a launch instead of 4, a quarter of
- * the launches) was measured and not kept: in rtomod a 2048^3 scan's last
- * slice came no sooner, and bench-fbp's 64 streamed slices in chunks of
- * 16 took 0.244 s instead of 0.228 s (docs/PERFORMANCE.md, run 58). */
+ * 256 MiB (16 groups of 4 half slices a launch instead of 4 in chunks of
+ * 1024, a quarter of the launches) was measured and not kept: in rtomod
+ * a 2048^3 scan's last slice came no sooner (0.99 and 1.10 s after the
+ * last frame, against 1.08 and 1.03 s), and bench-fbp's 64 slices in
+ * chunks of 1024 took 0.0683 s instead of 0.0691 s, half nearest
+ * (docs/PERFORMANCE.md, run 58). */
 #define STREAM_POOL_BYTES ((size_t)64 << 20)
 /* Device memory left free once the slices are in place: packed pools and
  * output buffers of later reconstructions, cuFFT's work area. */
