@@ -59,10 +59,28 @@
  * with A^T's roundings, so that they are its floats to the bit (fp_weights:
  * before, 2 of the 3 were contracted differently): A 388.3 -> 386.0 ms
  * (1415.7 -> 1424.1 GU/s, H100, same run), which is about the spread
- * between runs, so A is not bound by instruction issue alone.  Lines
- * whose windows miss the image are skipped.  No atomics: each output bin
- * is one thread's sum, line after line, in pixel order along a line (the
- * same in every mode).
+ * between runs, so A is not bound by instruction issue alone.  What bound
+ * it were shared-memory bank conflicts: a warp's 16-byte loads go through
+ * the banks 8 lanes at a time, and the lanes' candidates are 4 |inv| slots
+ * apart, which a simulation of the slots puts at 2.56 passes per load on
+ * average over the angles (1 without conflicts), near the whole time at one
+ * pass a cycle.  Now each row of 8 slots of the value buffers is rotated by
+ * an amount the block picks for its |inv| (fp_slot, fp_swizzle: 1.78 passes
+ * in the same simulation), and a run's first 3 candidates are taken without
+ * a test of nc between them (FP_UNBRANCHED): A 385.8, 385.9 -> 327.4, 328.2
+ * ms (1425 -> 1677 GU/s; H100, the parent's binary and this one twice in
+ * one run; the same sinograms, so the checks' figures are the same to the
+ * digit with the same seed; A^T, unchanged, 239.1 -> 240.7 ms).  Measured
+ * alongside and not kept (ms; a first run, base 383.5 and 386.0): the first
+ * 7 candidates untested, rows unrotated, 369.8 (7 with the rotation spill
+ * registers); the rotation alone 332.2; rotations from a table of 4 rows'
+ * amounts (1.66 passes simulated) 336.0, 336.9, with 3 untested 332.6; a
+ * second run (base 385.8, 385.7, this code 326.6, 327.6): the table with 3
+ * untested 331.5, 331.7, 7 untested at 3 blocks an SM (168 registers)
+ * 333.0, 333.3, with the table 338.3, 338.1; in the run of the figures
+ * above, 4 untested 331.2, 331.0.  Lines whose windows miss the image are
+ * skipped.  No atomics: each output bin is one thread's sum, line after
+ * line, in pixel order along a line (the same in every mode).
  */
 #include "config.h"
 
@@ -417,6 +435,41 @@ extern "C" rtomo_status cuda_iter_backproject(const cuda_iter_launch *l,
 #define FP_MARGIN 0.1f
 /* Most candidates per run and line (fp_params: ceil(6 sqrt 2 + 0.21)). */
 #define FP_NC_MAX 9
+/* Candidates per run and line taken without a test of nc between them
+ * (fp_run; there are never fewer than 7, ceil(6 + 0.21)), so that the
+ * compiler can overlap one's weights and loads with the multiply-adds of
+ * the one before.  All 7 need more than the 128 registers a thread has at
+ * 4 blocks an SM (ptxas spills to local memory; at 3 blocks an SM, 168
+ * registers, A was slower: file comment). */
+#define FP_UNBRANCHED 3
+
+/* Where a line's slot i lies in the value buffers: in its row of 8 slots
+ * (128 bytes, the 32 banks once), rotated by (sw (row + 1)) / 2.  A warp's
+ * 16-byte loads go through the banks 8 lanes at a time, and the lanes'
+ * candidates are 4 |inv| (4 to 5.66) slots apart: unrotated, their slots
+ * often fall into the same bank group (4-way at |inv| = 1; over all
+ * angles, a simulation of the lanes' slots gives 2.56 passes per 8 lanes
+ * on average, against 1 without conflicts).  A block's sw (fp_swizzle,
+ * 0 .. 15) is the one that spreads lanes 4 |inv| apart best (1.78 passes
+ * on average in the same simulation).  The rotation stays in the row and
+ * is 0 in row 47 (24 sw = 0 modulo 8), the last and partial one of
+ * FP_VSTRIDE, so it is a bijection of the slots: the values, the weights
+ * and the sums are those of the unrotated buffers, and so are the
+ * sinograms, to the bit. */
+static __device__ __forceinline__ int fp_slot(int i, int sw)
+{
+    return (i & ~7) | ((i + ((sw * ((i >> 3) + 1)) >> 1)) & 7);
+}
+
+/* The best sw per 1/32 of 4 |inv| from 4 (54 of them up to 4 sqrt 2),
+ * from the simulation above: the lanes' slots floor(o + 4 |inv| lane) and
+ * floor(o - 4 |inv| lane) (mirrored), the offset o over 8 slots, 6 values
+ * of |inv| in each 1/32. */
+#define FP_SW_BUCKETS 54
+__constant__ unsigned char fp_sw_table[FP_SW_BUCKETS] = {
+    14, 14, 14, 14, 5,  4,  4,  4,  4,  2, 2, 2, 4,  0,  0,  0, 0, 0,
+    0,  0,  0,  1,  1,  4,  4,  8,  8,  4, 0, 0, 0,  0,  0,  0, 0, 0,
+    15, 15, 14, 15, 15, 15, 15, 15, 2,  2, 2, 14, 14, 14, 1, 1, 0, 0};
 
 /* One pixel's 4P values (slices 4p .. 4p + 3 in v[p]). */
 template <int P>
@@ -487,6 +540,14 @@ static __device__ fp_proj fp_params(const iter_sf_proj &q, int jb)
     return m;
 }
 
+/* The block's rotation of the value buffers (fp_slot), from projection m
+ * (its neighbours' |inv| are nearly the same). */
+static __device__ __forceinline__ int fp_swizzle(const fp_proj &m)
+{
+    const int b = (int)((4.f * fabsf(m.inv) - 4.f) * 32.f);
+    return fp_sw_table[min(max(b, 0), FP_SW_BUCKETS - 1)];
+}
+
 /* Line f of projections mp[0..np): the union of their windows (first ..
  * end - 1), and its part on the image (vlo .. vhi - 1; empty when off
  * it).  A projection's window on line f is every candidate of the
@@ -532,7 +593,7 @@ static __device__ __forceinline__ fp_line fp_line_at(const fp_proj *mp,
 template <int P, int NT>
 static __device__ __forceinline__ void fp_prefetch(
     const float4 *__restrict__ lines, int size, int f, const fp_line &ln,
-    float4 (*v)[FP_VSTRIDE], int base, int t)
+    float4 (*v)[FP_VSTRIDE], int base, int t, int sw)
 {
     static_assert(NT % P == 0, "a thread's copies are of one plane");
     const int nt = NT;
@@ -540,15 +601,18 @@ static __device__ __forceinline__ void fp_prefetch(
         const float4 *src =
             lines + (size_t)P * ((size_t)f * size + ln.vlo) + t;
         const int n = P * (ln.vhi - ln.vlo), at = base + ln.vlo - ln.first;
-        float4 *dst = &v[t % P][at + t / P];
+        float4 *dst = v[t % P];
+        int i = at + t / P;
 #pragma unroll 4
-        for (int e = t; e < n; e += NT, src += NT, dst += NT / P)
-            __pipeline_memcpy_async(dst, src, sizeof(float4));
+        for (int e = t; e < n; e += NT, src += NT, i += NT / P)
+            __pipeline_memcpy_async(dst + fp_slot(i, sw), src,
+                                    sizeof(float4));
         const int below = ln.vlo - ln.first, off = below + ln.end - ln.vhi;
         for (int e = t; e < P * off; e += nt) {
-            const int i = e / P;
-            v[e % P][base + (i < below ? i : i - below + ln.vhi - ln.first)] =
-                make_float4(0.f, 0.f, 0.f, 0.f);
+            const int k = e / P;
+            v[e % P][fp_slot(base + (k < below ? k : k - below + ln.vhi -
+                                                        ln.first),
+                             sw)] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
     __pipeline_commit();
@@ -642,11 +706,13 @@ static __device__ __forceinline__ bool fp_mirrored(const fp_proj &m)
  * average): taking them from a table in shared memory, computed once per
  * pixel by the warp, was slower (H100, 2048^2 x 64 x 2048: 402.2 against
  * 394.5 ms per A, the kernel of 0920bf8).  The lanes' loads at a step are
- * 4 |inv| pixels apart and share banks at times. */
+ * 4 |inv| pixels apart, in slots rotated so that they share banks less
+ * (fp_slot).  The first FP_UNBRANCHED candidates are taken without a test
+ * of nc between them. */
 template <bool ROWS, int P>
 static __device__ __forceinline__ void fp_run(
     const iter_sf_proj &q, bool mirror, int nc, int jt, float f, float lo,
-    int first, const float4 (*v)[FP_VSTRIDE], fp_vals<P> *acc)
+    int first, int sw, const float4 (*v)[FP_VSTRIDE], fp_vals<P> *acc)
 {
     const float fu = floorf(lo) + 1.f;          /* the first candidate */
     const int s0 = (int)fu - first;             /* its slot */
@@ -656,12 +722,12 @@ static __device__ __forceinline__ void fp_run(
     const float doff = mirror ? (float)(jt + 1) : -(float)jt;
 #pragma unroll
     for (int k = 0; k < FP_NC_MAX; k++) {
-        if (k >= nc)
+        if (k >= FP_UNBRANCHED && k >= nc)
             break;                              /* uniform */
         float4 x[P];
 #pragma unroll
         for (int p = 0; p < P; p++)
-            x[p] = v[p][s0 + k];
+            x[p] = v[p][fp_slot(s0 + k, sw)];
         float u1;
         const float d = fmaf(
             dsign, fp_first(q, line_center<ROWS>(q, fu + (float)k, f), u1),
@@ -704,7 +770,7 @@ static __device__ __forceinline__ void fp_run(
  * of them walk rows (ROWS) or all columns. */
 template <bool ROWS, int P>
 static __device__ __forceinline__ void fp_walk(
-    int size, const fp_proj *mp, int np, int kw, int jt,
+    int size, const fp_proj *mp, int np, int kw, int jt, int sw,
     const float4 *__restrict__ lines, float4 (*v)[P][FP_VSTRIDE],
     fp_vals<P> *acc)
 {
@@ -716,19 +782,19 @@ static __device__ __forceinline__ void fp_walk(
     const float la = fp_low(m, jt), lb = fp_low(m, jt + FP_RUN - 1);
     const bool mirror = fp_mirrored(m);
     fp_line ln = fp_line_at(mp, np, 0, size);
-    fp_prefetch<P, FP_THREADS>(lines, size, 0, ln, v[0], 0, threadIdx.x);
+    fp_prefetch<P, FP_THREADS>(lines, size, 0, ln, v[0], 0, threadIdx.x, sw);
     for (int f = 0; f < size; f++) {
         const fp_line next = fp_line_at(mp, np, f + 1, size);
         __pipeline_wait_prior(0);
         __syncthreads();        /* line f's values are in, f - 1 consumed */
         if (f + 1 < size)
             fp_prefetch<P, FP_THREADS>(lines, size, f + 1, next,
-                                       v[(f + 1) & 1], 0, threadIdx.x);
+                                       v[(f + 1) & 1], 0, threadIdx.x, sw);
         if (mine && ln.vlo < ln.vhi) {
             const float ff = (float)f;
             const float lo = fminf(fmaf(ff, m1, la), fmaf(ff, m1, lb));
-            fp_run<ROWS, P>(q, mirror, nc, jt, ff, lo, ln.first, v[f & 1],
-                            acc);
+            fp_run<ROWS, P>(q, mirror, nc, jt, ff, lo, ln.first, sw,
+                            v[f & 1], acc);
         }
         ln = next;
     }
@@ -741,8 +807,9 @@ static __device__ __forceinline__ void fp_walk(
  * then gathered (no copy ahead, no block barrier). */
 template <bool ROWS, int P>
 static __device__ __forceinline__ void fp_walk_apart(
-    int size, const fp_proj &m, int jt, const float4 *__restrict__ lines,
-    float4 (*v)[FP_VSTRIDE], int base, fp_vals<P> *acc)
+    int size, const fp_proj &m, int jt, int sw,
+    const float4 *__restrict__ lines, float4 (*v)[FP_VSTRIDE], int base,
+    fp_vals<P> *acc)
 {
     const iter_sf_proj q = fp_load_q(m);
     const float la = fp_low(m, jt), lb = fp_low(m, jt + FP_RUN - 1);
@@ -751,13 +818,14 @@ static __device__ __forceinline__ void fp_walk_apart(
         if (ln.vlo >= ln.vhi)
             continue;                   /* uniform: off the image */
         __syncwarp();                   /* line f - 1 is consumed */
-        fp_prefetch<P, 32>(lines, size, f, ln, v, base, threadIdx.x % 32);
+        fp_prefetch<P, 32>(lines, size, f, ln, v, base, threadIdx.x % 32,
+                           sw);
         __pipeline_wait_prior(0);
         __syncwarp();                   /* line f's values are in */
         const float ff = (float)f;
         const float lo = fminf(fmaf(ff, m.m1, la), fmaf(ff, m.m1, lb));
         fp_run<ROWS, P>(q, fp_mirrored(m), m.nc, jt, ff, lo, ln.first - base,
-                        v, acc);
+                        sw, v, acc);
     }
 }
 
@@ -766,13 +834,14 @@ static __device__ __forceinline__ void fp_walk_apart(
 template <int P>
 static __device__ __forceinline__ void fp_walk_any(
     const cuda_iter_launch &l, const fp_proj *mp, int np, int kw, int jt,
-    const float4 *__restrict__ packed, const float4 *__restrict__ packed_t,
-    float4 (*v)[P][FP_VSTRIDE], fp_vals<P> *acc)
+    int sw, const float4 *__restrict__ packed,
+    const float4 *__restrict__ packed_t, float4 (*v)[P][FP_VSTRIDE],
+    fp_vals<P> *acc)
 {
     if (mp[0].rows)
-        fp_walk<true, P>(l.size, mp, np, kw, jt, packed, v, acc);
+        fp_walk<true, P>(l.size, mp, np, kw, jt, sw, packed, v, acc);
     else
-        fp_walk<false, P>(l.size, mp, np, kw, jt, packed_t, v, acc);
+        fp_walk<false, P>(l.size, mp, np, kw, jt, sw, packed_t, v, acc);
 }
 
 /* 1 when projections mp[0..np) may share lines: the same direction, and
@@ -808,6 +877,7 @@ project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
     if (threadIdx.x < np)
         mp[threadIdx.x] = fp_params(l.proj[p0 + threadIdx.x], jb);
     __syncthreads();
+    const int sw = fp_swizzle(mp[0]);
     fp_vals<P> acc[FP_RUN];
 #pragma unroll
     for (int b = 0; b < FP_RUN; b++)
@@ -816,17 +886,17 @@ project_kernel(const cuda_iter_launch l, const float4 *__restrict__ packed,
             acc[b].v[p] = make_float4(0.f, 0.f, 0.f, 0.f);
 
     if (!l.single && np > 1 && fp_shared(mp, np, l.size)) {
-        fp_walk_any<P>(l, mp, np, kw, jt, packed, packed_t, v, acc);
+        fp_walk_any<P>(l, mp, np, kw, jt, sw, packed, packed_t, v, acc);
     } else if (kw < np) {
         /* Each warp its own projection, in its quarter of the buffers. */
         float4 (*vk)[FP_VSTRIDE] = v[kw / 2];
         const int base = (kw % 2) * FP_WIN;
         if (mp[kw].rows)
-            fp_walk_apart<true, P>(l.size, mp[kw], jt, packed, vk, base,
-                                   acc);
+            fp_walk_apart<true, P>(l.size, mp[kw], jt, sw, packed, vk,
+                                   base, acc);
         else
-            fp_walk_apart<false, P>(l.size, mp[kw], jt, packed_t, vk, base,
-                                    acc);
+            fp_walk_apart<false, P>(l.size, mp[kw], jt, sw, packed_t, vk,
+                                    base, acc);
     }
 
     if (kw >= np)
