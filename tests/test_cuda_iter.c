@@ -10,8 +10,9 @@
  * CGLS after 10, 1e-2 after 20 as rounding grows with its iterations; see
  * SOLVE_BOUND) and CGLS's residual falls monotonically;
  * a plan split into slabs of rows (several GPUs, or one GPU in parts under
- * RTOMO_CUDA_ITER_SPLIT) gives the one-slab plan's A, A^T, SIRT and CGLS
- * iterates to the bit;
+ * RTOMO_CUDA_ITER_SPLIT) gives the one-slab plan's A to the bit, and its
+ * A^T, SIRT and CGLS iterates to the bit for calls of at most 8 rows
+ * (within CPU_BOUND and SOLVE_BOUND above that, see test_slabs);
  * and the speed of A and A^T (printed, GU/s).
  *
  * Exits 77 (skipped) without a GPU.  The speed test takes its size from
@@ -275,16 +276,21 @@ END_TEST
  * Slabs of rows (cuda_iter_backend.cu): a plan whose rows are dealt to
  * slabs, on one GPU (RTOMO_CUDA_ITER_SPLIT) and on every visible GPU where
  * there are two or more, against a plan of one slab on device 0.  Rows are
- * independent and a row's arithmetic is the same on any slab and in any
- * group of rows: the 8- and 16-row kernels of A and A^T add a row's terms
- * in the same order, the 16-row A^T adding only more taps of weight 0
- * (acc + 0 v is acc for a finite v, and a sum that starts at +0 never
- * becomes -0).  So A, A^T and the SIRT and CGLS iterates must equal the
- * one-slab plan's to the bit: compared with memcmp, no tolerance.
- * 37 rows over 2 slabs are 19 + 18: groups of 16 + 3 and 16 + 2 where one
- * slab has 16 + 16 + 5, so rows change between the 8- and 16-row kernels;
- * 5 over 2 are 3 + 2; 3 over 4 leave a slab empty; a row alone is held
- * whole by every slab.
+ * independent, and a row's arithmetic depends only on the kernel that
+ * takes it: A's 8- and 16-row kernels give the same bits (cuda_iter_kernels.cu:
+ * the same sums in every mode), so A must equal the one-slab plan's to the
+ * bit (memcmp) in every call.  A^T's do not: a row moved between its
+ * 8-row kernel (a call's last group of at most 8) and its 16-row one
+ * differs in the last bits (seen on an H100: -8.66326046 against
+ * -8.66326141 in a row that moved), as it already does on one GPU when
+ * the same row is solved in batches of other sizes.  So: calls of at most 8 rows, where every slab uses the
+ * 8-row kernels as one slab does, must give A^T, the SIRT and CGLS images
+ * and every residual to the bit; larger calls A^T within CPU_BOUND and
+ * the iterates within SOLVE_BOUND (float rounding of the order of the
+ * GPU against the CPU; a row dealt wrongly differs by O(1)), the
+ * differences printed.  37 rows over 2 slabs are 19 + 18: groups of
+ * 16 + 3 and 16 + 2 where one slab has 16 + 16 + 5; 5 over 2 are 3 + 2;
+ * 3 over 4 leave a slab empty; a row alone is held whole by every slab.
  */
 typedef struct split_config {
     const char *what;
@@ -341,16 +347,30 @@ static void check_slabs(const rtomo_iter *it, const split_config *sc,
                       "expected %d", sc->what, s, devices[s], s % gpus);
 }
 
-/* Fail unless a and b hold the same bits (and ref, b, is finite). */
-static void same_bits(const float *a, const float *b, size_t n,
-                      const char *what, const char *op, int rows)
+/* Rows up to which every call runs A^T's 8-row kernels only. */
+#define SPLIT_EXACT_ROWS 8
+
+/* The split plan's a against the one-slab plan's b (finite): the same
+ * bits where bound is 0, else within bound (relative L2). */
+static void same_as_one(const float *a, const float *b, size_t n,
+                        double bound, const char *what, const char *op,
+                        int rows)
 {
     ck_assert_msg(isfinite(test_max_abs(b, n)), "%s, %d rows: the one-slab "
                   "plan's %s is not finite", what, rows, op);
+    size_t differ = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0,
-                      "%s, %d rows: %s differs from one slab's at %zu: "
-                      "%.9g against %.9g", what, rows, op, i, a[i], b[i]);
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0)
+            first = i;
+    const double rel = test_rel_l2(a, b, n);
+    if (bound > 0.0)
+        fprintf(stderr, "slabs %-24s %-4s %2d rows: %zu of %zu floats not "
+                "the one slab's bits, relative L2 %.2e (bound %.0e)\n", what,
+                op, rows, differ, n, rel, bound);
+    ck_assert_msg(bound > 0.0 ? rel <= bound : differ == 0,
+                  "%s, %d rows: %s differs from one slab's in %zu floats "
+                  "(relative L2 %.3g), first at %zu: %.9g against %.9g",
+                  what, rows, op, differ, rel, first, a[first], b[first]);
 }
 
 /* A and A^T of n rows on both plans. */
@@ -376,8 +396,9 @@ static void split_pair(rtomo_iter *split, rtomo_iter *one, const pair_data *d,
                   "%s", err.message);
     ck_assert_msg(rtomo_iter_backproject(one, y, n, b1, &err) == RTOMO_OK,
                   "%s", err.message);
-    same_bits(as, a1, ns, what, "A", n);
-    same_bits(bs, b1, ni, what, "A^T", n);
+    same_as_one(as, a1, ns, 0.0, what, "A", n);
+    same_as_one(bs, b1, ni, n <= SPLIT_EXACT_ROWS ? 0.0 : CPU_BOUND, what,
+                "A^T", n);
     free(x); free(y); free(as); free(a1); free(bs); free(b1);
 }
 
@@ -415,15 +436,20 @@ static void split_solve(rtomo_iter *split, rtomo_iter *one,
     const char *name = rtomo_iter_method_name(method);
     fprintf(stderr, "slabs %-24s %-4s %2d rows: residual %.9g, one slab "
             "%.9g\n", what, name, n, rs.residual, r1.residual);
-    same_bits(xs, x1, ni, what, name, n);
+    const double bound = n <= SPLIT_EXACT_ROWS ? 0.0 : SOLVE_BOUND;
+    same_as_one(xs, x1, ni, bound, what, name, n);
     ck_assert_int_eq(rs.iterations, o.iterations);
     ck_assert_int_eq(hs.n, h1.n);
     for (int k = 0; k < hs.n; k++)
-        ck_assert_msg(hs.r[k] == h1.r[k], "%s, %s, %d rows: residual at "
-                      "iteration %d %.17g, one slab %.17g", what, name, n,
-                      k + 1, hs.r[k], h1.r[k]);
-    ck_assert_msg(rs.residual == r1.residual, "%s, %s: final residual %.17g, "
-                  "one slab %.17g", what, name, rs.residual, r1.residual);
+        ck_assert_msg(bound > 0.0 ? fabs(hs.r[k] - h1.r[k]) <= bound * h1.r[k]
+                                  : hs.r[k] == h1.r[k],
+                      "%s, %s, %d rows: residual at iteration %d %.17g, one "
+                      "slab %.17g", what, name, n, k + 1, hs.r[k], h1.r[k]);
+    ck_assert_msg(bound > 0.0 ? fabs(rs.residual - r1.residual) <=
+                                    bound * r1.residual
+                              : rs.residual == r1.residual,
+                  "%s, %s: final residual %.17g, one slab %.17g", what, name,
+                  rs.residual, r1.residual);
     free(b); free(start); free(xs); free(x1);
 }
 
@@ -455,8 +481,9 @@ START_TEST(test_slabs)
         split_solve(split, one, &d, solve_rows[k], RTOMO_ITER_CGLS, &seed,
                     sc->what);
     }
-    fprintf(stderr, "slabs %s: A, A^T (37, 5, 3, 1 rows), sirt and cgls "
-            "(37, 5, 1 rows) equal one slab's to the bit\n", sc->what);
+    fprintf(stderr, "slabs %s: one slab's bits in A (37, 5, 3, 1 rows), "
+            "A^T (5, 3, 1), sirt and cgls (5, 1); 37 rows within the "
+            "bounds\n", sc->what);
     rtomo_iter_destroy(split);
     rtomo_iter_destroy(one);
     pair_free(&d);
