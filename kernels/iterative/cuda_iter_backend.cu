@@ -20,7 +20,10 @@
  * (dot, download) take slab 0's.  Each op launches its work on every
  * slab before it waits for any, so the devices run concurrently; dot
  * products come back per row in row order; uploads and downloads move
- * each slab's part between its rows of the host array and its device.
+ * each slab's part between its rows of the host array and its device,
+ * slab after slab (the host's copies through the staging buffers bound
+ * them; an upload does not wait for a slab's last chunks before the
+ * next slab's).
  * With one slab a vector is one device array (iter_vec.data) and the ops
  * do exactly what they did before slabs; with several, data is NULL and
  * iter_vec.priv holds the slabs' parts (NULL where a slab has no rows).
