@@ -265,6 +265,27 @@ extern const rtomo_iter_backend_ops rtomo_cpu_iter_ops;
 extern const rtomo_iter_backend_ops rtomo_cuda_iter_ops;
 #endif
 
+/* Test hook of the CUDA backend (cuda_iter_backend.cu): the slabs of rows
+ * a plan deals its vectors to (devices, or parts of one device under
+ * RTOMO_CUDA_ITER_SPLIT), so that a test sees the split it asked for
+ * rather than infers it.  Writes up to capacity device ordinals, slab by
+ * slab, and returns the number of slabs; -1 for a plan that is not on
+ * CUDA.  Not part of the engine API.  Include config.h first: builds
+ * without CUDA get a stand-in that reports no CUDA plan. */
+#ifdef RTOMO_HAVE_CUDA
+int rtomo_cuda_iter_debug_slabs(const rtomo_iter *it, int *devices,
+                                int capacity);
+#else
+static inline int rtomo_cuda_iter_debug_slabs(const rtomo_iter *it,
+                                              int *devices, int capacity)
+{
+    (void)it;
+    (void)devices;
+    (void)capacity;
+    return -1;
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif
