@@ -7,8 +7,12 @@
  * Slabs of rows.  Rows (slices) are independent problems and every solver
  * scalar is per row (iter_engine.c), so a plan deals the rows of each
  * vector to its slabs, one per device (at most row_count of them), and
- * the slabs compute side by side; a row's arithmetic is the same on any
- * slab, so the iterates are those of one device to the bit.  A vector of
+ * the slabs compute side by side.  A row's arithmetic is that of one
+ * device except where a slab's share changes which kernel its rows go to
+ * (A^T takes a last group of at most 8 rows in a kernel whose sums round
+ * differently from the 16-row one's): calls of at most 8 rows give one
+ * device's iterates to the bit, larger ones agree within float rounding
+ * (tests/test_cuda_iter.c: 3e-8 for A^T, 1e-7 for the solves).  A vector of
  * n rows gives slab s the contiguous rows [s (n / k) + min(s, n % k), ...)
  * of length n / k + (s < n % k) over k slabs (the first n % k one row
  * longer; slabs past the n-th get none), so that every call, the solver's
