@@ -146,6 +146,27 @@
  * inside A^T's loop); A's walk compiled per fits as well (68 bytes of
  * spills in A, some in its loops).  None of these was timed.
  *
+ * Shared edges (issue 15's fifth step; the kernels in their own files).
+ * The walk kept both voxels' spans from cone_sf_rows (centre -/+ h: a's
+ * hi and b's lo, equal but for rounding) and evaluated two F2 a row
+ * (sfc_f2, 4 instructions each), and A^T two running sums; the hand-over
+ * recomputed b's span (a conversion, 3 FMA, 2 selects against the chunk's
+ * end).  Now a voxel's edges are E(z), E(z + 1) of one affine function of
+ * its index (sfc_edge: a conversion and an FMA), a's upper edge is b's
+ * lower one, and b reaches a row only where a ends in it: a row costs one
+ * F2 (sfc_walk_f2: 3 instructions) and one running sum, and the row where
+ * a ends starts b's with t + 1/2 - hi.  Past the chunk b needs no
+ * sentinel: its upper edge lies above the last row, so it never ends and
+ * its sum is never stored (A: its value is 0).  A's rows, buffers and
+ * gather bounds take the same edges (sfc_walk_rows).  The weights are
+ * still cone_sf_f2's forms, of edges that differ from cone_sf_rows' in the
+ * last bits, the same in A and A^T: in one run, adjointness at most
+ * 1.2e-8, GPU against CPU at most 3.7e-6 (3.7e-6 before; the small cases
+ * 1.6e-6 where they were 1.0e-6).  Paper's case on one H100, same run:
+ * A^T 3.59 -> 1.93 s, A 6.69 -> 5.99 s (a scratch bench of the same solve,
+ * outside the repository).  Tried and not kept: A^T at 5 blocks an SM (48
+ * registers, 120 bytes of spills): A^T 2.04 s against 1.93 s in that run.
+ *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and
  * device; there is no transfer to hide until volumes outgrow the device.
@@ -282,39 +303,42 @@ __device__ __forceinline__ int sfc_slot(int cx, int cy)
 /* The row walk of a column's voxels z0 .. z0 + nzc - 1 at one view (both
  * kernels, voxels at least SFC_WALK_MIN_ROWS rows high): a step per row t
  * of the detector, in which voxel a (chunk index m) and the next, b, are
- * the only voxels that can reach the row; a ends in row t when
- * hi_a <= t + 1/2, and then b becomes a.  So every step does the same
- * work: two F2 (0 where a voxel misses the row), one row sum (A^T) or one
- * row's adds (A), no branch on the row's voxels, one row sum per row
- * rather than one per voxel and row.  The weights are cone_sf_f2's of
- * cone_sf_rows' lo, hi, as in the voxel-by-voxel walk; only pairs whose
- * F2 is 0 are left out. */
+ * the only voxels that can reach the row; a ends in row t when its upper
+ * edge hi <= t + 1/2, and then b becomes a.  So every step does the same
+ * work, with no branch on the row's voxels and one row sum per row rather
+ * than one per voxel and row.
+ *
+ * The voxels' edges in rows: voxel z (ROI index) spans [E(z), E(z + 1)],
+ * E(z) = base + z d (sfc_edge), so a voxel's upper edge is the next one's
+ * lower edge, the same float.  In a row where a ends, a's F2 is
+ * min(t + 1/2, hi) - max(t - 1/2, lo) and b's is t + 1/2 - hi (b, at least
+ * SFC_WALK_MIN_ROWS high, reaches past the row): cone_sf_f2's forms, of
+ * edges that differ from cone_sf_rows' lo, hi (centre -/+ h) in the last
+ * bits, the same in A and A^T.  A row where no voxel ends costs one F2. */
 typedef struct sfc_walk {
     int t, t_end;               /* the row; one past the last */
-    float t_lo, t_hi;           /* t - 1/2, t + 1/2 (sfc_f2) */
+    float t_lo, t_hi;           /* t - 1/2, t + 1/2, carried as floats (a
+                                   step of 1.0f a row, exact below 2^23
+                                   rows) rather than converted a row */
     int m;                      /* voxel a */
-    float lo_a, hi_a, lo_b, hi_b;
+    float lo, hi;               /* a's edges */
+    float base, d;              /* E(z) = base + z d */
 } sfc_walk;
 
-/* Voxel m's rows [lo, hi]; for m past the chunk an empty span above every
- * row (F2 0, never ends). */
-__device__ __forceinline__ void sfc_span(const cone_bp_const *k,
-                                         const sfc_foot *ft, int z0, int nzc,
-                                         int m, float *lo, float *hi)
+/* base and d of the edges E(z) (sfc_walk) of the column's voxels. */
+__device__ __forceinline__ void sfc_edges(const cone_bp_const *k,
+                                          const cone_sf_column *c,
+                                          float *base, float *d)
 {
-    cone_sf_rows(k, &ft->c, k->z0 + (float)(z0 + m) * k->voxel, lo, hi);
-    *lo = m < nzc ? *lo : FLT_MAX;
-    *hi = m < nzc ? *hi : FLT_MAX;
+    *d = k->voxel * c->rows_per_z;
+    *base = (k->z0 - 0.5f * k->voxel) * c->rows_per_z + k->v0;
 }
 
-/* cone_sf_f2 of row t with fminf/fmaxf: the same value (no NaN here) in
- * 4 instructions where the ternaries' compares and selects took 7.  t_lo,
- * t_hi: t -/+ 1/2, which the walks carry as floats, a step of 1 per row
- * (exact below 2^23 rows), instead of converting t every row. */
-__device__ __forceinline__ float sfc_f2(float lo, float hi, float t_lo,
-                                        float t_hi)
+/* E(z), ROI index z: one function of z in both kernels, so that A's F2 are
+ * A^T's to the bit whatever their chunks. */
+__device__ __forceinline__ float sfc_edge(float base, float d, int z)
 {
-    return fmaxf(fminf(t_hi, hi) - fmaxf(t_lo, lo), 0.0f);
+    return fmaf((float)z, d, base);
 }
 
 /* The walk's next row. */
@@ -325,15 +349,12 @@ __device__ __forceinline__ void sfc_walk_row(sfc_walk *w)
     w->t_hi += 1.0f;
 }
 
-/* b becomes a; the voxel after it becomes b. */
-__device__ __forceinline__ void sfc_walk_next(const cone_bp_const *k,
-                                              const sfc_foot *ft, int z0,
-                                              int nzc, sfc_walk *w)
+/* b becomes a (z0: the chunk's first voxel). */
+__device__ __forceinline__ void sfc_walk_next(int z0, sfc_walk *w)
 {
     w->m++;
-    w->lo_a = w->lo_b;
-    w->hi_a = w->hi_b;
-    sfc_span(k, ft, z0, nzc, w->m + 1, &w->lo_b, &w->hi_b);
+    w->lo = w->hi;
+    w->hi = sfc_edge(w->base, w->d, z0 + w->m + 1);
 }
 
 /* Whether the column takes the row walk at this view. */
@@ -343,9 +364,22 @@ __device__ __forceinline__ int sfc_walks(const cone_bp_const *k,
     return k->voxel * ft->c.rows_per_z >= SFC_WALK_MIN_ROWS;
 }
 
-/* The walk's first row (rows ta .. tb: the chunk's, clipped to the
- * detector) with a the first voxel that reaches it; 0 when no row is
- * left. */
+/* The rows ta .. tb of the walk's voxels z0 .. z0 + nzc - 1 (their edges'
+ * cells), clipped to the detector (ta > tb when they miss it). */
+__device__ __forceinline__ void sfc_walk_rows(const cone_bp_const *k,
+                                              const sfc_foot *ft, int z0,
+                                              int nzc, int *ta, int *tb)
+{
+    float base, d;
+    sfc_edges(k, &ft->c, &base, &d);
+    *ta = (int)floorf(sfc_edge(base, d, z0) + 0.5f);
+    *tb = (int)floorf(sfc_edge(base, d, z0 + nzc) + 0.5f);
+    *ta = *ta < 0 ? 0 : *ta;
+    *tb = *tb >= k->det_v ? k->det_v - 1 : *tb;
+}
+
+/* The walk's first row ta (rows ta .. tb: sfc_walk_rows') with a the first
+ * voxel that reaches it; 0 when no row is left. */
 __device__ __forceinline__ int sfc_walk_start(const cone_bp_const *k,
                                               const sfc_foot *ft, int z0,
                                               int nzc, int ta, int tb,
@@ -358,12 +392,29 @@ __device__ __forceinline__ int sfc_walk_start(const cone_bp_const *k,
     w->t_lo = (float)ta - 0.5f;
     w->t_hi = (float)ta + 0.5f;
     w->m = 0;
-    sfc_span(k, ft, z0, nzc, 0, &w->lo_a, &w->hi_a);
-    sfc_span(k, ft, z0, nzc, 1, &w->lo_b, &w->hi_b);
+    sfc_edges(k, &ft->c, &w->base, &w->d);
+    w->lo = sfc_edge(w->base, w->d, z0);
+    w->hi = sfc_edge(w->base, w->d, z0 + 1);
     /* Voxels below the detector's first row (ta clipped to 0). */
-    while (w->m < nzc && w->hi_a <= (float)ta - 0.5f)
-        sfc_walk_next(k, ft, z0, nzc, w);
+    while (w->m < nzc && w->hi <= w->t_lo)
+        sfc_walk_next(z0, w);
     return w->m < nzc;
+}
+
+/* F2 of voxel a in the walk's row. */
+__device__ __forceinline__ float sfc_walk_f2(const sfc_walk *w)
+{
+    return fminf(w->t_hi, w->hi) - fmaxf(w->t_lo, w->lo);
+}
+
+/* Whether a ends in the walk's row, and b's F2 there when it does. */
+__device__ __forceinline__ int sfc_walk_ends(const sfc_walk *w)
+{
+    return w->hi <= w->t_hi;
+}
+__device__ __forceinline__ float sfc_walk_f2_next(const sfc_walk *w)
+{
+    return w->t_hi - w->hi;
 }
 
 #endif

@@ -66,10 +66,10 @@ __device__ __forceinline__ void sfc_backproject_view(
     }
 }
 
-/* sfc_backproject_view by the row walk: per row t, R(t) once and
- * F2 R into the running sums of voxels a and b; a's sum goes to its slot
- * when a ends.  FITS: the footprint's fits.  The loop runs on the float
- * t + 1/2 (t itself is then not kept). */
+/* sfc_backproject_view by the row walk: per row t, R(t) once and F2 R
+ * into the running sum of voxel a; when a ends in the row, its sum goes to
+ * its slot and b's starts with b's F2 R.  FITS: the footprint's fits.  The
+ * loop runs on the float t + 1/2 (t itself is then not kept). */
 template <int FITS>
 __device__ __forceinline__ void sfc_backproject_walk(
     const cone_bp_const *k, const sfc_foot *ft, const float *__restrict__ q,
@@ -81,24 +81,22 @@ __device__ __forceinline__ void sfc_backproject_walk(
     const float amp = ft->c.amp;
     const float *row = q + (size_t)w.t * k->det_u;
     float *slot = acc + w.m * SFC_SLOTS;    /* voxel a's */
-    float sum_a = 0.0f, sum_b = 0.0f;
+    float sum = 0.0f;                       /* a's */
     const float t_stop = (float)w.t_end;    /* t < t_end: t + 1/2 < it */
     for (; w.t_hi < t_stop; sfc_walk_row(&w), row += k->det_u) {
         const float r = sfc_row_sum_of<FITS>(ft, row);
-        sum_a += sfc_f2(w.lo_a, w.hi_a, w.t_lo, w.t_hi) * r;
-        sum_b += sfc_f2(w.lo_b, w.hi_b, w.t_lo, w.t_hi) * r;
-        if (w.hi_a <= w.t_hi) {
-            *slot += amp * sum_a;
+        sum += sfc_walk_f2(&w) * r;
+        if (sfc_walk_ends(&w)) {
+            /* Past the chunk (a the last voxel) b's sum is never stored:
+             * its upper edge lies above row tb, so it never ends. */
+            *slot += amp * sum;
             slot += SFC_SLOTS;
-            sum_a = sum_b;
-            sum_b = 0.0f;
-            sfc_walk_next(k, ft, z0, nzc, &w);
+            sum = sfc_walk_f2_next(&w) * r;
+            sfc_walk_next(z0, &w);
         }
     }
     if (w.m < nzc)
-        slot[0] += amp * sum_a;
-    if (w.m + 1 < nzc)
-        slot[SFC_SLOTS] += amp * sum_b;
+        *slot += amp * sum;
 }
 
 /* One view into the column's slots: the row walk, or voxel by voxel for
@@ -111,10 +109,8 @@ __device__ __forceinline__ void sfc_backproject_column(
         sfc_backproject_view(k, ft, q, z0, nzc, acc);
         return;
     }
-    float lo, hi;
-    int ta, tb, unused;
-    sfc_rows(k, &ft->c, z0, &lo, &hi, &ta, &unused);
-    sfc_rows(k, &ft->c, z0 + nzc - 1, &lo, &hi, &unused, &tb);
+    int ta, tb;
+    sfc_walk_rows(k, ft, z0, nzc, &ta, &tb);
     if (ft->fits)
         sfc_backproject_walk<1>(k, ft, q, z0, nzc, ta, tb, acc);
     else

@@ -111,11 +111,11 @@ __device__ __forceinline__ void sfc_project_view(
         sfc_emit(k, ft, rb, view, cur_t, ft->c.amp * cur);
 }
 
-/* sfc_project_view by the row walk: per row t, C(t) from voxels a and b
- * (in z order, as the CPU sums) and the row's value; f_a, f_b their
- * values.  Every row ta .. tb is emitted, so the buffer's first
- * min(tb - ta + 1, SFC_OC_ROWS) rows are stored: returns that count (0
- * when no row is left). */
+/* sfc_project_view by the row walk: per row t, C(t) from voxel a and,
+ * in a row where a ends, b (in z order, as the CPU sums); f_a, f_b their
+ * values (f_b 0 past the part).  Every row ta .. tb is emitted, so the
+ * buffer's first min(tb - ta + 1, SFC_OC_ROWS) rows are stored: returns
+ * that count (0 when no row is left). */
 __device__ __forceinline__ int sfc_project_walk(
     const cone_bp_const *k, const sfc_foot *ft, const float *vox, int z0,
     int nzc, int ta, int tb, const sfc_rowbuf *rb, float *view)
@@ -126,14 +126,14 @@ __device__ __forceinline__ int sfc_project_walk(
     float f_a = vox[w.m * SFC_SLOTS];
     float f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
     for (; w.t < w.t_end; sfc_walk_row(&w)) {
-        float c = sfc_f2(w.lo_a, w.hi_a, w.t_lo, w.t_hi) * f_a;
-        c += sfc_f2(w.lo_b, w.hi_b, w.t_lo, w.t_hi) * f_b;
-        sfc_emit(k, ft, rb, view, w.t, ft->c.amp * c);
-        if (w.hi_a <= w.t_hi) {
-            sfc_walk_next(k, ft, z0, nzc, &w);
+        float c = sfc_walk_f2(&w) * f_a;
+        if (sfc_walk_ends(&w)) {
+            c += sfc_walk_f2_next(&w) * f_b;
+            sfc_walk_next(z0, &w);
             f_a = f_b;
             f_b = w.m + 1 < nzc ? vox[(w.m + 1) * SFC_SLOTS] : 0.0f;
         }
+        sfc_emit(k, ft, rb, view, w.t, ft->c.amp * c);
     }
     return tb - ta < SFC_OC_ROWS ? tb - ta + 1 : SFC_OC_ROWS;
 }
@@ -162,12 +162,18 @@ __device__ __forceinline__ int sfc_project_column(
     return SFC_OC_ROWS;
 }
 
-/* The chunk's rows ta .. tb of the column (clipped); has: whether the
- * column meets the detector. */
+/* The chunk's rows ta .. tb of the column (clipped): the row walk's when
+ * the column takes it (the buffers and the gather then cover the rows the
+ * walk emits), else its voxels' (cone_sf_rows'); whether the column meets
+ * the detector. */
 __device__ __forceinline__ int sfc_chunk_rows(const cone_bp_const *k,
                                               const sfc_foot *ft, int z0,
                                               int nzc, int *ta, int *tb)
 {
+    if (sfc_walks(k, ft)) {
+        sfc_walk_rows(k, ft, z0, nzc, ta, tb);
+        return *ta <= *tb;
+    }
     float lo, hi;
     int unused;
     sfc_rows(k, &ft->c, z0, &lo, &hi, ta, &unused);
