@@ -3,8 +3,8 @@
  * z-column kernels share (issue 15): their tiles, the footprint of a column
  * at one view and the row walk.  The kernels: A^T as a gather
  * (cuda_cone_sf_column_backproject.cu) and A as its exact transpose
- * (cuda_cone_sf_column_project.cu), both walking a column of voxels in z with the column's
- * transaxial footprint computed once per projection.  The older kernels
+ * (cuda_cone_sf_column_project.cu), both walking a column of voxels in z
+ * with the column's transaxial footprint computed once per projection.  The older kernels
  * (cuda_cone_sf.cu) stay behind RTOMO_CONE_SF_KERNEL=old for comparison.
  *
  * Why this shape.  In the paper's configuration (1024^3 voxels of 1.2 mm,
@@ -166,6 +166,11 @@
  * A^T 3.59 -> 1.93 s, A 6.69 -> 5.99 s (a scratch bench of the same solve,
  * outside the repository).  Tried and not kept: A^T at 5 blocks an SM (48
  * registers, 120 bytes of spills): A^T 2.04 s against 1.93 s in that run.
+ * Then A's gather with as many lanes per cell as the part has rows (up to
+ * 32; cells side by side share a warp) where it took a half warp, or a
+ * whole warp for parts of 17-20 rows (12-15 lanes idle): in the same run,
+ * test_cuda_cone's A 5.86 s (the scratch bench's 5.99 s without it), A^T
+ * 1.93 s, pair 7.79 s against f590ece's 10.28 s.
  *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and

@@ -242,9 +242,11 @@ typedef struct sfc_oc {
 } sfc_oc;
 
 /* Part rows tmin .. tmax of patch cells smin .. smin + w - 1 added into
- * the view: a half warp per cell and 16 rows, lanes along the rows, each
- * cell's sum gathered from the entries of its bucket (the columns that
- * reach it; their row buffers zero outside their rows) and added once. */
+ * the view: g lanes per cell, one a row (g the part's rows, up to 32:
+ * items of a warp may be cells side by side; parts over 32 rows take
+ * several items a cell), each cell's sum gathered from the entries of its
+ * bucket (the columns that reach it; their row buffers zero outside their
+ * rows) and added once. */
 __device__ __forceinline__ void sfc_gather(const cone_bp_const *k,
                                            const sfc_oc *o, int smin, int w,
                                            int tmin, int tmax, int tid,
@@ -252,13 +254,16 @@ __device__ __forceinline__ void sfc_gather(const cone_bp_const *k,
 {
     if (tmin > tmax)
         return;
-    /* Lanes per item: a half warp, or a warp for parts over 16 rows high
-     * (else a second item of 16 rows for the few rows past 16). */
-    const int g = tmax - tmin >= 16 ? 32 : 16;
+    const int g = tmax - tmin < 32 ? tmax - tmin + 1 : 32;
     const int nrb = (tmax - tmin) / g + 1;
-    for (int item = tid / g; item < w * nrb; item += SFC_THREADS / g) {
-        const int s = item / nrb;
-        const int t = tmin + (item - s * nrb) * g + tid % g;
+    const int per_pass = SFC_THREADS / g;
+    if (tid >= per_pass * g)
+        return;
+    const int lane = tid % g;
+    for (int item = tid / g; item < w * nrb; item += per_pass) {
+        /* (nrb is 1 but for parts over 32 rows: no division.) */
+        const int s = nrb == 1 ? item : item / nrb;
+        const int t = tmin + (item - s * nrb) * g + lane;
         float acc = 0.0f;
         const int e_end = o->start[s + 1];
         /* Unrolled: the entries' loads overlap. */
