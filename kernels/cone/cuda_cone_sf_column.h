@@ -4,8 +4,9 @@
  * at one view and the row walk.  The kernels: A^T as a gather
  * (cuda_cone_sf_column_backproject.cu) and A as its exact transpose
  * (cuda_cone_sf_column_project.cu), both walking a column of voxels in z
- * with the column's transaxial footprint computed once per projection.  The older kernels
- * (cuda_cone_sf.cu) stay behind RTOMO_CONE_SF_KERNEL=old for comparison.
+ * with the column's transaxial footprint computed once per projection.
+ * The older kernels (cuda_cone_sf.cu) stay behind RTOMO_CONE_SF_KERNEL=old
+ * for comparison.
  *
  * Why this shape.  In the paper's configuration (1024^3 voxels of 1.2 mm,
  * 1024 views of 1536 x 1152 cells of 2 mm, magnification 2) a voxel's
@@ -35,11 +36,11 @@
  * ~50 x 24 cells; 32 voxels now, below), and the patch goes to the
  * projections with one global atomic per non-zero cell: ~0.3 global
  * atomics per voxel and view instead of 3.6, the other 3.6 on the SM.  A
- * block keeps its voxels in shared memory across SFC_P_VIEWS = 8 views, so
- * the volume is read 128 times (0.5 TB) rather than 1024 (4.4 TB).  A patch that would not fit
- * (huge magnifications; or RTOMO_CONE_SF_PATCH=0, the test hook) falls
- * back to global atomics per cell: the same weights, slower.  (The patch
- * is now a gather, below.)
+ * block keeps its voxels in shared memory across SFC_P_VIEWS = 8 views
+ * (16 now, below), so the volume is read 128 times (0.5 TB) rather than
+ * 1024 (4.4 TB).  A patch that would not fit (huge magnifications; or
+ * RTOMO_CONE_SF_PATCH=0, the test hook) falls back to global atomics per
+ * cell: the same weights, slower.  (The patch is now a gather, below.)
  *
  * Exactly a transpose: both kernels take F1, F2 and l_phi from the same
  * functions on the same floats (cone_sf.h, sfc_foot below), so A's cell
@@ -171,6 +172,18 @@
  * whole warp for parts of 17-20 rows (12-15 lanes idle): in the same run,
  * test_cuda_cone's A 5.86 s (the scratch bench's 5.99 s without it), A^T
  * 1.93 s, pair 7.79 s against f590ece's 10.28 s.
+ * Then A with 16 views a block (SFC_P_VIEWS) where 8 were: the tile's
+ * voxels loaded and tested for zeros half as often (the volume read 64
+ * times), each block's start-up spread over twice the views.  Paper's case
+ * on one H100, same run: test_cuda_cone A 5.77 s, A^T 1.93 s, pair 7.70 s
+ * (all 59 checks passed), the previous kernels (the scratch bench) A 5.86
+ * s, pair 7.79 s, f590ece's test_cuda_cone A 6.69 s, A^T 3.63 s, pair
+ * 10.32 s.  Tried and not kept: A with 8 barriers a view rather than 10
+ * (two sets of the reach and the bucket counts, each emptied while the
+ * other is in use; the counts indexed by cell mod SFC_OC_W so that they
+ * are taken with the reach): A 6.30 s against 5.86 s in one run (why was
+ * not examined); the gather with two rows a lane (half the entries'
+ * loads): 6.37 s against 6.20 s for the same kernel without it.
  *
  * Multi-streaming: the iterative engine keeps both vectors on the device
  * (cuda_cone_sf_backend.cu), so A and A^T move no data between host and

@@ -13,9 +13,9 @@
 
 #include "cuda_cone_sf_column.h"
 
-/* A: 32 voxels of each column, 8 views per block. */
+/* A: 32 voxels of each column, 16 views per block. */
 #define SFC_P_Z 32
-#define SFC_P_VIEWS 8
+#define SFC_P_VIEWS 16
 /* A's gather (sfc_gather): the chunk in parts of SFC_OC_PART voxels
  * (the paper's case: at most 11 x 1.40 + 2 = 17 rows a column), a column's
  * row values in SFC_OC_ROWS slots (odd: a warp's stores and a half warp's
