@@ -6,7 +6,8 @@
  * or a device's or slab's view of a split pair); A, A^T and the vector
  * ops wait for their results, the _raw launchers, the amplitude and
  * add_window only queue.  A and A^T run the z-column kernels of
- * cuda_cone_sf_column.cu (issue 15: 2.9x faster for the pair,
+ * cuda_cone_sf_column_{project,backproject}.cu (issue 15: 2.9x faster
+ * for the pair,
  * PERFORMANCE.md run 46) unless RTOMO_CONE_SF_KERNEL=old picks the first
  * kernels below, kept to compare the two in one session.
  *

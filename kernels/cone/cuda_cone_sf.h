@@ -2,8 +2,9 @@
  * cuda_cone_sf.h — the separable-footprint cone-beam pair on the GPU: its
  * state (cuda_cone_sf_backend.cu) and the launchers of its kernels
  * (cuda_cone_sf.cu: the first kernels, the vector ops and the row
- * windows of a split pair; cuda_cone_sf_column.cu: the z-column kernels,
- * the default).  The footprints are cone_sf.h's, the same code as the
+ * windows of a split pair; cuda_cone_sf_column_project.cu and
+ * cuda_cone_sf_column_backproject.cu, with cuda_cone_sf_column.h: the
+ * z-column kernels, the default).  The footprints are cone_sf.h's, the same code as the
  * CPU pair's.
  */
 #ifndef RTOMO_CUDA_CONE_SF_H
@@ -87,7 +88,8 @@ rtomo_status cuda_cone_sf_project(cuda_cone_sf *s, const float *volume,
 rtomo_status cuda_cone_sf_backproject(cuda_cone_sf *s,
                                       const float *projections, float *volume,
                                       rtomo_error *err);
-/* The z-column kernels behind the two above (cuda_cone_sf_column.cu):
+/* The z-column kernels behind the two above (cuda_cone_sf_column_project.cu,
+ * cuda_cone_sf_column_backproject.cu):
  * A into zeroed projections (without l_theta), A^T of projections already
  * times l_theta; queued on s->stream, not waited for. */
 rtomo_status cuda_cone_sf_project_columns(cuda_cone_sf *s,
