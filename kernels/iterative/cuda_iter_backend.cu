@@ -105,6 +105,18 @@ static float *part(const cuda_iter *c, const iter_vec *v, int s)
     return c->n == 1 ? v->data : ((float *const *)v->priv)[s];
 }
 
+/* Slab s's share of an n-row vector in *count; its device made current
+ * when the share is not empty. */
+static rtomo_status enter_slab(const cuda_iter *c, int s, int n, int *count,
+                               rtomo_error *err)
+{
+    int first;
+    slab_rows(n, c->n, s, &first, count);
+    if (*count > 0)
+        RTOMO_CUDA_TRY(err, cudaSetDevice(c->slab[s].device));
+    return RTOMO_OK;
+}
+
 /* Whether slab s writes its rows of an n-row vector (a one-row vector:
  * every slab, to keep the copies equal). */
 static int writes(const cuda_iter *c, int n, int s)
@@ -505,16 +517,11 @@ static rtomo_status cuda_backproject(rtomo_iter *it, const iter_vec *y,
     rtomo_status st = RTOMO_OK;
     for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
         iter_slab *sl = &c->slab[s];
-        int first, count;
-        slab_rows(y->n, c->n, s, &first, &count);
-        if (count == 0)
-            continue;
-        cudaError_t rc = cudaSetDevice(sl->device);
-        st = rc != cudaSuccess
-                 ? rtomo_cuda_error(err, rc, "cudaSetDevice", __FILE__,
-                                    __LINE__)
-                 : cuda_iter_backproject(&sl->launch, part(c, y, s), count,
-                                         part(c, x, s), sl->stream[0], err);
+        int count;
+        if ((st = enter_slab(c, s, y->n, &count, err)) == RTOMO_OK &&
+            count > 0)
+            st = cuda_iter_backproject(&sl->launch, part(c, y, s), count,
+                                       part(c, x, s), sl->stream[0], err);
     }
     return wait_slabs(c, 1, st, err);
 }
@@ -624,17 +631,12 @@ static rtomo_status cuda_mul(rtomo_iter *it, const iter_vec *w, iter_vec *y,
     rtomo_status st = RTOMO_OK;
     for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
         iter_slab *sl = &c->slab[s];
-        int first, count;
-        slab_rows(y->n, c->n, s, &first, &count);
-        if (count == 0)
-            continue;
+        int count;
         /* w has one row: every slab holds it whole (file comment). */
-        cudaError_t rc = cudaSetDevice(sl->device);
-        st = rc != cudaSuccess
-                 ? rtomo_cuda_error(err, rc, "cudaSetDevice", __FILE__,
-                                    __LINE__)
-                 : cuda_iter_mul(part(c, w, s), part(c, y, s), count,
-                                 y->row_len, sl->stream[0], err);
+        if ((st = enter_slab(c, s, y->n, &count, err)) == RTOMO_OK &&
+            count > 0)
+            st = cuda_iter_mul(part(c, w, s), part(c, y, s), count,
+                               y->row_len, sl->stream[0], err);
     }
     return wait_slabs(c, 1, st, err);
 }
@@ -645,16 +647,11 @@ static rtomo_status cuda_clamp(rtomo_iter *it, iter_vec *x, rtomo_error *err)
     rtomo_status st = RTOMO_OK;
     for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
         iter_slab *sl = &c->slab[s];
-        int first, count;
-        slab_rows(x->n, c->n, s, &first, &count);
-        if (count == 0)
-            continue;
-        cudaError_t rc = cudaSetDevice(sl->device);
-        st = rc != cudaSuccess
-                 ? rtomo_cuda_error(err, rc, "cudaSetDevice", __FILE__,
-                                    __LINE__)
-                 : cuda_iter_clamp(part(c, x, s), (size_t)count * x->row_len,
-                                   sl->stream[0], err);
+        int count;
+        if ((st = enter_slab(c, s, x->n, &count, err)) == RTOMO_OK &&
+            count > 0)
+            st = cuda_iter_clamp(part(c, x, s), (size_t)count * x->row_len,
+                                 sl->stream[0], err);
     }
     return wait_slabs(c, 1, st, err);
 }
@@ -668,16 +665,11 @@ static rtomo_status cuda_ray(rtomo_iter *it, const iter_vec *x, iter_vec *y,
      * texture), and this projector is for measurements only. */
     for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
         iter_slab *sl = &c->slab[s];
-        int first, count;
-        slab_rows(x->n, c->n, s, &first, &count);
-        if (count == 0)
-            continue;
-        cudaError_t rc = cudaSetDevice(sl->device);
-        st = rc != cudaSuccess
-                 ? rtomo_cuda_error(err, rc, "cudaSetDevice", __FILE__,
-                                    __LINE__)
-                 : cuda_iter_ray_project(&sl->launch, part(c, x, s), count,
-                                         part(c, y, s), sl->stream[0], err);
+        int count;
+        if ((st = enter_slab(c, s, x->n, &count, err)) == RTOMO_OK &&
+            count > 0)
+            st = cuda_iter_ray_project(&sl->launch, part(c, x, s), count,
+                                       part(c, y, s), sl->stream[0], err);
     }
     /* Synchronous like every op (file comment): the caller may read y or
      * time the call as soon as it returns. */
