@@ -1,11 +1,12 @@
 /*
  * cuda_cone_sf.h — the separable-footprint cone-beam pair on the GPU: its
- * state (cuda_cone_sf_backend.cu) and the launchers of its kernels
+ * state (cuda_cone_sf_backend.cu; its z slabs over several GPUs,
+ * cuda_cone_sf_slabs.cu) and the launchers of its kernels
  * (cuda_cone_sf.cu: the first kernels, the vector ops and the row
  * windows of a split pair; cuda_cone_sf_column_project.cu and
  * cuda_cone_sf_column_backproject.cu, with cuda_cone_sf_column.h: the
- * z-column kernels, the default).  The footprints are cone_sf.h's, the same code as the
- * CPU pair's.
+ * z-column kernels, the default).  The footprints are cone_sf.h's, the
+ * same code as the CPU pair's.
  */
 #ifndef RTOMO_CUDA_CONE_SF_H
 #define RTOMO_CUDA_CONE_SF_H
@@ -24,7 +25,7 @@
 /* Blocks of the dot product's first pass. */
 #define CUDA_SF_DOT_BLOCKS 256
 
-/* A z slab of a split pair (cuda_cone_sf_backend.cu): its voxels' k
+/* A z slab of a split pair (cuda_cone_sf_slabs.cu): its voxels' k
  * (nz, z0 its own), the detector rows they can reach at any view, and its
  * window of those rows on its device: A's partial projections, A^T's
  * input. */
