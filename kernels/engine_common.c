@@ -205,6 +205,23 @@ int rtomo_cpu_thread_count(const rtomo_engine_options *opt)
     return (int)n;
 }
 
+void rtomo_deal_even(int n, int parts, int part, int *first, int *count)
+{
+    const int base = n / parts, extra = n % parts;
+    *first = part * base + (part < extra ? part : extra);
+    *count = base + (part < extra);
+}
+
+int rtomo_split_hook(const char *name)
+{
+    const char *env = getenv(name);
+    if (!env || !*env)
+        return 1;
+    char *end;
+    long k = strtol(env, &end, 10);
+    return *end == '\0' && k >= 1 && k <= RTOMO_SPLIT_HOOK_MAX ? (int)k : 1;
+}
+
 int rtomo_fbp_padded_length(int det_width)
 {
     int n = 1;

@@ -233,6 +233,18 @@ rtomo_status rtomo_resolve_backend(rtomo_backend want, rtomo_backend *out,
 /* Number of CPU worker threads for opt (cpu_threads, or online cores). */
 int rtomo_cpu_thread_count(const rtomo_engine_options *opt);
 
+/* Part `part` of `parts` of n items dealt contiguously and evenly (the
+ * first n % parts parts one item more): items [*first, *first + *count).
+ * How the multi-GPU plans split slices into slabs (cone FDK, the cone SF
+ * pair, the iterative engine's rows). */
+void rtomo_deal_even(int n, int parts, int part, int *first, int *count);
+
+/* Slabs per device asked for by the test hook environment variable
+ * `name` (1 to RTOMO_SPLIT_HOOK_MAX), 1 when unset or not such a number:
+ * one GPU then runs a plan's several-device path. */
+#define RTOMO_SPLIT_HOOK_MAX 8
+int rtomo_split_hook(const char *name);
+
 /* Convert n samples of any dtype to float32. */
 void rtomo_convert_to_float(const void *src, rtomo_dtype dtype, size_t n,
                             float *dst);

@@ -2,7 +2,8 @@
  * test_engine_api.c — the backend-neutral parts of the engine API: names and
  * parsers that configuration files and the wire protocol rely on, option
  * defaults, error reporting, and backend selection when a backend is not
- * available.
+ * available; and the multi-device plans' shared pieces (engine_internal.h):
+ * the even deal of slices to slabs and the split test hook.
  */
 #include "config.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "rtomo_engine.h"
+#include "engine_internal.h"
 #include "check_run.h"
 #include "test_util.h"
 
@@ -146,6 +148,46 @@ START_TEST(padded_length_is_power_of_two_at_least_twice_width)
 }
 END_TEST
 
+/* Every item dealt once, in order, parts differing by at most one item
+ * and the larger ones first; parts beyond n get none. */
+START_TEST(even_deal_covers_every_item_once)
+{
+    for (int n = 0; n <= 40; n++)
+        for (int parts = 1; parts <= 9; parts++) {
+            int next = 0;
+            for (int p = 0; p < parts; p++) {
+                int first, count;
+                rtomo_deal_even(n, parts, p, &first, &count);
+                ck_assert_msg(first == next, "n %d parts %d: part %d starts "
+                              "at %d, expected %d", n, parts, p, first, next);
+                ck_assert_int_eq(count, n / parts + (p < n % parts));
+                next += count;
+            }
+            ck_assert_int_eq(next, n);
+        }
+}
+END_TEST
+
+/* The split hook: a number from 1 to 8, anything else 1. */
+START_TEST(split_hook_takes_only_small_numbers)
+{
+    const char *name = "RTOMO_TEST_SPLIT_HOOK";
+    unsetenv(name);
+    ck_assert_int_eq(rtomo_split_hook(name), 1);
+    const struct { const char *value; int slabs; } cases[] = {
+        {"3", 3}, {"8", 8}, {"1", 1}, {"9", 1}, {"0", 1}, {"-2", 1},
+        {"2x", 1}, {"", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(name, cases[i].value, 1);
+        ck_assert_msg(rtomo_split_hook(name) == cases[i].slabs,
+                      "%s=\"%s\": %d slabs, expected %d", name,
+                      cases[i].value, rtomo_split_hook(name), cases[i].slabs);
+    }
+    unsetenv(name);
+}
+END_TEST
+
 static Suite *engine_api_suite(void)
 {
     Suite *s = suite_create("engine_api");
@@ -157,6 +199,8 @@ static Suite *engine_api_suite(void)
     tcase_add_test(tc, option_defaults);
     tcase_add_test(tc, cuda_request_without_gpu_is_refused_clearly);
     tcase_add_test(tc, padded_length_is_power_of_two_at_least_twice_width);
+    tcase_add_test(tc, even_deal_covers_every_item_once);
+    tcase_add_test(tc, split_hook_takes_only_small_numbers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -47,14 +47,6 @@ static void cuda_destroy(rtomo_cone *c)
     c->impl = NULL;
 }
 
-/* Slabs per device (the test hook), 1 without it. */
-static int split_per_device(void)
-{
-    const char *env = getenv("RTOMO_CUDA_CONE_SPLIT");
-    int k = env ? atoi(env) : 1;
-    return k >= 1 && k <= 8 ? k : 1;
-}
-
 /* Deal the ROI's slices to the slabs: the first nz % n get one more. */
 static rtomo_status deal_slabs(rtomo_cone *c, cuda_cone *s, rtomo_error *err)
 {
@@ -62,23 +54,22 @@ static rtomo_status deal_slabs(rtomo_cone *c, cuda_cone *s, rtomo_error *err)
     rtomo_status st = rtomo_cuda_plan_devices(&c->opt, ids, &n_dev, err);
     if (st != RTOMO_OK)
         return st;
-    const int split = split_per_device(), nz = c->bp.nz;
+    const int split = rtomo_split_hook("RTOMO_CUDA_CONE_SPLIT"), nz = c->bp.nz;
     int n = n_dev * split;
     n = n < nz ? n : nz;
     s->dev = (cuda_cone_dev *)calloc((size_t)n, sizeof *s->dev);
     if (!s->dev)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     s->n = n;
-    int z = 0;
     for (int i = 0; i < n; i++) {
         cuda_cone_dev *d = &s->dev[i];
-        const int count = nz / n + (i < nz % n);
+        int z, count;
+        rtomo_deal_even(nz, n, i, &z, &count);
         d->device = ids[i % n_dev];
         d->z_first = z;
         d->k = c->bp;
         d->k.nz = count;
         d->k.z0 = c->bp.z0 + (float)z * c->bp.voxel;
-        z += count;
     }
     return RTOMO_OK;
 }

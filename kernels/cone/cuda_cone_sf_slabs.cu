@@ -80,14 +80,6 @@ void split_destroy(cuda_cone_sf *s)
 
 /* ------------------------------------------------------------- slabs ---- */
 
-/* Slabs per device: the test hook RTOMO_CONE_SF_SPLIT (1 to 8), else 1. */
-static int split_per_device(void)
-{
-    const char *env = getenv("RTOMO_CONE_SF_SPLIT");
-    const int k = env ? atoi(env) : 1;
-    return k >= 1 && k <= 8 ? k : 1;
-}
-
 /* Rows beyond the window's bound on either side: the bound is computed
  * in double, the kernels' rows in float (errors far below a row). */
 #define SLAB_ROW_MARGIN 2
@@ -127,10 +119,10 @@ static void slab_rows(const cone_bp_const *k, int z_first, int nz,
 static void deal_slabs(cuda_cone_sf *s)
 {
     const int n = s->n_slabs, nz = s->k.nz;
-    int z = 0;
     for (int b = 0; b < n; b++) {
         cuda_cone_sf_slab *sl = &s->slabs[b];
-        const int count = nz / n + (b < nz % n);
+        int z, count;
+        rtomo_deal_even(nz, n, b, &z, &count);
         sl->dev = (int)((long)b * s->n_devs / n);
         sl->z_first = z;
         slab_rows(&s->k, z, count, &sl->row0, &sl->rows);
@@ -143,7 +135,6 @@ static void deal_slabs(cuda_cone_sf *s)
         if (d->nz == 0)
             d->z_first = z;
         d->nz += count;
-        z += count;
     }
 }
 
@@ -244,7 +235,7 @@ static rtomo_status split_buffers(cuda_cone_sf *s, rtomo_error *err)
 rtomo_status split_create(cuda_cone_sf *s, const int *ids, int n_ids,
                           rtomo_error *err)
 {
-    int n = n_ids * split_per_device();
+    int n = n_ids * rtomo_split_hook("RTOMO_CONE_SF_SPLIT");
     n = n < s->k.nz ? n : s->k.nz;
     s->n_slabs = n < 1 ? 1 : n;
     if (s->n_slabs == 1)

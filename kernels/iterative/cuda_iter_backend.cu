@@ -57,7 +57,6 @@
 #include "cuda_iter.h"
 
 #define STAGE_BYTES ((size_t)8 << 20)
-#define MAX_SPLIT 8
 
 /* One device's share of a plan: its streams, scratch and staging. */
 typedef struct iter_slab {
@@ -94,9 +93,7 @@ static void slab_rows(int n, int k, int s, int *first, int *count)
         *count = 1;
         return;
     }
-    const int base = n / k, extra = n % k;
-    *first = s * base + (s < extra ? s : extra);
-    *count = base + (s < extra);
+    rtomo_deal_even(n, k, s, first, count);
 }
 
 /* Slab s's part of v: its first row's floats on the slab's device. */
@@ -151,17 +148,6 @@ static rtomo_status wait_slabs(cuda_iter *c, int streams, rtomo_status st,
                                   __FILE__, __LINE__);
     }
     return st;
-}
-
-/* Slabs per device: RTOMO_CUDA_ITER_SPLIT (the test hook), else 1. */
-static int split_per_device(void)
-{
-    const char *env = getenv("RTOMO_CUDA_ITER_SPLIT");
-    if (!env || !*env)
-        return 1;
-    char *end;
-    long k = strtol(env, &end, 10);
-    return *end == '\0' && k >= 1 && k <= MAX_SPLIT ? (int)k : 1;
 }
 
 /* ----------------------------------------------------------- lifetime ---- */
@@ -278,7 +264,7 @@ static rtomo_status deal_slabs(rtomo_iter *it, cuda_iter *c, rtomo_error *err)
     if (st != RTOMO_OK)
         return st;
     const int rows = it->geom.row_count;
-    int n = n_devices * split_per_device();
+    int n = n_devices * rtomo_split_hook("RTOMO_CUDA_ITER_SPLIT");
     n = n < rows ? n : rows;
     c->slab = (iter_slab *)calloc((size_t)n, sizeof *c->slab);
     if (!c->slab)
