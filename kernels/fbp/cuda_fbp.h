@@ -83,6 +83,25 @@ int cuda_fbp_config_tile(const cuda_fbp_config *cfg);
  *     s = proj[p].z + (x - center) proj[p].x - (y - center) proj[p].y
  * with proj[p] = {cos a_p, sin a_p, axis + axis_shift[p], 0}.
  */
+/*
+ * How a launch adds its sums into what `out` holds (later projection
+ * chunks).  LOAD: the tile kernels start each pixel's sums from the stored
+ * value (cuda_fbp_device.h, start_pixel), the other kernels add it when
+ * they store.  REDUCE: every kernel sums from zero and adds its sums at the
+ * end with a reduction (red.global.add.f32) that the L2 cache carries
+ * out, so no thread ever waits for the stored value: the read-modify-write
+ * of the accumulators then overlaps the next blocks' projections instead
+ * of holding each block up (streaming's per-chunk cost, cuda_fbp_stream.cu).
+ * Each pixel is written by one thread per launch and launches are ordered
+ * on their stream, so REDUCE is as deterministic as LOAD; the sums differ
+ * only in where the stored value enters them.
+ */
+typedef enum cuda_fbp_accumulate {
+    CUDA_FBP_OVERWRITE = 0,
+    CUDA_FBP_ACCUMULATE_LOAD,
+    CUDA_FBP_ACCUMULATE_REDUCE
+} cuda_fbp_accumulate;
+
 typedef struct cuda_fbp_launch {
     const float4 *proj;         /* device: constants of this launch's
                                    projections */
@@ -90,7 +109,8 @@ typedef struct cuda_fbp_launch {
     int det_width;
     float center;               /* (slice_size - 1) / 2 */
     int roi_x, roi_y, roi_w, roi_h;
-    int accumulate;             /* add into out (later projection chunks) */
+    cuda_fbp_accumulate accumulate; /* overwrite out, or add into it
+                                   (later projection chunks) and how */
     rtomo_interp interp;
     cuda_fbp_config cfg;
     int n_groups;
@@ -289,6 +309,9 @@ typedef struct cuda_fbp_stream_plan {
     /* RTOMO_CUDA_FBP_STREAM_TRACE=1: each chunk's host and GPU times
      * (seconds after open) go to stderr when it is retired. */
     int trace;
+    /* How chunks add into the accumulators (RTOMO_CUDA_FBP_STREAM_
+     * ACCUMULATE=load|reduce, read at open; reduce by default). */
+    cuda_fbp_accumulate accumulate;
     double host_origin;
     double entry_host[CUDA_FBP_STREAM_RING];    /* enqueued, host clock */
     int entry_n[CUDA_FBP_STREAM_RING];          /* projections */

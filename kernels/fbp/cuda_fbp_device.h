@@ -213,6 +213,15 @@ __device__ __forceinline__ float *pixel_address(const cuda_fbp_launch &l, int g,
     return l.out + (size_t)g * slices * image_stride(l) + (size_t)y * l.roi_w + x;
 }
 
+/* *o += v in the L2 cache, without returning the old value, so that the
+ * thread goes on at once (CUDA_FBP_ACCUMULATE_REDUCE).  Written as PTX's
+ * red: atomicAdd whose result is unused becomes PTX's atom, which leaves
+ * it to the assembler to see that nothing waits for it. */
+__device__ __forceinline__ void reduce_add(float *o, float v)
+{
+    asm volatile("red.global.add.f32 [%0], %1;" :: "l"(o), "f"(v) : "memory");
+}
+
 /* Write v (one value per slice) to pixel (x, y) of the ROI images of group
  * g, when inside the ROI; adds to what is there for later projection
  * chunks.  `unscale` undoes the half packing factor. */
@@ -227,9 +236,12 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
 #pragma unroll
     for (int s = 0; s < slices; s++) {
         float value = vget(v, s) * unscale;
-        if (l.accumulate)
-            value += o[s * image_stride(l)];
-        o[s * image_stride(l)] = value;
+        if (l.accumulate == CUDA_FBP_ACCUMULATE_REDUCE)
+            reduce_add(&o[s * image_stride(l)], value);
+        else if (l.accumulate == CUDA_FBP_ACCUMULATE_LOAD)
+            o[s * image_stride(l)] = value + o[s * image_stride(l)];
+        else
+            o[s * image_stride(l)] = value;
     }
 }
 
@@ -240,15 +252,18 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
  * block's start and their latency hides behind its projections, where at
  * the end every block stalled on them.  This is what a chunk of resident
  * slices pays whatever its size (streaming adds chunks into 2048 slices:
- * runs 49 and 51 of docs/PERFORMANCE.md).  Zero when the launch does not
- * accumulate or the pixel is outside the ROI.
+ * runs 49 and 51 of docs/PERFORMANCE.md).  Streaming no longer loads at
+ * all (CUDA_FBP_ACCUMULATE_REDUCE, cuda_fbp.h); the after-the-scan path's
+ * later texture chunks still do.  Zero when the launch does not load
+ * (overwrites or reduces) or the pixel is outside the ROI.
  */
 template <typename V>
 __device__ __forceinline__ V start_pixel(const cuda_fbp_launch &l, int g,
                                          int x, int y, float scale)
 {
     const int slices = sizeof(V) / sizeof(float);
-    const float *o = l.accumulate ? pixel_address(l, g, slices, x, y) : NULL;
+    const float *o = l.accumulate == CUDA_FBP_ACCUMULATE_LOAD
+                         ? pixel_address(l, g, slices, x, y) : NULL;
     V v = vzero(V());
     if (!o)
         return v;
@@ -258,7 +273,8 @@ __device__ __forceinline__ V start_pixel(const cuda_fbp_launch &l, int g,
     return v;
 }
 
-/* Write the sums v of a pixel started by start_pixel, times `unscale`. */
+/* Write the sums v of a pixel started by start_pixel, times `unscale`
+ * (added to the stored value when the launch reduces). */
 template <typename V>
 __device__ __forceinline__ void finish_pixel(const cuda_fbp_launch &l, int g,
                                              int x, int y, V v, float unscale)
@@ -268,8 +284,12 @@ __device__ __forceinline__ void finish_pixel(const cuda_fbp_launch &l, int g,
     if (!o)
         return;
 #pragma unroll
-    for (int s = 0; s < slices; s++)
-        o[s * image_stride(l)] = vget(v, s) * unscale;
+    for (int s = 0; s < slices; s++) {
+        if (l.accumulate == CUDA_FBP_ACCUMULATE_REDUCE)
+            reduce_add(&o[s * image_stride(l)], vget(v, s) * unscale);
+        else
+            o[s * image_stride(l)] = vget(v, s) * unscale;
+    }
 }
 
 /* ------------------------------------------------ projection constants ---- */

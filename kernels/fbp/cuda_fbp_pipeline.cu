@@ -515,7 +515,7 @@ static rtomo_status backproject_groups(cuda_fbp_slot *slot,
         l.proj = r->proj + first;
         l.n_proj = plan->geom.n_proj - first < impl->texture_chunk
                        ? plan->geom.n_proj - first : impl->texture_chunk;
-        l.accumulate = c > 0;
+        l.accumulate = c > 0 ? CUDA_FBP_ACCUMULATE_LOAD : CUDA_FBP_OVERWRITE;
         for (int g = 0; g < groups; g++) {
             st = pool_texture(slot, plan, impl, g, c, l.interp, &l.tex[g], err);
             if (st != RTOMO_OK)

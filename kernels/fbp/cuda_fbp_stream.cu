@@ -66,8 +66,14 @@
  *   RTOMO_CUDA_FBP_STREAM_TRACE=1    one line per chunk on stderr when it is
  *                                    retired: when the host enqueued it and
  *                                    when the GPU ran it, in ms after the
- *                                    open, read at open: where a scan's
- *                                    back-projection time goes.
+ *                                    open, and one per read: when it was
+ *                                    called and when it returned; read at
+ *                                    open: where a scan's back-projection
+ *                                    and read-out time goes;
+ *   RTOMO_CUDA_FBP_STREAM_ACCUMULATE=load   chunks load each stored sum
+ *                                    at a block's start and store the new
+ *                                    one, as before the reductions, read
+ *                                    at open: the baseline in benchmarks.
  */
 #include "config.h"
 
@@ -81,8 +87,8 @@
 
 /*
  * Projections per chunk, at most.  A chunk reads and writes every
- * accumulator once (8 bytes per pixel and slice; the ALU and hybrid
- * kernels store in 4x4 squares, half-used sectors, so nearer 16) while it
+ * accumulator once (8 bytes per pixel and slice: a warp of the ALU and
+ * hybrid kernels takes 4 rows of 8 pixels, whole 32-byte sectors) while it
  * adds `chunk` projections to it, which at the kernels' 3000-8000 GU/s
  * take 0.12-0.33 ns per projection and pixel-slice.  Measured on an H100
  * (bench-fbp --stream, 2048^2 x 64 slices, 2048 projections, AUTO), the
@@ -94,7 +100,13 @@
  * its projections, so chunks of 256 spent 1 s of the scan's 3.5 s of
  * back-projection on the accumulators alone; since the tile kernels load
  * the stored sums at a block's start (cuda_fbp_device.h, start_pixel),
- * about 50 ms (run 51).
+ * about 50 ms (run 51).  Chunks now add their sums with reductions that
+ * the L2 cache carries out (CUDA_FBP_ACCUMULATE_REDUCE, cuda_fbp.h): no
+ * block waits for a stored sum, and the read-modify-write overlaps the
+ * next blocks' projections.  At 64 slices a chunk's cost beyond its
+ * projections fell from 0.52 to 0.27 ms at chunks of 64, 0.37 to 0.15 ms
+ * at 256 (about 9 and 5 ms at 2048 slices; half nearest, run 62).  Chunks
+ * of 16 stay bound by the accumulators' bandwidth either way.
  *
  * The front end (fbp_stream.c) hands a chunk over when it is full or when
  * the device has finished the last one, so a chunk holds what arrived
@@ -681,6 +693,9 @@ extern "C" rtomo_status cuda_fbp_stream_open(rtomo_fbp *plan, const int *kept_ro
     release(impl);
     const char *trace = getenv("RTOMO_CUDA_FBP_STREAM_TRACE");
     sp->trace = trace && strcmp(trace, "1") == 0;
+    const char *acc = getenv("RTOMO_CUDA_FBP_STREAM_ACCUMULATE");
+    sp->accumulate = acc && strcmp(acc, "load") == 0 ? CUDA_FBP_ACCUMULATE_LOAD
+                                                     : CUDA_FBP_ACCUMULATE_REDUCE;
     sp->host_origin = rtomo_now_seconds();
     sp->chunk = cuda_fbp_stream_chunk(plan);
     memcpy(sp->roi, plan->stream_roi, sizeof sp->roi);
@@ -797,7 +812,7 @@ static rtomo_status launch_groups(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     l.roi_y = sp->roi[1];
     l.roi_w = sp->roi[2];
     l.roi_h = sp->roi[3];
-    l.accumulate = 1;
+    l.accumulate = sp->accumulate;
     l.interp = sp->interp;
     l.cfg = sp->cfg;
     l.n_groups = k;
@@ -1285,7 +1300,13 @@ extern "C" rtomo_status cuda_fbp_stream_read(rtomo_fbp *plan, const int *positio
         jobs[i].direct = direct;
     for (int i = 0; i < impl->n_slots; i++)
         jobs[i].stats = stats;
+    const double called = rtomo_now_seconds();
     rtomo_status st = cuda_fbp_workers_run(impl, read_slot, jobs, sizeof *jobs, err);
+    if (sp->trace)
+        fprintf(stderr, "rtomo fbp stream trace: read of %d slices (%s), "
+                "called at %.1f ms, done at %.1f ms\n", n,
+                direct ? "direct" : "staged", 1e3 * (called - sp->host_origin),
+                1e3 * (rtomo_now_seconds() - sp->host_origin));
     if (registered)
         unregister(out, bytes);
     /* The chunks done so far give their timing to the stats; a read does
