@@ -179,6 +179,7 @@ typedef struct solve_batch {
     double t0;                  /* when the solve began */
     double pair_updates;        /* updates of one A and one A^T */
     int aborted;
+    double handed_seconds;      /* in on_iteration: iterates published */
 } solve_batch;
 
 static void post_iteration(const solve_batch *b, int k, double residual,
@@ -261,6 +262,7 @@ static int on_iteration(void *ctx, int k, double residual,
         b->aborted = 1;
         return 1;
     }
+    const double t = now_seconds();
     post_iteration(b, k, residual, NULL);
     const int last = k == m->iterations ||
                      (m->tolerance > 0 && residual <= m->tolerance);
@@ -268,6 +270,7 @@ static int on_iteration(void *ctx, int k, double residual,
         publish_iterate(b, images, k, residual, 0);
     else
         flush_results(b->w);
+    b->handed_seconds += now_seconds() - t;
     return 0;
 }
 
@@ -302,6 +305,7 @@ static int solve_rows(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     const rtomod_tomo_reconstruct_job *rc = &job->u.recon;
     const size_t line = (size_t)it->n_arrived * (size_t)it->width;
     const size_t plane = (size_t)it->size * (size_t)it->size;
+    const double t_gather = now_seconds();
     int warm = 1;
     for (int i = 0; i < n; i++) {
         int r = kept_position(it, rc->rows[pos[i]]);
@@ -318,7 +322,7 @@ static int solve_rows(rtomod_worker *w, plan_state *s, const rtomod_job *job,
                    plane * sizeof(float));
     }
     solve_batch b = {w, s, job, pos, n, now_seconds(),
-                     2.0 * n * (double)it->n_arrived * (double)plane, 0};
+                     2.0 * n * (double)it->n_arrived * (double)plane, 0, 0.0};
     rtomo_iter_options o;
     rtomo_iter_options_init(&o);
     o.method = it->m.method == RTOMO_METHOD_CGLS ? RTOMO_ITER_CGLS
@@ -339,12 +343,20 @@ static int solve_rows(rtomod_worker *w, plan_state *s, const rtomod_job *job,
     }
     if (b.aborted)
         return 1;
+    const double t_final = now_seconds();
     post_iteration(&b, res.iterations, res.residual, &res);
     publish_iterate(&b, x, res.iterations, res.residual, 1);
+    /* Where a solve's time goes: the engine's (A, A^T, the rest: vector
+     * ops, transfers, the iterates' downloads) and the worker's (gathering
+     * the rows' line integrals and start, handing iterates out). */
     log_debug("worker %d: scan %s: %s of %d rows, %d iterations, residual "
-              "%.3g, %.2f s", w->index, s->scan,
-              rtomo_method_name(it->m.method), n, res.iterations,
-              res.residual, res.seconds);
+              "%.3g, %.2f s: gather %.2f s, solve %.2f s (A %.2f s, A^T "
+              "%.2f s, iterates handed out %.2f s), final iterate %.2f s",
+              w->index, s->scan, rtomo_method_name(it->m.method), n,
+              res.iterations, res.residual, now_seconds() - t_gather,
+              b.t0 - t_gather, res.seconds, res.project_seconds,
+              res.backproject_seconds, b.handed_seconds,
+              now_seconds() - t_final);
     return 0;
 }
 
@@ -375,7 +387,10 @@ void iter_reconstruct(rtomod_worker *w, plan_state *s, const rtomod_job *job)
     float *sino = pos ? malloc(sizeof(float) * line * (size_t)batch) : NULL;
     float *x = sino ? calloc(plane * (size_t)batch, sizeof(float)) : NULL;
     rtomo_error err;
+    const double t_create = now_seconds();
     rtomo_iter *solver = x ? create_solver(w, s, &err) : NULL;
+    log_debug("worker %d: scan %s: solver for %d rows a batch made in "
+              "%.2f s", w->index, s->scan, batch, now_seconds() - t_create);
     if (!x)
         rtomo_set_error(&err, RTOMO_E_NOMEM, "out of memory for the "
                         "iterative solve");
