@@ -621,6 +621,24 @@ void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p)
                s->projections + s->frame_samples * (size_t)p);
 }
 
+void daemon_send_projection_as(rtomo_client *c, const daemon_scan *s, int p,
+                               int index, double degrees)
+{
+    rtomo_frame_header f;
+    frame_header(s, RTOMO_MSG_PROJECTION, index, &f);
+    f.angle = degrees;
+    char *header = rtomo_proto_encode_frame(&f);
+    ck_assert(header);
+    rtomo_error err;
+    ck_assert_msg(rtomo_client_send_raw(c, 0, header, strlen(header), 2,
+                                        s->projections +
+                                            s->frame_samples * (size_t)p,
+                                        s->frame_samples * sizeof(uint16_t),
+                                        &err) == RTOMO_OK,
+                  "projection %d as %d: %s", p, index, err.message);
+    free(header);
+}
+
 void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
                                 int connection)
 {

@@ -203,6 +203,10 @@ void daemon_send_header(rtomo_client *c, const char *header);
 /* Send the darks and flats. */
 void daemon_send_fields(rtomo_client *c, const daemon_scan *s);
 void daemon_send_projection(rtomo_client *c, const daemon_scan *s, int p);
+/* Projection p's frame sent as projection `index`, its angle (degrees)
+ * in the frame's header: scans whose indices are not in angle order. */
+void daemon_send_projection_as(rtomo_client *c, const daemon_scan *s, int p,
+                               int index, double degrees);
 /* Projection p on ingest connection `connection` (0-based). */
 void daemon_send_projection_via(rtomo_client *c, const daemon_scan *s, int p,
                                 int connection);

@@ -377,6 +377,53 @@ START_TEST(cgls_missing_and_tolerance)
 }
 END_TEST
 
+/* Projections whose indices are not in the order of their angles (an
+ * interlaced scan, each frame giving its angle), sent in reverse: the
+ * daemon stores each in its index's slot and solves them in the order of
+ * their angles, and the final slices are the engine's solve of the same
+ * projections. */
+START_TEST(angles_out_of_index_order)
+{
+    daemon_session t;
+    daemon_session_open(&t, backend_args, 1);
+    daemon_scan s;
+    daemon_scan_make(&s, "interlaced", WIDTH, HEIGHT, N_PROJ, 1, 2, 0x1a7e);
+    daemon_scan_select_rows(&s, ROWS, 2);
+    set_method(&s, RTOMO_METHOD_SIRT, 10, 0);
+    const rtomo_fbp_geometry *g = &s.spec.geometry;
+    daemon_send_begin(t.c, &s);
+    daemon_send_fields(t.c, &s);
+    for (int q = N_PROJ - 1; q >= 0; q--) {
+        const int p = (q % 4) * (N_PROJ / 4) + q / 4;   /* q's angle */
+        daemon_send_projection_as(t.c, &s, p, q,
+                                  (g->angle_start + p * g->angle_step) *
+                                      180.0 / M_PI);
+    }
+    daemon_send_end(t.c, &s);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "interlaced", 0);
+
+    rtomo_iter_options o;
+    rtomo_iter_options_init(&o);
+    o.iterations = 10;
+    rtomo_iter_result res;
+    float *ref = engine_solve(&s, ROWS, 2, NULL, &o, &res);
+    const size_t plane = WIDTH * WIDTH;
+    for (int r = 0; r < 2; r++) {
+        const daemon_image *fin = final_of(&t.in, "interlaced", ROWS[r]);
+        ck_assert_ptr_nonnull(fin);
+        ck_assert_int_eq(fin->h.projections, N_PROJ);
+        double e = test_rel_l2(fin->data, ref + plane * r, plane);
+        printf("interlaced, row %d: final %.2e from the engine's solve in "
+               "angle order\n", ROWS[r], e);
+        ck_assert_msg(e <= ENGINE_TOL, "row %d: %.3g from the engine",
+                      ROWS[r], e);
+    }
+    free(ref);
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
 /* Two workers, two rows each, and a ROI: each worker solves its rows;
  * the solve runs on the whole grid from zero (the FBP slices, cut to the
  * ROI, cannot start it) and the ROI of its result is published. */
@@ -574,12 +621,14 @@ int main(void)
     }
     const TTest *tests[] = {
         sirt_after_fbp, cgls_missing_and_tolerance, roi_and_two_workers,
+        angles_out_of_index_order,
         abort_stops_the_iterations,
     };
     const char *name = "cuda_daemon_iterative";
 #else
     const TTest *tests[] = {
         sirt_after_fbp, cgls_missing_and_tolerance, roi_and_two_workers,
+        angles_out_of_index_order,
         abort_stops_the_iterations, conflicts_and_defaults,
     };
     const char *name = "daemon_iterative";
