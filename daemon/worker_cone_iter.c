@@ -14,10 +14,10 @@
  * integrals are kept in its slot as it arrives (n_proj x det_v x det_u
  * floats); at the end the projections that came are moved together and
  * solved at their own angles (missing ones are left out, not taken as
- * zero).  The solve
- * starts from the FDK volume (warm_start, the default) or from zero;
- * every publish_every iterations the iterate's slices go out, and last
- * the final volume's, published from the solver's own buffer.
+ * zero).  The solve starts from the FDK volume (warm_start, the default)
+ * or from zero; every publish_every iterations the iterate's slices go
+ * out, and last the final volume's, published from the solver's own
+ * buffer.
  */
 #include "config.h"
 

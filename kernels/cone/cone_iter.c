@@ -291,7 +291,8 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
  * cuda_cone_sf_slabs.cu): on the owner the l_theta table, the angles'
  * cosines and sines, the amplitude-weighted sinogram and the dots'
  * partial sums; on every other device of a split its own angles and
- * partial sums. */
+ * partial sums (CUDA_SF_DOT_BLOCKS doubles, cuda_cone_sf.h, which a C
+ * file cannot include). */
 #define SF_DOT_BYTES (256 * sizeof(double))
 
 /* The split as split_create makes it: n slabs of the ROI's nz slices, slab
