@@ -4,11 +4,14 @@
  * (rtomo_cone_bytes: the resident volume of its z-slab of the ROI, its
  * chunk of filtered projections, the filter's working set), the dark and
  * flat fields the worker averages, and the buffers its slices are read
- * out into and published from; and what an iterative solve adds.
+ * out into and published from; and what an iterative solve adds, on
+ * each GPU its separable-footprint pair is split over (as the engine
+ * counts it: rtomo_cone_iter_bytes).
  */
 #include "config.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "rtomod_budget.h"
 
@@ -43,7 +46,14 @@ void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
     *device = on_gpu ? plan_device : 0;
 }
 
-void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
+/* The solvers' vectors (kernels/iterative): b, CGLS's residual and
+ * direction in both spaces, SIRT's row and column weights and its update,
+ * and during SIRT's set-up a sinogram of ones: 4 sinograms and 4
+ * volumes at most. */
+#define SOLVE_SINOGRAMS 4
+#define SOLVE_VOLUMES 4
+
+void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
                              size_t *host, size_t *device)
 {
     const size_t f = sizeof(float);
@@ -53,16 +63,41 @@ void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
     const size_t ny = (size_t)(g->roi_ny ? g->roi_ny : g->ny - g->roi_y);
     const size_t nz = (size_t)(g->roi_nz ? g->roi_nz : g->nz - g->roi_z);
     const size_t volume = mul(mul(mul(nx, ny), nz), f);
-    /* The solvers (kernels/iterative): b, CGLS's residual and direction
-     * in both spaces, SIRT's row and column weights and its update, and
-     * during SIRT's set-up a sinogram of ones: 4 sinograms and 4 volumes;
-     * the pair's own amplitude-weighted sinogram besides.  On the host,
-     * beside the daemon's line integrals, the solve's volume and an
-     * iterate being published, the engine's staging of one sinogram or
-     * volume (SIRT's weights). */
-    const size_t solver = add(mul(sino, 5), mul(volume, 4));
+    /* On the host, beside the daemon's line integrals, the solve's volume
+     * and an iterate being published, the engine's staging of one
+     * sinogram or volume (SIRT's weights). */
     const size_t daemon = add(add(sino, sino > volume ? sino : volume),
                               mul(volume, 2));
-    *host = on_gpu ? daemon : add(daemon, solver);
-    *device = on_gpu ? solver : 0;
+    if (n_gpus < 1) {
+        /* The CPU pair's vectors and its amplitude-weighted sinogram. */
+        *host = add(daemon, add(mul(sino, SOLVE_SINOGRAMS + 1),
+                                mul(volume, SOLVE_VOLUMES)));
+        return;
+    }
+    *host = daemon;
+    /* On the GPUs, as the engine splits the pair over them (z slabs of
+     * the image vectors, the sinograms on the first).  A geometry it
+     * refuses was refused before; should one come here, it cannot be
+     * admitted. */
+    rtomo_error err;
+    if (rtomo_cone_iter_bytes(g, n_gpus, SOLVE_VOLUMES, SOLVE_SINOGRAMS,
+                              device, &err) != RTOMO_OK)
+        for (int i = 0; i < n_gpus; i++)
+            device[i] = SIZE_MAX;
+}
+
+void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
+                              size_t out_bytes, rtomod_budget_claim *claim)
+{
+    memset(claim, 0, sizeof *claim);
+    size_t host, device, solve_host;
+    size_t solve_device[RTOMO_MAX_DEVICES] = {0};
+    rtomod_budget_cone_part(g, n_gpus > 0, out_bytes, &host, &device);
+    rtomod_budget_cone_iter(g, n_gpus, &solve_host, solve_device);
+    claim->host = add(host, solve_host);
+    /* The FDK plan on worker 0's GPU, the pair's first, beside its
+     * share: the FDK volume is the solve's start. */
+    claim->device[0] = n_gpus > 0 ? device : 0;
+    for (int i = 0; i < n_gpus; i++)
+        claim->device[i] = add(claim->device[i], solve_device[i]);
 }

@@ -80,11 +80,22 @@ void rtomod_budget_sbdx_part(const rtomo_sbdx_geometry *g, int plane_bytes,
  * its slices are read out into while they are published. */
 void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
                              size_t out_bytes, size_t *host, size_t *device);
-/* What a cone-beam solve adds (worker_cone_iter.c): every projection's
- * line integrals, the solve's volume and the solver's vectors and
- * weights (on the GPU when on_gpu). */
-void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int on_gpu,
+/* What a cone-beam solve adds (worker_cone_iter.c): in host memory every
+ * projection's line integrals, the solve's volume and an iterate; the
+ * solver's vectors and the pair's own in host memory with the CPU
+ * backend (n_gpus 0), else on the n_gpus GPUs the pair is split over
+ * (rtomo_cone_iter_bytes): device[i] the bytes on the i-th (the first
+ * holds the sinograms), device untouched when n_gpus is 0. */
+void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
                              size_t *host, size_t *device);
+/* The claim of a cone-beam scan with a solve: its FDK is one slab (g, the
+ * whole ROI) on worker 0, the solve's pair split over the n_gpus GPUs of
+ * workers 0 .. n_gpus - 1 (0: the CPU backend); out_bytes as for
+ * rtomod_budget_cone_part.  Worker 0's GPU holds the FDK plan and the
+ * sinograms beside its share of the pair, each other GPU its share, so a
+ * solve too large for one GPU fits when the shares do. */
+void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
+                              size_t out_bytes, rtomod_budget_claim *claim);
 
 /* Take the claim when it fits beside everything claimed so far, less
  * `leaving` (memory claimed by scans whose plans will be closed before

@@ -135,6 +135,9 @@ typedef struct rtomod_cone_begin_job {
     int set_count;              /* slices of the whole scan */
     rtomo_method_settings method;   /* sirt / cgls: solved after FDK
                                    (worker_cone_iter.c; one slab) */
+    int n_solve_devices;        /* the solve's GPUs (0: the worker's
+                                   own options, as on the CPU) */
+    int solve_devices[RTOMO_MAX_DEVICES];
 } rtomod_cone_begin_job;
 
 typedef struct rtomod_job {

@@ -21,9 +21,17 @@
  * With the daemon's HDF5 output on, the slices make the scan's file.
  *
  * reconstruction.method "sirt" or "cgls" solves the volume after its FDK
- * with the separable-footprint pair (worker_cone_iter.c).  The pair
- * projects the whole ROI at once, so such a scan is one slab on one
- * worker, which keeps every projection's line integrals.
+ * with the separable-footprint pair (worker_cone_iter.c) on every GPU of
+ * the daemon: the engine splits the pair's volume in z slabs over them
+ * and keeps the sinograms on the first.  The FDK of such a scan stays
+ * one slab on one worker (worker 0, whose GPU is the pair's first): that
+ * worker keeps every projection's line integrals and starts the solve
+ * from its FDK volume, with no slabs to gather from other threads, and
+ * FDK's single back-projection, done while the frames come, is small
+ * beside the solve's two passes per iteration.  The claim is per GPU:
+ * worker 0's the FDK plan, the sinograms and its share of the pair, each
+ * other worker's its share (so a solve too large for one GPU is admitted
+ * when the shares fit).
  */
 #include "config.h"
 
@@ -48,6 +56,8 @@ struct rtomod_cone_scan {
     int n_slabs;                    /* workers 0 .. n_slabs - 1 */
     int slab_first[RTOMO_MAX_DEVICES];  /* z within the ROI */
     int slab_count[RTOMO_MAX_DEVICES];
+    int n_solve_gpus;               /* a solve's GPUs (0: the CPU) */
+    int solve_gpus[RTOMO_MAX_DEVICES];  /* device indices, worker order */
 };
 
 void rtomod_cone_free(rtomod_cone_scan *c)
@@ -119,30 +129,50 @@ static void split_slabs(rtomod *d, rtomod_cone_scan *c)
     }
 }
 
+/* A solve's GPUs: every GPU of the daemon, in the workers' order, so
+ * that the pair's first (which holds its sinograms) is the GPU of worker
+ * 0, whose slab the FDK is; none with the CPU backend. */
+static void choose_solve_gpus(const rtomod *d, rtomod_cone_scan *c)
+{
+    c->n_solve_gpus = 0;
+    if (c->method.method == RTOMO_METHOD_FBP)
+        return;
+    for (int i = 0; i < d->n_gpus; i++)
+        c->solve_gpus[c->n_solve_gpus++] = d->gpus[i].index;
+}
+
 /* Slices a worker reads out and publishes as one unit, and such units
  * alive at once: one being read, those in its finisher and a few being
  * sent (worker_cone.c, worker.c's buffers_kept). */
 #define SLICES_PER_UNIT 16
 
-/* The memory of the slabs' plans (budget_cone.c). */
+/* The buffers a slab's slices are read out into while they are
+ * published: a unit each. */
+static size_t out_bytes(const rtomod *d, const rtomo_cone_geometry *g)
+{
+    const int buffers = d->cfg.publish.stats_threads + 1 + 3;
+    int unit = g->roi_nz < SLICES_PER_UNIT ? g->roi_nz : SLICES_PER_UNIT;
+    return sizeof(float) * (size_t)g->roi_nx * (size_t)g->roi_ny *
+           (size_t)unit * (size_t)buffers;
+}
+
+/* The memory of the slabs' plans, or of a solve's (budget_cone.c). */
 static void estimate(const rtomod *d, const rtomod_cone_scan *c,
                      rtomod_budget_claim *claim)
 {
     memset(claim, 0, sizeof *claim);
-    const int buffers = d->cfg.publish.stats_threads + 1 + 3;
+    if (c->method.method != RTOMO_METHOD_FBP) {
+        /* One slab, worker 0's; the pair over every GPU. */
+        rtomo_cone_geometry g = slab_geometry(c, 0);
+        rtomod_budget_cone_solve(&g, c->n_solve_gpus, out_bytes(d, &g),
+                                 claim);
+        return;
+    }
     for (int w = 0; w < c->n_slabs; w++) {
         rtomo_cone_geometry g = slab_geometry(c, w);
-        int unit = g.roi_nz < SLICES_PER_UNIT ? g.roi_nz : SLICES_PER_UNIT;
-        size_t out = sizeof(float) * (size_t)g.roi_nx * (size_t)g.roi_ny *
-                     (size_t)unit * (size_t)buffers;
         size_t host, device;
-        rtomod_budget_cone_part(&g, d->n_gpus > 0, out, &host, &device);
-        if (c->method.method != RTOMO_METHOD_FBP) {
-            size_t ih, id;
-            rtomod_budget_cone_iter(&g, d->n_gpus > 0, &ih, &id);
-            host = host > SIZE_MAX - ih ? SIZE_MAX : host + ih;
-            device = device > SIZE_MAX - id ? SIZE_MAX : device + id;
-        }
+        rtomod_budget_cone_part(&g, d->n_gpus > 0, out_bytes(d, &g), &host,
+                                &device);
         claim->host = claim->host > SIZE_MAX - host ? SIZE_MAX
                                                     : claim->host + host;
         claim->device[w] = device;
@@ -163,6 +193,8 @@ static rtomod_job *begin_job(const rtomod_scan *scan,
     b->set_first = c->slab_first[w];
     b->set_count = c->geometry.roi_nz;
     b->method = c->method;
+    b->n_solve_devices = w == 0 ? c->n_solve_gpus : 0;
+    memcpy(b->solve_devices, c->solve_gpus, sizeof b->solve_devices);
     if (c->geometry.angles) {
         size_t bytes = sizeof(double) * (size_t)c->geometry.n_proj;
         double *angles = malloc(bytes);
@@ -214,6 +246,22 @@ static void note(rtomod_scan *scan, const char *text)
              text);
 }
 
+/* Where a solve runs: ", on GPU 0" or ", on GPUs 0,1" (device indices);
+ * nothing on the CPU. */
+static void note_solve_gpus(rtomod_scan *scan)
+{
+    const rtomod_cone_scan *c = scan->cone;
+    if (c->n_solve_gpus < 1)
+        return;
+    char text[64];
+    size_t used = (size_t)snprintf(text, sizeof text, ", on GPU%s ",
+                                   c->n_solve_gpus > 1 ? "s" : "");
+    for (int i = 0; i < c->n_solve_gpus && used < sizeof text; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s%d",
+                                 i ? "," : "", c->solve_gpus[i]);
+    note(scan, text);
+}
+
 /* What scan_started says of the scan. */
 static void note_start(rtomod *d, rtomod_scan *scan)
 {
@@ -235,6 +283,7 @@ static void note_start(rtomod *d, rtomod_scan *scan)
                  m->warm_start ? " from the fdk volume" : " from zero",
                  m->publish_every > 0 ? "progressively" : "at the end");
         note(scan, text);
+        note_solve_gpus(scan);
     } else if (d->cfg.reconstruction.method.method != RTOMO_METHOD_FBP) {
         note(scan, "; method: fdk (the configured iterative method is for "
                    "parallel beams; a cone-beam scan asks for its own)");
@@ -304,6 +353,7 @@ int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
      * asked for, not a default. */
     rtomod_scan_method(&d->cfg, msg->scan_spec, RTOMO_METHOD_FBP, &c->method);
     split_slabs(d, c);
+    choose_solve_gpus(d, c);
     char what[160];
     snprintf(what, sizeof what, "a cone-beam scan of %dx%dx%d voxels from %d "
              "projections of %dx%d", g.roi_nx, g.roi_ny, g.roi_nz, g.n_proj,
@@ -327,8 +377,9 @@ int rtomod_cone_begin(rtomod *d, rtomo_ingest_msg *msg)
         open_output(d, scan);
     rtomod_scan_activate(d, scan);
     log_info("scan %s: cone beam, %dx%d detector, %d projections, volume "
-             "%dx%dx%d in %d slab(s)", scan->id, g.det_u, g.det_v, g.n_proj,
-             g.roi_nx, g.roi_ny, g.roi_nz, c->n_slabs);
+             "%dx%dx%d in %d slab(s); a solve on %d GPU(s)", scan->id,
+             g.det_u, g.det_v, g.n_proj, g.roi_nx, g.roi_ny, g.roi_nz,
+             c->n_slabs, c->n_solve_gpus);
     return 0;
 }
 
@@ -540,6 +591,15 @@ void rtomod_cone_end_note(const rtomod_scan *scan, char *out, size_t size)
              g->roi_ny, g->roi_nz);
 }
 
+/* The solve's GPUs (device indices; empty on the CPU). */
+static json_t *solve_gpus(const rtomod_cone_scan *c)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < c->n_solve_gpus; i++)
+        json_array_append_new(a, json_integer(c->solve_gpus[i]));
+    return a;
+}
+
 void rtomod_cone_status(const rtomod_scan *scan, json_t *out)
 {
     const rtomod_cone_scan *c = scan->cone;
@@ -565,11 +625,11 @@ void rtomod_cone_status(const rtomod_scan *scan, json_t *out)
     const rtomo_method_settings *m = &c->method;
     json_object_set_new(out, "method", m->method == RTOMO_METHOD_FBP
         ? json_pack("{s:s}", "name", "fdk")
-        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b}", "name",
+        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b, s:o}", "name",
                     rtomo_method_name(m->method), "iterations", m->iterations,
                     "publish_every", m->publish_every, "tolerance",
                     m->tolerance, "nonnegative", m->nonnegative,
-                    "warm_start", m->warm_start));
+                    "warm_start", m->warm_start, "gpus", solve_gpus(c)));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", g->roi_nz, "of", g->roi_nz, "mode",
         "streaming"));

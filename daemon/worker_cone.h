@@ -27,6 +27,10 @@ struct cone_plan {
     rtomo_method_settings method;
     float *sino;
     unsigned char *received;
+    /* The GPUs the solve's pair is split over (the begin job's; 0: the
+     * worker's own options). */
+    int n_solve_devices;
+    int solve_devices[RTOMO_MAX_DEVICES];
 };
 
 /* ------------------------------------------------------ cone_fields.c ---- */

@@ -5,14 +5,19 @@
  * projector and back-projector, so the solvers converge) after its FDK
  * slices are out, as worker_iter.c does for parallel-beam slices.
  *
- * The pair projects the whole ROI volume, so a scan with a solve is one
- * slab on one worker (scan_cone.c).  Each projection's line integrals are
- * kept in its slot as it arrives (n_proj x det_v x det_u floats); at the
- * end the projections that came are moved together and solved at their
- * own angles (missing ones are left out, not taken as zero).  The solve
- * starts from the FDK volume (warm_start, the default) or from zero;
- * every publish_every iterations the iterate's slices go out, and last
- * the final volume's, published from the solver's own buffer.
+ * A scan with a solve is one FDK slab on worker 0 (scan_cone.c), whose
+ * thread makes the pair over every GPU of the daemon (the begin job's
+ * list, its own GPU first): the engine splits the volume in z slabs over
+ * them and keeps the sinograms on the first; the other workers' threads
+ * go on with their own jobs meanwhile, on streams of their own, and the
+ * budget has claimed each GPU's share.  Each projection's line
+ * integrals are kept in its slot as it arrives (n_proj x det_v x det_u
+ * floats); at the end the projections that came are moved together and
+ * solved at their own angles (missing ones are left out, not taken as
+ * zero).  The solve starts from the FDK volume (warm_start, the default)
+ * or from zero; every publish_every iterations the iterate's slices go
+ * out, and last the final volume's, published from the solver's own
+ * buffer.
  */
 #include "config.h"
 
@@ -30,6 +35,8 @@
 int cone_iter_begin(struct cone_plan *p, const rtomod_cone_begin_job *b)
 {
     p->method = b->method;
+    p->n_solve_devices = b->n_solve_devices;
+    memcpy(p->solve_devices, b->solve_devices, sizeof p->solve_devices);
     if (b->method.method == RTOMO_METHOD_FBP)
         return 0;
     const rtomo_cone_geometry *g = &b->geometry;
@@ -64,6 +71,18 @@ rtomo_status cone_iter_frame(struct cone_plan *p, int index,
     return st;
 }
 
+/* The worker's engine options with the solve's GPUs, when it has them. */
+static void solve_options(const rtomod_worker *w, const struct cone_plan *p,
+                          rtomo_engine_options *o)
+{
+    *o = w->options;
+    if (p->n_solve_devices > 0) {
+        o->n_devices = p->n_solve_devices;
+        memcpy(o->device_ids, p->solve_devices,
+               sizeof(int) * (size_t)p->n_solve_devices);
+    }
+}
+
 rtomo_iter *cone_iter_solver(rtomod_worker *w, struct cone_plan *p,
                              rtomo_error *err)
 {
@@ -89,10 +108,13 @@ rtomo_iter *cone_iter_solver(rtomod_worker *w, struct cone_plan *p,
     g.angles = angles;
     rtomo_iter *solver = NULL;
     rtomo_error why;
-    if (n < 2)
+    if (n < 2) {
         rtomo_set_error(&why, RTOMO_E_INVALID, "%d projections", n);
-    else
-        solver = rtomo_cone_iter_create(&g, &w->options, &why);
+    } else {
+        rtomo_engine_options opt;
+        solve_options(w, p, &opt);
+        solver = rtomo_cone_iter_create(&g, &opt, &why);
+    }
     free(angles);
     if (!solver)
         rtomo_set_error(err, why.code, "no %s solve of the %d projections "

@@ -11,7 +11,14 @@
  *     and CGLS (8) beat FDK against the truth by 10% at least (the
  *     errors printed);
  *   - bad geometries, CUDA without a GPU and batches of more than one
- *     volume are refused.
+ *     volume are refused;
+ *   - the CUDA pair's memory estimate (rtomo_cone_iter_bytes, computed
+ *     without a GPU): on one GPU every vector and the pair's tables; over
+ *     two, each its half of the image vectors and a detector-row window
+ *     no narrower than its slab's shadow at the axis and no wider than
+ *     its shadow nearest the source, the first also the sinograms and
+ *     the landing; the test hook's two slabs on one GPU hold what the two
+ *     GPUs hold together.
  */
 #include "config.h"
 
@@ -219,6 +226,73 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* rtomo_cone_iter_bytes over 1 and 2 GPUs of pair case 0 on a detector
+ * tall enough for the whole volume (64 rows of 2 mm at magnification 2:
+ * 64 mm at the axis, the volume 48 mm). */
+START_TEST(test_bytes)
+{
+    rtomo_cone_geometry g = cone_test_pair_case(0);
+    g.det_v = 64;
+    const size_t f = sizeof(float), np = (size_t)g.n_proj;
+    const size_t frame = (size_t)g.det_u * (size_t)g.det_v * f;
+    const size_t sino = frame * np;
+    const size_t volume = (size_t)g.nx * (size_t)g.ny * (size_t)g.nz * f;
+    const size_t det_row = (size_t)g.det_u * np * f;  /* one row, all views */
+    const size_t tables = 2 * np * f + 256 * sizeof(double);
+    size_t one[2], two[2], two_bare[2], hook[2];
+    rtomo_error err;
+    unsetenv("RTOMO_CONE_SF_SPLIT");
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, one, &err), RTOMO_OK);
+    /* One GPU: 4 + 1 sinograms (the amplitude-weighted one), 4 volumes,
+     * l_theta and the angles. */
+    ck_assert_uint_eq(one[0], 5 * sino + 4 * volume + frame + tables);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 2, 4, 4, two, &err), RTOMO_OK);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 2, 0, 0, two_bare, &err),
+                     RTOMO_OK);
+    /* The vectors: the sinograms on GPU 0, each GPU half of every
+     * volume (32 slices: 16 each). */
+    ck_assert_uint_eq(two[0] - two_bare[0], 4 * sino + 4 * volume / 2);
+    ck_assert_uint_eq(two[1] - two_bare[1], 4 * volume / 2);
+    /* GPU 1's window: 16 slices of 1.5 mm reach 24 rows through the axis
+     * (magnification 2, 2 mm rows), at most 24 mm times the largest
+     * magnification, sdd / (sad - R) with R the corner column's distance,
+     * plus two rows of margin each side, half a row of rounding each side
+     * and the last row itself. */
+    const double r = sqrt(2.0) * 15.5 * g.voxel;
+    const double widest = 24.0 * g.sdd / (g.sad - r) / g.pitch_v + 6.0;
+    const size_t window = two_bare[1] - tables;
+    ck_assert_uint_eq(window % det_row, 0);
+    printf("pair over 2 GPUs: windows of %zu rows (GPU 1) in [24, %.1f], "
+           "GPU 0 %.2f MB, GPU 1 %.2f MB (one GPU %.2f MB)\n",
+           window / det_row, widest, two[0] / 1e6, two[1] / 1e6,
+           one[0] / 1e6);
+    ck_assert_uint_ge(window / det_row, 24);
+    ck_assert_double_le((double)(window / det_row), widest);
+    /* GPU 0: its own window of the same bounds and a landing as large
+     * as GPU 1's. */
+    const size_t own = two_bare[0] - (sino + frame + tables) - window;
+    ck_assert_uint_eq(own % det_row, 0);
+    ck_assert_uint_ge(own / det_row, 24);
+    ck_assert_double_le((double)(own / det_row), widest);
+    /* The split's point: each GPU holds less than the one. */
+    ck_assert_uint_lt(two[0], one[0]);
+    ck_assert_uint_lt(two[1], one[0]);
+    /* The hook's two slabs on one GPU: what the two GPUs hold. */
+    setenv("RTOMO_CONE_SF_SPLIT", "2", 1);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, hook, &err),
+                     RTOMO_OK);
+    unsetenv("RTOMO_CONE_SF_SPLIT");
+    ck_assert_uint_eq(hook[0], two[0] + two[1]);
+    /* Refused: no device, an invalid geometry. */
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 0, 4, 4, one, &err),
+                     RTOMO_E_INVALID);
+    g.sdd = g.sad;
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, one, &err),
+                     RTOMO_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.message, "is not beyond sad"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cone_iter");
@@ -228,6 +302,7 @@ int main(void)
     tcase_add_test(tc, test_line_integrals);
     tcase_add_test(tc, test_beats_fdk);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_bytes);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }

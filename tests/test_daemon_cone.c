@@ -20,7 +20,12 @@
  *     NeXus file, equal to those published (read back with h5py);
  *   - "method": "sirt" publishes the FDK slices (not final), an iterate
  *     and the final volume, equal to the engine's own SIRT of the same
- *     line integrals from its FDK volume.
+ *     line integrals from its FDK volume;
+ *   - on CUDA only: a CGLS solve's pair split over the daemon's GPUs
+ *     (with one GPU, the test hook RTOMO_CONE_SF_SPLIT=2 in the daemon's
+ *     environment makes it two slabs on it): scan_started and status
+ *     name the GPUs, and the final volume equals an unsplit daemon's (one
+ *     GPU, no hook) and the CPU engine's solve.
  * The engine's tests (test_cone_*) check FDK itself; this one checks the
  * wiring.
  */
@@ -688,6 +693,14 @@ START_TEST(sirt_after_fdk)
     ck_assert_msg(strstr(ev->message, "method: sirt after fdk, 4 iterations "
                          "from the fdk volume, published progressively"),
                   "%s", ev->message);
+    /* Where the solve runs: the GPUs on CUDA (PROTOCOL.md 3.13), nothing
+     * on the CPU. */
+#ifdef CONE_ON_GPU
+    ck_assert_msg(strstr(ev->message, "progressively, on GPU"), "%s",
+                  ev->message);
+#else
+    ck_assert_msg(!strstr(ev->message, "GPU"), "%s", ev->message);
+#endif
     rtomo_cone_geometry g;
     float *x = engine_fdk(&s, NULL, &g);
     check_slices(&t.in, "sirt", &g, x, 40, 0);
@@ -839,6 +852,175 @@ START_TEST(abort_then_next_scan)
 }
 END_TEST
 
+#ifdef CONE_ON_GPU
+/* A split pair against one slab: the slabs' constants round differently
+ * and the sums come in another order (test_cuda_cone's SLAB_SOLVE_BOUND
+ * for SIRT and CGLS); against the CPU pair, its FMA and order
+ * differences carried through the iterations (SOLVE_CPU_BOUND there). */
+#define SPLIT_SOLVE_L2 1e-4
+#define SPLIT_CPU_L2 1e-3
+#define SPLIT_ITERATIONS 5
+
+/* The solve's scan: CGLS from zero (so FDK, whose GPU kernel the
+ * autotuner picks per daemon, does not enter the comparison). */
+static void split_scan_make(cone_scan *s, const char *id)
+{
+    cone_scan_make_sized(s, id, test_seed(0xc0de, 10), 48, 40, 32, 1.0);
+    s->spec.given |= RTOMO_SPEC_HAS_METHOD | RTOMO_SPEC_HAS_ITERATIONS |
+                     RTOMO_SPEC_HAS_WARM_START;
+    s->spec.method.method = RTOMO_METHOD_CGLS;
+    s->spec.method.iterations = SPLIT_ITERATIONS;
+    s->spec.method.warm_start = 0;
+}
+
+/* Run the scan through a daemon with `args` and return its final volume
+ * (malloc'd); *note gets scan_started's message, *gpus status's
+ * scan.method.gpus while it acquires (a new reference). */
+static float *solve_through(const char *const *args, const char *id,
+                            char *note, size_t note_size, json_t **gpus)
+{
+    daemon_session t;
+    daemon_session_open(&t, args, 1);
+    cone_scan s;
+    split_scan_make(&s, id);
+    send_opening(t.c, &s, NULL, 10);
+    const rtomo_event *ev = daemon_wait_event(&t.in, "scan_started", NULL,
+                                              id, 0);
+    snprintf(note, note_size, "%s", ev->message);
+    json_t *reply = daemon_status(t.c);     /* "scan": the acquiring one */
+    json_t *scan = json_object_get(reply, "scan");
+    ck_assert_str_eq(json_string_value(json_object_get(scan, "id")), id);
+    json_t *method = json_object_get(scan, "method");
+    *gpus = json_object_get(method, "gpus");
+    ck_assert_msg(json_is_array(*gpus), "status of %s: no method.gpus", id);
+    json_incref(*gpus);
+    json_decref(reply);
+    for (int p = 10; p < s.spec.geometry.n_proj; p++)
+        send_frame(t.c, &s, RTOMO_MSG_PROJECTION, p,
+                   s.proj + s.frame * (size_t)p, NAN);
+    rtomo_error err;
+    ck_assert(rtomo_client_send_end(t.c, RTOMO_MSG_SCAN_END, id, &err) ==
+              RTOMO_OK);
+    daemon_wait_event(&t.in, "scan_complete", NULL, id, 0);
+    ck_assert_ptr_null(daemon_find_event(&t.in, "error", NULL, id));
+    const size_t pixels = 32 * 32;
+    float *x = malloc(sizeof(float) * pixels * 32);
+    ck_assert_ptr_nonnull(x);
+    for (int k = 0; k < 32; k++) {
+        const daemon_image *fin = find_iterate(&t.in, id, k,
+                                               SPLIT_ITERATIONS);
+        ck_assert_msg(fin && fin->h.final, "%s slice %d: no final iterate",
+                      id, k);
+        ck_assert_str_eq(fin->h.method, "cgls");
+        memcpy(x + pixels * (size_t)k, fin->data, pixels * sizeof(float));
+    }
+    cone_scan_free(&s);
+    daemon_session_close(&t);
+    return x;
+}
+
+/* The worst relative L2 of a's 32 slices against b's. */
+static double worst_slice_l2(const float *a, const float *b)
+{
+    double worst = 0.0;
+    for (int k = 0; k < 32; k++)
+        worst = fmax(worst, test_rel_l2(a + 1024 * (size_t)k,
+                                        b + 1024 * (size_t)k, 1024));
+    return worst;
+}
+
+/* The engine's CGLS of every projection from zero on the CPU. */
+static float *cpu_solve(void)
+{
+    cone_scan s;
+    split_scan_make(&s, "cpu");
+    rtomo_cone_geometry g;
+    float *x = engine_fdk(&s, NULL, &g);    /* for g; x zeroed below */
+    const int n = s.spec.geometry.n_proj;
+    rtomo_engine_options opt;
+    rtomo_engine_options_init(&opt);
+    opt.backend = RTOMO_BACKEND_CPU;
+    opt.cpu_threads = 2;
+    rtomo_error err;
+    rtomo_iter *it = rtomo_cone_iter_create(&g, &opt, &err);
+    ck_assert_msg(it != NULL, "%s", err.message);
+    float *sino = malloc(sizeof(float) * s.frame * (size_t)n);
+    ck_assert_ptr_nonnull(sino);
+    for (int p = 0; p < n; p++)
+        line_integrals(&s, p, sino + s.frame * (size_t)p);
+    rtomo_iter_options o;
+    rtomo_iter_options_init(&o);
+    o.method = RTOMO_ITER_CGLS;
+    o.iterations = SPLIT_ITERATIONS;
+    rtomo_iter_result res;
+    memset(x, 0, sizeof(float) * 32 * 32 * 32);
+    ck_assert_msg(rtomo_iter_solve(it, sino, 1, x, 0, &o, &res, &err) ==
+                  RTOMO_OK, "%s", err.message);
+    rtomo_iter_destroy(it);
+    free(sino);
+    cone_scan_free(&s);
+    return x;
+}
+
+/* ", on GPU 0" or ", on GPUs 0,1,..." for the first n devices. */
+static void gpus_clause(int n, char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, ", on GPU%s ",
+                                   n > 1 ? "s" : "");
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%d",
+                                 i ? "," : "", i);
+}
+
+/* The solve's pair over every GPU of the daemon (2+ visible), or over two
+ * slabs of one GPU by the test hook; then an unsplit daemon (GPU 0, no
+ * hook) and the CPU engine. */
+START_TEST(solve_split_over_gpus)
+{
+    const int visible = rtomo_cuda_device_count();
+    const int n = visible < RTOMO_MAX_DEVICES ? visible : RTOMO_MAX_DEVICES;
+    if (n >= 2) {
+        printf("solve split: the pair over the daemon's %d GPUs\n", n);
+    } else {
+        printf("solve split: one GPU, the pair in 2 slabs on it "
+               "(RTOMO_CONE_SF_SPLIT=2 in the daemon's environment)\n");
+        setenv("RTOMO_CONE_SF_SPLIT", "2", 1);
+    }
+    const char *all[] = {BACKEND_ARGS NULL};
+    char note[RTOMO_REASON_MAX], expect[64];
+    json_t *gpus;
+    float *split = solve_through(all, "split", note, sizeof note, &gpus);
+    unsetenv("RTOMO_CONE_SF_SPLIT");
+    printf("scan_started: %s\n", note);
+    gpus_clause(n, expect, sizeof expect);
+    ck_assert_msg(strstr(note, expect), "\"%s\" lacks \"%s\"", note, expect);
+    ck_assert_int_eq((int)json_array_size(gpus), n);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(json_integer_value(json_array_get(gpus, i)), i);
+    json_decref(gpus);
+    const char *one[] = {BACKEND_ARGS "--set", "engine.devices=[0]", NULL};
+    float *whole = solve_through(one, "unsplit", note, sizeof note, &gpus);
+    gpus_clause(1, expect, sizeof expect);
+    ck_assert_msg(strstr(note, expect), "\"%s\" lacks \"%s\"", note, expect);
+    ck_assert_int_eq((int)json_array_size(gpus), 1);
+    json_decref(gpus);
+    float *cpu = cpu_solve();
+    const double e_whole = worst_slice_l2(split, whole);
+    const double e_cpu = worst_slice_l2(split, cpu);
+    printf("cgls, %d iterations from zero: split against one slab on GPU "
+           "0: relative L2 %.2e (bound %.0e); against the CPU engine "
+           "%.2e (bound %.0e; one slab against it %.2e)\n", SPLIT_ITERATIONS,
+           e_whole, SPLIT_SOLVE_L2, e_cpu, SPLIT_CPU_L2,
+           worst_slice_l2(whole, cpu));
+    ck_assert_msg(e_whole <= SPLIT_SOLVE_L2, "split vs unsplit %g", e_whole);
+    ck_assert_msg(e_cpu <= SPLIT_CPU_L2, "split vs CPU %g", e_cpu);
+    free(split);
+    free(whole);
+    free(cpu);
+}
+END_TEST
+#endif
+
 int main(void)
 {
 #ifdef CONE_ON_GPU
@@ -855,6 +1037,9 @@ int main(void)
         abort_then_next_scan, sirt_after_fdk, sirt_with_projections_missing,
         idle_timeout_reconstructs_what_came, volume_file,
         abort_stops_the_solve,
+#ifdef CONE_ON_GPU
+        solve_split_over_gpus,
+#endif
     };
     return daemon_run_tests(name, tests,
                             (int)(sizeof tests / sizeof tests[0]), 120);

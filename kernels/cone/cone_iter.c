@@ -284,3 +284,76 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
     }
     return it;
 }
+
+/* ----------------------------------------------------------- memory ---- */
+
+/* What the CUDA pair holds besides the vectors (cuda_cone_sf_backend.cu,
+ * cuda_cone_sf_slabs.cu): on the owner the l_theta table, the angles'
+ * cosines and sines, the amplitude-weighted sinogram and the dots'
+ * partial sums; on every other device of a split its own angles and
+ * partial sums (CUDA_SF_DOT_BLOCKS doubles, cuda_cone_sf.h, which a C
+ * file cannot include). */
+#define SF_DOT_BYTES (256 * sizeof(double))
+
+/* The split as split_create makes it: n slabs of the ROI's nz slices, slab
+ * b on the b-th of n "devices", which are the plan's n_devices GPUs in
+ * order, each taken n / n_devices times (the test hook). */
+static void split_bytes(const rtomo_cone *geo, int n_devices, int n,
+                        int image_vectors, size_t *device)
+{
+    const cone_bp_const *k = &geo->bp;
+    const size_t plane = (size_t)k->nx * (size_t)k->ny * sizeof(float);
+    const size_t np = (size_t)geo->geom.n_proj;
+    const size_t row = (size_t)geo->geom.det_u * np * sizeof(float);
+    size_t landing = 0;
+    for (int b = 0; b < n; b++) {
+        int z, count, row0, rows;
+        rtomo_deal_even(k->nz, n, b, &z, &count);
+        cone_sf_slab_rows(k, z, count, &row0, &rows);
+        const int gpu = (int)((long)b * n_devices / n);
+        const size_t window = (size_t)rows * row;
+        device[gpu] += (size_t)image_vectors * plane * (size_t)count + window;
+        if (b > 0) {
+            device[gpu] += 2 * np * sizeof(float) + SF_DOT_BYTES;
+            landing = window > landing ? window : landing;
+        }
+    }
+    device[0] += landing;
+}
+
+rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
+                                   int n_devices, int image_vectors,
+                                   int sino_vectors, size_t *device,
+                                   rtomo_error *err)
+{
+    rtomo_clear_error(err);
+    if (n_devices < 1 || n_devices > RTOMO_MAX_DEVICES || image_vectors < 0 ||
+        sino_vectors < 0)
+        return rtomo_set_error(err, RTOMO_E_INVALID, "rtomo_cone_iter_bytes: "
+                               "%d devices (1 to %d), %d image and %d "
+                               "sinogram vectors", n_devices,
+                               RTOMO_MAX_DEVICES, image_vectors, sino_vectors);
+    rtomo_cone *geo = calloc(1, sizeof *geo);
+    if (!geo)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    rtomo_status st = cone_geometry_setup(geo, g, 1, err);
+    if (st == RTOMO_OK) {
+        const size_t np = (size_t)geo->geom.n_proj;
+        const size_t frame = geo->frame_len * sizeof(float);
+        const size_t sino = frame * np;
+        for (int d = 0; d < n_devices; d++)
+            device[d] = 0;
+        /* The owner: the sinogram vectors and the pair's own. */
+        device[0] = (size_t)sino_vectors * sino + sino + frame +
+                    2 * np * sizeof(float) + SF_DOT_BYTES;
+        int n = n_devices * rtomo_split_hook("RTOMO_CONE_SF_SPLIT");
+        n = n < geo->bp.nz ? n : geo->bp.nz;
+        if (n > 1)
+            split_bytes(geo, n_devices, n, image_vectors, device);
+        else
+            device[0] += (size_t)image_vectors * geo->volume_len *
+                         sizeof(float);
+    }
+    rtomo_cone_destroy(geo);
+    return st;
+}

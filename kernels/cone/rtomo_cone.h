@@ -223,12 +223,28 @@ void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
  * above) in 1/L, sinograms all n_proj projections of det_v x det_u line
  * integrals (what FDK takes).  A^T is A's exact transpose (a matched
  * pair), to float rounding.  Voxels outside the ROI count as 0.  window
- * and cutoff do not apply.  On CUDA every vector lives on the plan's
- * first device (one GPU; the volume and all projections must fit).  Free
- * with rtomo_iter_destroy.
+ * and cutoff do not apply.  On CUDA the sinogram vectors live on the
+ * plan's first device; with several devices (opt's) the image vectors are
+ * split in z slabs over them, else they live there too.  Free with
+ * rtomo_iter_destroy.
  */
 rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
                                    const rtomo_engine_options *opt,
+                                   rtomo_error *err);
+
+/* The device memory a CUDA pair of g over n_devices GPUs (opt's devices in
+ * order, as rtomo_cone_iter_create splits them, the test hook
+ * RTOMO_CONE_SF_SPLIT included) holds with image_vectors image and
+ * sino_vectors sinogram vectors alive (its solver's), without making it,
+ * for admission against budgets: device[d] bytes on the d-th GPU, an upper
+ * estimate of the big allocations (not the CUDA context).  The first GPU
+ * holds the sinogram vectors, the pair's amplitude-weighted sinogram and
+ * the landing for the others' detector-row windows; every GPU its slabs'
+ * share of each image vector and their windows.  RTOMO_E_INVALID for an
+ * invalid geometry or arguments. */
+rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
+                                   int n_devices, int image_vectors,
+                                   int sino_vectors, size_t *device,
                                    rtomo_error *err);
 
 #ifdef __cplusplus
