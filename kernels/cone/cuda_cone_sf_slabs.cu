@@ -9,7 +9,8 @@
  * cuda_cone_backend.cu), and each image vector into one part per device;
  * sinogram vectors stay whole on the first device (the owner).  A slab
  * reaches only some detector rows at any view (its row window, from the
- * magnifications of the ROI's nearest and farthest columns), so a slab's
+ * magnifications of the ROI's nearest and farthest columns:
+ * cone_sf_plan.c), so a slab's
  * kernels work on a window of those rows: its k has the slab's nz and z0
  * and the window's rows (v0 moved down by the window's first row, det_v
  * its height, so the kernels clip to it themselves).  A: every device
@@ -38,6 +39,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cone_sf_plan.h"
 #include "cuda_cone_sf.h"
 #include "cuda_cone_sf_slabs.h"
 
@@ -80,39 +82,6 @@ void split_destroy(cuda_cone_sf *s)
 
 /* ------------------------------------------------------------- slabs ---- */
 
-/* Rows beyond the window's bound on either side: the bound is computed
- * in double, the kernels' rows in float (errors far below a row). */
-#define SLAB_ROW_MARGIN 2
-
-/* The detector rows the ROI's slices z_first .. z_first + nz - 1 reach at
- * any view (k: the whole ROI's): *row0 and *rows, 0 rows when none.  A
- * voxel at height z of a column at depth t (toward the source) covers
- * rows (z -/+ voxel / 2) M(t) / pitch_v + v0, M(t) = sdd / (sad - t)
- * (cone_sf_rows), and |t| is at most R, the farthest column centre's
- * distance from the axis; linear in M, so the extremes are at M(-R) and
- * M(R). */
-static void slab_rows(const cone_bp_const *k, int z_first, int nz,
-                      int *row0, int *rows)
-{
-    const double vx = k->voxel;
-    const double x = fmax(fabs(k->x0), fabs(k->x0 + (k->nx - 1) * vx));
-    const double y = fmax(fabs(k->y0), fabs(k->y0 + (k->ny - 1) * vx));
-    const double r = sqrt(x * x + y * y);
-    double lo = -0.5, hi = k->det_v - 0.5;  /* every row */
-    if (k->sad - r > 0.0) {
-        const double m1 = k->sdd / (k->sad + r) * k->inv_pitch_v;
-        const double m2 = k->sdd / (k->sad - r) * k->inv_pitch_v;
-        const double zb = k->z0 + (z_first - 0.5) * vx;
-        const double zt = k->z0 + (z_first + nz - 0.5) * vx;
-        lo = fmin(zb * m1, zb * m2) + k->v0;
-        hi = fmax(zt * m1, zt * m2) + k->v0;
-    }
-    const double a = fmax(floor(lo + 0.5) - SLAB_ROW_MARGIN, 0.0);
-    const double b = fmin(floor(hi + 0.5) + SLAB_ROW_MARGIN, k->det_v - 1.0);
-    *row0 = a <= b ? (int)a : 0;
-    *rows = a <= b ? (int)(b - a) + 1 : 0;
-}
-
 /* The ROI's slices dealt to n slabs (the first nz % n one more), the
  * slabs to n_devs devices in contiguous groups (now one each; the parts
  * of the image vectors allow more); each slab's k on its window. */
@@ -125,7 +94,7 @@ static void deal_slabs(cuda_cone_sf *s)
         rtomo_deal_even(nz, n, b, &z, &count);
         sl->dev = (int)((long)b * s->n_devs / n);
         sl->z_first = z;
-        slab_rows(&s->k, z, count, &sl->row0, &sl->rows);
+        cone_sf_slab_rows(&s->k, z, count, &sl->row0, &sl->rows);
         sl->k = s->k;
         sl->k.nz = count;
         sl->k.z0 = s->k.z0 + (float)z * s->k.voxel;
