@@ -12,7 +12,8 @@
  * parallel-beam footprints (it->proj) through these ops.  The CPU's
  * vector ops are this file's own host loops, so nothing here depends on
  * the CPU parallel-beam backend's state; the CUDA pair brings its own
- * (cuda_cone_sf_backend.cu).
+ * (cuda_cone_sf_backend.cu), and its streamed mode runs these host loops
+ * on chunks over a thread pool (cone_host_vec.c).
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "cone_iter.h"
+#include "cone_sf_plan.h"
 #include "cpu_cone_sf.h"
 #include "engine_internal.h"
 
@@ -176,7 +178,7 @@ static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
                            "rtomo_cone_iter_create");
 }
 
-static const rtomo_iter_backend_ops cone_sf_cpu_ops = {
+const rtomo_iter_backend_ops cone_sf_cpu_ops = {
     .name = "cpu-cone-sf",
     .create = refuse_create,
     .destroy = cone_iter_destroy,

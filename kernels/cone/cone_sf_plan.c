@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "cone_sf_plan.h"
+#include "engine_internal.h"
 
 /* Rows beyond the window's bound on either side: the bound is computed
  * in double, the kernels' rows in float (errors far below a row). */
@@ -44,3 +45,87 @@ void cone_sf_slab_rows(const cone_bp_const *k, int z_first, int nz,
     *rows = a <= b ? (int)(b - a) + 1 : 0;
 }
 
+
+/* ------------------------------------------------------ memory needed ---- */
+
+size_t cone_sf_sino_bytes(const rtomo_cone *c)
+{
+    return sizeof(float) * c->frame_len * (size_t)c->geom.n_proj;
+}
+
+size_t cone_sf_volume_bytes(const rtomo_cone *c)
+{
+    return sizeof(float) * c->volume_len;
+}
+
+/* The pair's tables on a GPU: l_theta per cell, cos and sin per view,
+ * the dot product's partial sums. */
+static size_t table_bytes(const rtomo_cone *c)
+{
+    return sizeof(float) * (c->frame_len + 2 * (size_t)c->geom.n_proj) +
+           sizeof(double) * 256;
+}
+
+size_t cone_sf_resident_bytes(const rtomo_cone *c, int n_devs)
+{
+    const size_t sino = cone_sf_sino_bytes(c), vol = cone_sf_volume_bytes(c);
+    if (n_devs <= 1)
+        return 5 * sino + 4 * vol + table_bytes(c);
+    return 6 * sino + 4 * (vol / (size_t)n_devs + 1) + table_bytes(c);
+}
+
+/* ------------------------------------------------------ streamed slabs ---- */
+
+/* The plan of slabs of s slices: the largest window over them and the
+ * bytes a GPU and the host need. */
+static void plan_for(const rtomo_cone *c, int n_devs, int s,
+                     cone_sf_stream_plan *p)
+{
+    const int nz = c->bp.nz;
+    p->slices = s;
+    p->n_slabs = (nz + s - 1) / s;
+    p->max_rows = 0;
+    for (int z = 0; z < nz; z += s) {
+        int row0, rows;
+        cone_sf_slab_rows(&c->bp, z, nz - z < s ? nz - z : s, &row0, &rows);
+        p->max_rows = rows > p->max_rows ? rows : p->max_rows;
+    }
+    p->slab_bytes = sizeof(float) * (size_t)c->bp.nx * (size_t)c->bp.ny *
+                    (size_t)s;
+    p->window_bytes = sizeof(float) * (size_t)p->max_rows *
+                      (size_t)c->geom.det_u * (size_t)c->geom.n_proj;
+    p->device_bytes = table_bytes(c) +
+                      CONE_SF_LANES * (p->slab_bytes + p->window_bytes);
+    p->host_bytes = (size_t)n_devs * CONE_SF_LANES * p->window_bytes;
+}
+
+rtomo_status cone_sf_stream_plan_make(const rtomo_cone *c, int n_devs,
+                                      size_t budget, int slices,
+                                      cone_sf_stream_plan *out,
+                                      rtomo_error *err)
+{
+    const int nz = c->bp.nz;
+    n_devs = n_devs < 1 ? 1 : n_devs;
+    if (slices > 0) {
+        plan_for(c, n_devs, slices < nz ? slices : nz, out);
+        return RTOMO_OK;
+    }
+    /* The largest slabs that fit, from a size that leaves every GPU
+     * CONE_SF_MIN_SLABS of them, down: a window's rows do not shrink
+     * in proportion to its slices (the cone's spread and the margin),
+     * so the sizes are tried one by one rather than computed. */
+    const long want = (long)CONE_SF_MIN_SLABS * n_devs;
+    int s = (int)((nz + want - 1) / want);
+    for (; s >= 1; s--) {
+        plan_for(c, n_devs, s, out);
+        if (out->device_bytes <= budget)
+            return RTOMO_OK;
+    }
+    return rtomo_set_error(err, RTOMO_E_NOMEM,
+                           "the cone SF pair cannot stream this volume "
+                           "through a GPU with %zu MiB: a slab of one "
+                           "slice and its window of %d detector rows need "
+                           "%zu MiB, %d buffer sets of them",
+                           budget >> 20, out->max_rows,
+                           out->device_bytes >> 20, CONE_SF_LANES);
+}
