@@ -286,3 +286,69 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
     }
     return it;
 }
+
+/* ------------------------------------------------------ memory needed ---- */
+
+/* What a solve of c holds (rtomo_cone_iter_bytes): the solvers' 4
+ * sinograms and 4 volumes where the backend keeps its vectors (at most;
+ * budget_cone.c counts the same), and on the host the front end's
+ * staging of one of them (SIRT's weights). */
+static rtomo_status iter_bytes(const rtomo_cone *c, rtomo_backend backend,
+                               int n_devices, size_t budget, size_t *host,
+                               size_t *device, int *slices, rtomo_error *err)
+{
+    const size_t sino = cone_sf_sino_bytes(c), vol = cone_sf_volume_bytes(c);
+    const size_t vectors = 4 * sino + 4 * vol;
+    const size_t staging = sino > vol ? sino : vol;
+    const int n = n_devices < 1 ? 1 : n_devices;
+    *slices = 0;
+    if (backend == RTOMO_BACKEND_CPU) {
+        *host = vectors + staging + sizeof(float) * c->frame_len;
+        *device = 0;
+        return RTOMO_OK;
+    }
+    *device = cone_sf_resident_bytes(c, n);
+    *host = staging;
+    if (!budget || *device <= budget)
+        return RTOMO_OK;
+    cone_sf_stream_plan plan;
+    rtomo_status st = cone_sf_stream_plan_make(c, n, budget, 0, &plan, err);
+    if (st != RTOMO_OK)
+        return st;
+    *device = plan.device_bytes;
+    *host = vectors + staging + plan.host_bytes;
+    *slices = plan.slices;
+    return RTOMO_OK;
+}
+
+rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
+                                   rtomo_backend backend, int n_devices,
+                                   size_t device_budget, size_t *host,
+                                   size_t *device, int *slab_slices,
+                                   rtomo_error *err)
+{
+    rtomo_clear_error(err);
+    if (backend != RTOMO_BACKEND_CPU && backend != RTOMO_BACKEND_CUDA)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "rtomo_cone_iter_bytes: the CPU or CUDA "
+                               "backend, not %s", rtomo_backend_name(backend));
+    rtomo_cone *c = calloc(1, sizeof *c);
+    if (!c)
+        return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
+    size_t h = 0, d = 0;
+    int s = 0;
+    rtomo_status st = cone_geometry_setup(c, g, 1, err);
+    if (st == RTOMO_OK)
+        st = iter_bytes(c, backend, n_devices, device_budget, &h, &d, &s,
+                        err);
+    if (st == RTOMO_OK) {
+        if (host)
+            *host = h;
+        if (device)
+            *device = d;
+        if (slab_slices)
+            *slab_slices = s;
+    }
+    rtomo_cone_destroy(c);
+    return st;
+}
