@@ -185,6 +185,8 @@ extern "C" rtomo_status cuda_cone_sf_stream_choose(rtomo_iter *it,
     if (!slices) {
         if (!budget && (st = auto_budget(ids, n, &budget, err)) != RTOMO_OK)
             return st;
+        /* The resident pair is made on the owner next. */
+        RTOMO_CUDA_TRY(err, cudaSetDevice(s->device));
         if (cone_sf_resident_bytes(ci->geo, n) <= budget)
             return RTOMO_OK;
     }

@@ -131,12 +131,14 @@ static rtomo_status stream_project(cuda_cone_sf *s, const float *x, float *y,
 {
     cuda_cone_sf_stream *st = s->streamed;
     const int lanes = st->n_devs * CONE_SF_LANES, n = st->plan.n_slabs;
-    cone_host_zero(st->host, y, s->frame_len * (size_t)s->n_proj);
     rtomo_status rc = RTOMO_OK;
     int added = 0;
     for (int b = 0; rc == RTOMO_OK && b < n; b++) {
         if (st->slabs[b].rows > 0)
             rc = queue_project(s, b, x, err);
+        /* y zeroed while the first slab runs (no add comes before). */
+        if (b == 0)
+            cone_host_zero(st->host, y, s->frame_len * (size_t)s->n_proj);
         for (; rc == RTOMO_OK && added <= b - (lanes - 1); added++)
             if (st->slabs[added].rows > 0)
                 rc = add_slab(s, added, y, err);
