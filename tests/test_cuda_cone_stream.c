@@ -16,11 +16,12 @@
  *     streams (and agrees), a large one stays resident, one too small
  *     for a slice is refused with RTOMO_E_NOMEM naming what a slice
  *     needs;
- *   - timings only when asked: RTOMO_CONE_SF_STREAM_BENCH="N,NP,DU,DV,G"
- *     (the paper's configuration: 1024,1024,1536,1152,G) times one CGLS
- *     iteration's A and A^T resident, streamed within G GiB, and
- *     streamed with the copies and host adds only (no kernels), to show
- *     how much of the transfers the kernels hide; RTOMO_CONE_SF_STREAM_BIG=
+ *   - timings only when asked: RTOMO_CONE_SF_STREAM_BENCH=
+ *     "N,NP,DU,DV,G1[,G2]" (the paper's configuration: 1024,1024,1536,
+ *     1152,G1) times one CGLS iteration's A and A^T resident, streamed
+ *     within G1 GiB, streamed with the copies and host adds only (no
+ *     kernels: how much of the transfers the kernels hide), and streamed
+ *     within G2 GiB; RTOMO_CONE_SF_STREAM_BIG=
  *     "N,NP,DU,DV" runs one A and one A^T of a volume whose resident solve
  *     does not fit (the automatic choice must stream it).
  * Exits 77 (skipped) without a GPU.
@@ -388,51 +389,67 @@ static void time_cgls(rtomo_iter *it, const float *proj, float *x,
     *at = 0.5 * r.backproject_seconds;
 }
 
+/* A plan of g (budget 0: resident; copy_only: the streamed pair's
+ * transfers and host adds alone) timed over one CGLS iteration. */
+static void time_mode(const rtomo_cone_geometry *g, size_t budget,
+                      int copy_only, const float *proj, float *x,
+                      double *a, double *at, int *slabs)
+{
+    char *copy = swap_env("RTOMO_CONE_SF_STREAM_COPY_ONLY",
+                          copy_only ? "1" : NULL);
+    const double t0 = now();
+    rtomo_iter *it = create_ok(g, 0, budget, NULL);
+    const double made = now() - t0;
+    restore_env("RTOMO_CONE_SF_STREAM_COPY_ONLY", copy);
+    *slabs = cuda_cone_sf_stream_slabs(it);
+    ck_assert_int_eq(*slabs > 0, budget > 0);
+    const double t1 = now();
+    time_cgls(it, proj, x, (size_t)g->nx * g->ny * g->nz, a, at);
+    fprintf(stderr, "SF pair %d^3, %d views of %d x %d, %s (%d slabs "
+            "within %.1f GiB): A %.2f s, A^T %.2f s, pair %.2f s (plan made "
+            "in %.1f s, the CGLS iteration %.1f s in all)\n", g->nx,
+            g->n_proj, g->det_u, g->det_v,
+            !budget ? "resident" : copy_only ? "streamed, copies only"
+                                             : "streamed", *slabs,
+            (double)budget / (1u << 30), *a, *at, *a + *at, made,
+            now() - t1);
+    rtomo_iter_destroy(it);
+}
+
+/* RTOMO_CONE_SF_STREAM_BENCH="N,NP,DU,DV,G1[,G2]": resident; streamed
+ * within G1 GiB, the same with copies only; streamed within G2. */
 START_TEST(test_stream_speed)
 {
     const char *env = getenv("RTOMO_CONE_SF_STREAM_BENCH");
     if (!env)
         return;
     int N, NP, DU, DV;
-    double gib;
-    ck_assert_int_eq(sscanf(env, "%d,%d,%d,%d,%lf", &N, &NP, &DU, &DV, &gib),
-                     5);
+    double gib[2] = {0.0, 0.0};
+    const int got = sscanf(env, "%d,%d,%d,%d,%lf,%lf", &N, &NP, &DU, &DV,
+                           &gib[0], &gib[1]);
+    ck_assert_int_ge(got, 5);
     rtomo_cone_geometry g = bench_geometry(N, NP, DU, DV);
     const size_t nv = (size_t)N * N * N, ns = (size_t)NP * DU * DV;
-    const size_t budget = (size_t)(gib * (double)(1u << 30));
     uint64_t seed = test_seed(0x5716, 0);
     float *proj = random_data(&seed, ns);
     float *x = malloc(sizeof(float) * nv);
     ck_assert_ptr_nonnull(x);
-    double a[3], at[3];
-    const char *modes[3] = {"resident", "streamed", "streamed, copies only"};
-    int slabs = 0;
-    for (int m = 0; m < 3; m++) {
-        char *copy = swap_env("RTOMO_CONE_SF_STREAM_COPY_ONLY",
-                              m == 2 ? "1" : NULL);
-        const double t0 = now();
-        rtomo_iter *it = create_ok(&g, 0, m ? budget : 0, NULL);
-        const double made = now() - t0;
-        restore_env("RTOMO_CONE_SF_STREAM_COPY_ONLY", copy);
-        ck_assert_int_eq(cuda_cone_sf_stream_slabs(it) > 0, m > 0);
-        slabs = m ? cuda_cone_sf_stream_slabs(it) : slabs;
-        const double t1 = now();
-        time_cgls(it, proj, x, nv, &a[m], &at[m]);
-        fprintf(stderr, "SF pair %d^3, %d views of %d x %d, %s (%d slabs "
-                "within %.1f GiB): A %.2f s, A^T %.2f s, pair %.2f s "
-                "(plan made in %.1f s, CGLS iteration %.1f s in all)\n", N,
-                NP, DU, DV, modes[m], m ? slabs : 0, m ? gib : 0.0, a[m],
-                at[m], a[m] + at[m], made, now() - t1);
-        rtomo_iter_destroy(it);
+    double a[4], at[4];
+    int slabs[4];
+    time_mode(&g, 0, 0, proj, x, &a[0], &at[0], &slabs[0]);
+    for (int m = 1; m < (got == 6 ? 4 : 3); m++) {
+        const size_t budget = (size_t)(gib[m == 3] * (double)(1u << 30));
+        time_mode(&g, budget, m == 2, proj, x, &a[m], &at[m], &slabs[m]);
     }
-    /* Hidden: of the copies' time, the part the streamed pair did not
-     * add to the resident kernels'. */
+    /* Hidden: of the transfers' time alone, the part the streamed pair
+     * did not add to the resident pair's time. */
     for (int k = 0; k < 2; k++) {
         const double res = k ? at[0] : a[0], str = k ? at[1] : a[1];
         const double cp = k ? at[2] : a[2];
-        fprintf(stderr, "%s: streamed %.2f s against resident %.2f s "
-                "(x%.2f); transfers alone %.2f s, %.0f%% of them hidden\n",
-                k ? "A^T" : "A", str, res, str / res, cp,
+        fprintf(stderr, "%s, %d slabs: streamed %.2f s against resident "
+                "%.2f s (x%.2f); transfers and host adds alone %.2f s, "
+                "%.0f%% of them hidden\n", k ? "A^T" : "A", slabs[1], str,
+                res, str / res, cp,
                 cp > 0 ? 100.0 * (1.0 - (str - res) / cp) : 0.0);
     }
     free(proj);
