@@ -23,7 +23,8 @@
  *     kernels: how much of the transfers the kernels hide), and streamed
  *     within G2 GiB; RTOMO_CONE_SF_STREAM_BIG=
  *     "N,NP,DU,DV" runs one A and one A^T of a volume whose resident solve
- *     does not fit (the automatic choice must stream it).
+ *     does not fit (the automatic choice must stream it); each in a case
+ *     of its own (CK_RUN_CASE=bench, CK_RUN_CASE=big).
  * Exits 77 (skipped) without a GPU.
  */
 #include "config.h"
@@ -515,8 +516,18 @@ int main(void)
     tcase_add_test(tc, test_stream_phantom);
     tcase_add_test(tc, test_stream_solve);
     tcase_add_test(tc, test_stream_budget);
-    tcase_add_test(tc, test_stream_speed);
-    tcase_add_test(tc, test_stream_big);
     suite_add_tcase(s, tc);
+    /* The timings in cases of their own, so that CK_RUN_CASE=bench or
+     * CK_RUN_CASE=big runs one of them without the rest (the big one
+     * needs its minutes to itself: Run NN-sfstream gave it 80 s after
+     * the correctness tests, which was not enough). */
+    TCase *bench = tcase_create("bench");
+    tcase_set_timeout(bench, 600);
+    tcase_add_test(bench, test_stream_speed);
+    suite_add_tcase(s, bench);
+    TCase *big = tcase_create("big");
+    tcase_set_timeout(big, 600);
+    tcase_add_test(big, test_stream_big);
+    suite_add_tcase(s, big);
     return test_run_gpu_suite(s);
 }

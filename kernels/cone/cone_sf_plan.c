@@ -121,11 +121,14 @@ rtomo_status cone_sf_stream_plan_make(const rtomo_cone *c, int n_devs,
         if (out->device_bytes <= budget)
             return RTOMO_OK;
     }
+    /* In MiB with three digits: budgets of kilobytes (tests) and of
+     * gigabytes both read. */
     return rtomo_set_error(err, RTOMO_E_NOMEM,
                            "the cone SF pair cannot stream this volume "
-                           "through a GPU with %zu MiB: a slab of one "
-                           "slice and its window of %d detector rows need "
-                           "%zu MiB, %d buffer sets of them",
-                           budget >> 20, out->max_rows,
-                           out->device_bytes >> 20, CONE_SF_LANES);
+                           "through a GPU with %.3g MiB: %d buffer sets of "
+                           "a slab of one slice and its window of %d "
+                           "detector rows (with the tables) need %.3g MiB",
+                           (double)budget / (1 << 20), CONE_SF_LANES,
+                           out->max_rows,
+                           (double)out->device_bytes / (1 << 20));
 }
