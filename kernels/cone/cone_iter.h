@@ -38,8 +38,16 @@ rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *s,
                                  rtomo_error *err);
 void cuda_cone_sf_destroy(void *pair);
 /* Test hook (cuda_cone_sf_stream_ops.cu): the z slabs a streamed pair
- * takes through its GPUs, 0 for a resident pair. */
+ * takes through its GPUs, 0 for a resident pair or another backend's.
+ * Include config.h first: builds without CUDA get a stand-in that
+ * reports 0, so that the GPU tests build there (and skip). */
 int cuda_cone_sf_stream_slabs(const rtomo_iter *it);
+#else
+static inline int cuda_cone_sf_stream_slabs(const rtomo_iter *it)
+{
+    (void)it;
+    return 0;
+}
 #endif
 
 #ifdef __cplusplus
