@@ -80,8 +80,8 @@ void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
      * refuses was refused before; should one come here, it cannot be
      * admitted. */
     rtomo_error err;
-    if (rtomo_cone_iter_bytes(g, n_gpus, SOLVE_VOLUMES, SOLVE_SINOGRAMS,
-                              device, &err) != RTOMO_OK)
+    if (rtomo_cone_iter_bytes(g, RTOMO_BACKEND_CUDA, n_gpus, 0, NULL, device,
+                              NULL, &err) != RTOMO_OK)
         for (int i = 0; i < n_gpus; i++)
             device[i] = SIZE_MAX;
 }

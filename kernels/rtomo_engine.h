@@ -166,6 +166,11 @@ typedef struct rtomo_engine_options {
                                    0 = autotuned */
     /* SBDX */
     rtomo_sbdx_method sbdx_method;
+    /* The cone SF pair on CUDA (rtomo_cone_iter_create): device memory a
+     * solve may use on each GPU, bytes; 0 = the GPU's free memory less a
+     * margin.  When the resident solve's vectors do not fit, the pair
+     * streams its volume through the GPU in slabs (rtomo_cone.h). */
+    size_t device_budget;
 } rtomo_engine_options;
 
 /* Fill with defaults: AUTO backend, all cores, all devices, AUTO kernel. */

@@ -239,20 +239,22 @@ START_TEST(test_bytes)
     const size_t volume = (size_t)g.nx * (size_t)g.ny * (size_t)g.nz * f;
     const size_t det_row = (size_t)g.det_u * np * f;  /* one row, all views */
     const size_t tables = 2 * np * f + 256 * sizeof(double);
-    size_t one[2], two[2], two_bare[2], hook[2];
+    const rtomo_backend cuda = RTOMO_BACKEND_CUDA;
+    size_t one[2], two[2], hook[2];
     rtomo_error err;
     unsetenv("RTOMO_CONE_SF_SPLIT");
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, one, &err), RTOMO_OK);
+    unsetenv("RTOMO_CONE_SF_STREAM");
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, cuda, 1, 0, NULL, one, NULL,
+                                           &err), RTOMO_OK);
     /* One GPU: 4 + 1 sinograms (the amplitude-weighted one), 4 volumes,
      * l_theta and the angles. */
     ck_assert_uint_eq(one[0], 5 * sino + 4 * volume + frame + tables);
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 2, 4, 4, two, &err), RTOMO_OK);
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 2, 0, 0, two_bare, &err),
-                     RTOMO_OK);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, cuda, 2, 0, NULL, two, NULL,
+                                           &err), RTOMO_OK);
     /* The vectors: the sinograms on GPU 0, each GPU half of every
-     * volume (32 slices: 16 each). */
-    ck_assert_uint_eq(two[0] - two_bare[0], 4 * sino + 4 * volume / 2);
-    ck_assert_uint_eq(two[1] - two_bare[1], 4 * volume / 2);
+     * volume (32 slices: 16 each); what is left is windows and tables. */
+    const size_t bare0 = two[0] - (4 * sino + 4 * volume / 2);
+    const size_t bare1 = two[1] - 4 * volume / 2;
     /* GPU 1's window: 16 slices of 1.5 mm reach 24 rows through the axis
      * (magnification 2, 2 mm rows), at most 24 mm times the largest
      * magnification, sdd / (sad - R) with R the corner column's distance,
@@ -260,7 +262,7 @@ START_TEST(test_bytes)
      * and the last row itself. */
     const double r = sqrt(2.0) * 15.5 * g.voxel;
     const double widest = 24.0 * g.sdd / (g.sad - r) / g.pitch_v + 6.0;
-    const size_t window = two_bare[1] - tables;
+    const size_t window = bare1 - tables;
     ck_assert_uint_eq(window % det_row, 0);
     printf("pair over 2 GPUs: windows of %zu rows (GPU 1) in [24, %.1f], "
            "GPU 0 %.2f MB, GPU 1 %.2f MB (one GPU %.2f MB)\n",
@@ -270,7 +272,7 @@ START_TEST(test_bytes)
     ck_assert_double_le((double)(window / det_row), widest);
     /* GPU 0: its own window of the same bounds and a landing as large
      * as GPU 1's. */
-    const size_t own = two_bare[0] - (sino + frame + tables) - window;
+    const size_t own = bare0 - (sino + frame + tables) - window;
     ck_assert_uint_eq(own % det_row, 0);
     ck_assert_uint_ge(own / det_row, 24);
     ck_assert_double_le((double)(own / det_row), widest);
@@ -279,16 +281,16 @@ START_TEST(test_bytes)
     ck_assert_uint_lt(two[1], one[0]);
     /* The hook's two slabs on one GPU: what the two GPUs hold. */
     setenv("RTOMO_CONE_SF_SPLIT", "2", 1);
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, hook, &err),
-                     RTOMO_OK);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, cuda, 1, 0, NULL, hook, NULL,
+                                           &err), RTOMO_OK);
     unsetenv("RTOMO_CONE_SF_SPLIT");
     ck_assert_uint_eq(hook[0], two[0] + two[1]);
-    /* Refused: no device, an invalid geometry. */
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 0, 4, 4, one, &err),
-                     RTOMO_E_INVALID);
+    /* Refused: a negative number of devices, an invalid geometry. */
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, cuda, -1, 0, NULL, one, NULL,
+                                           &err), RTOMO_E_INVALID);
     g.sdd = g.sad;
-    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, 1, 4, 4, one, &err),
-                     RTOMO_E_INVALID);
+    ck_assert_int_eq(rtomo_cone_iter_bytes(&g, cuda, 1, 0, NULL, one, NULL,
+                                           &err), RTOMO_E_INVALID);
     ck_assert_ptr_nonnull(strstr(err.message, "is not beyond sad"));
 }
 END_TEST

@@ -185,12 +185,6 @@ rtomo_status cone_frames_setup(rtomo_cone *c, rtomo_error *err);
  * and short scans do not apply; the weighting is left FULL, unused). */
 rtomo_status cone_geometry_setup(rtomo_cone *c, const rtomo_cone_geometry *g,
                                  int pair, rtomo_error *err);
-/* The detector rows a z-slab of the separable-footprint pair reaches at
- * any view (k: the whole ROI's constants; slices z_first .. z_first + nz
- * - 1): its window, *row0 and *rows (0 when none).  The CUDA pair's split
- * (cuda_cone_sf_slabs.cu) cuts its windows by it. */
-void cone_sf_slab_rows(const cone_bp_const *k, int z_first, int nz,
-                       int *row0, int *rows);
 
 /* cone_weights.c */
 /* Redundancy weight of the ray at detector u of projection p. */

@@ -12,7 +12,8 @@
  * parallel-beam footprints (it->proj) through these ops.  The CPU's
  * vector ops are this file's own host loops, so nothing here depends on
  * the CPU parallel-beam backend's state; the CUDA pair brings its own
- * (cuda_cone_sf_backend.cu).
+ * (cuda_cone_sf_backend.cu), and its streamed mode runs these host loops
+ * on chunks over a thread pool (cone_host_vec.c).
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "cone_iter.h"
+#include "cone_sf_plan.h"
 #include "cpu_cone_sf.h"
 #include "engine_internal.h"
 
@@ -176,7 +178,7 @@ static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
                            "rtomo_cone_iter_create");
 }
 
-static const rtomo_iter_backend_ops cone_sf_cpu_ops = {
+const rtomo_iter_backend_ops cone_sf_cpu_ops = {
     .name = "cpu-cone-sf",
     .create = refuse_create,
     .destroy = cone_iter_destroy,
@@ -285,75 +287,74 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
     return it;
 }
 
-/* ----------------------------------------------------------- memory ---- */
+/* ------------------------------------------------------ memory needed ---- */
 
-/* What the CUDA pair holds besides the vectors (cuda_cone_sf_backend.cu,
- * cuda_cone_sf_slabs.cu): on the owner the l_theta table, the angles'
- * cosines and sines, the amplitude-weighted sinogram and the dots'
- * partial sums; on every other device of a split its own angles and
- * partial sums (CUDA_SF_DOT_BLOCKS doubles, cuda_cone_sf.h, which a C
- * file cannot include). */
-#define SF_DOT_BYTES (256 * sizeof(double))
-
-/* The split as split_create makes it: n slabs of the ROI's nz slices, slab
- * b on the b-th of n "devices", which are the plan's n_devices GPUs in
- * order, each taken n / n_devices times (the test hook). */
-static void split_bytes(const rtomo_cone *geo, int n_devices, int n,
-                        int image_vectors, size_t *device)
+/* What a solve of c holds (rtomo_cone_iter_bytes): the solvers'
+ * sinograms and volumes where the backend keeps its vectors (at most),
+ * the pair's own, and on the host the front end's staging of one of them
+ * (SIRT's weights); device[d] for each of n GPUs. */
+static rtomo_status iter_bytes(const rtomo_cone *c, rtomo_backend backend,
+                               int n, size_t budget, size_t *host,
+                               size_t *device, int *slices, rtomo_error *err)
 {
-    const cone_bp_const *k = &geo->bp;
-    const size_t plane = (size_t)k->nx * (size_t)k->ny * sizeof(float);
-    const size_t np = (size_t)geo->geom.n_proj;
-    const size_t row = (size_t)geo->geom.det_u * np * sizeof(float);
-    size_t landing = 0;
-    for (int b = 0; b < n; b++) {
-        int z, count, row0, rows;
-        rtomo_deal_even(k->nz, n, b, &z, &count);
-        cone_sf_slab_rows(k, z, count, &row0, &rows);
-        const int gpu = (int)((long)b * n_devices / n);
-        const size_t window = (size_t)rows * row;
-        device[gpu] += (size_t)image_vectors * plane * (size_t)count + window;
-        if (b > 0) {
-            device[gpu] += 2 * np * sizeof(float) + SF_DOT_BYTES;
-            landing = window > landing ? window : landing;
-        }
+    const size_t sino = cone_sf_sino_bytes(c), vol = cone_sf_volume_bytes(c);
+    const size_t vectors = CONE_SF_SOLVE_SINOGRAMS * sino +
+                           CONE_SF_SOLVE_VOLUMES * vol;
+    const size_t staging = sino > vol ? sino : vol;
+    *slices = 0;
+    for (int d = 0; d < n; d++)
+        device[d] = 0;
+    if (backend == RTOMO_BACKEND_CPU) {
+        *host = vectors + staging + sizeof(float) * c->frame_len;
+        return RTOMO_OK;
     }
-    device[0] += landing;
+    *host = staging;
+    const size_t resident = cone_sf_resident_bytes(c, n, device);
+    if (!budget || resident <= budget)
+        return RTOMO_OK;
+    cone_sf_stream_plan plan;
+    rtomo_status st = cone_sf_stream_plan_make(c, n, budget, 0, &plan, err);
+    if (st != RTOMO_OK)
+        return st;
+    for (int d = 0; d < n; d++)
+        device[d] = plan.device_bytes;
+    *host = vectors + staging + plan.host_bytes;
+    *slices = plan.slices;
+    return RTOMO_OK;
 }
 
 rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
-                                   int n_devices, int image_vectors,
-                                   int sino_vectors, size_t *device,
+                                   rtomo_backend backend, int n_devices,
+                                   size_t device_budget, size_t *host,
+                                   size_t *device, int *slab_slices,
                                    rtomo_error *err)
 {
     rtomo_clear_error(err);
-    if (n_devices < 1 || n_devices > RTOMO_MAX_DEVICES || image_vectors < 0 ||
-        sino_vectors < 0)
+    if (backend != RTOMO_BACKEND_CPU && backend != RTOMO_BACKEND_CUDA)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "rtomo_cone_iter_bytes: the CPU or CUDA "
+                               "backend, not %s", rtomo_backend_name(backend));
+    if (n_devices < 0 || n_devices > RTOMO_MAX_DEVICES)
         return rtomo_set_error(err, RTOMO_E_INVALID, "rtomo_cone_iter_bytes: "
-                               "%d devices (1 to %d), %d image and %d "
-                               "sinogram vectors", n_devices,
-                               RTOMO_MAX_DEVICES, image_vectors, sino_vectors);
-    rtomo_cone *geo = calloc(1, sizeof *geo);
-    if (!geo)
+                               "%d devices (0 to %d)", n_devices,
+                               RTOMO_MAX_DEVICES);
+    const int n = n_devices < 1 ? 1 : n_devices;
+    rtomo_cone *c = calloc(1, sizeof *c);
+    if (!c)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
-    rtomo_status st = cone_geometry_setup(geo, g, 1, err);
+    size_t h = 0, d[RTOMO_MAX_DEVICES];
+    int s = 0;
+    rtomo_status st = cone_geometry_setup(c, g, 1, err);
+    if (st == RTOMO_OK)
+        st = iter_bytes(c, backend, n, device_budget, &h, d, &s, err);
     if (st == RTOMO_OK) {
-        const size_t np = (size_t)geo->geom.n_proj;
-        const size_t frame = geo->frame_len * sizeof(float);
-        const size_t sino = frame * np;
-        for (int d = 0; d < n_devices; d++)
-            device[d] = 0;
-        /* The owner: the sinogram vectors and the pair's own. */
-        device[0] = (size_t)sino_vectors * sino + sino + frame +
-                    2 * np * sizeof(float) + SF_DOT_BYTES;
-        int n = n_devices * rtomo_split_hook("RTOMO_CONE_SF_SPLIT");
-        n = n < geo->bp.nz ? n : geo->bp.nz;
-        if (n > 1)
-            split_bytes(geo, n_devices, n, image_vectors, device);
-        else
-            device[0] += (size_t)image_vectors * geo->volume_len *
-                         sizeof(float);
+        if (host)
+            *host = h;
+        for (int i = 0; device && i < n; i++)
+            device[i] = d[i];
+        if (slab_slices)
+            *slab_slices = s;
     }
-    rtomo_cone_destroy(geo);
+    rtomo_cone_destroy(c);
     return st;
 }

@@ -39,6 +39,7 @@ typedef struct cuda_cone_sf_slab {
 } cuda_cone_sf_slab;
 
 struct cuda_cone_sf_dev;
+struct cuda_cone_sf_stream;
 
 typedef struct cuda_cone_sf {
     int device;
@@ -66,6 +67,10 @@ typedef struct cuda_cone_sf {
     struct cuda_cone_sf_dev *devs;
     float *landing;             /* the largest remote window, on device */
     cudaEvent_t copied;         /* on device: a window sent to a slab */
+    /* Streamed (cuda_cone_sf_stream.cu): vectors in host memory, slabs
+     * taken through the GPUs; NULL for a resident pair.  A streamed pair
+     * has none of the device arrays above (its devices hold their own). */
+    struct cuda_cone_sf_stream *streamed;
 } cuda_cone_sf;
 
 /* A device of a split pair: the pair as its kernels there see it (view:

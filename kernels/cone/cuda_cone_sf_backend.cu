@@ -3,8 +3,9 @@
  * separable-footprint cone-beam pair on CUDA (cone_sf_cuda_ops): vectors
  * in device memory, A and A^T and the vector ops from cuda_cone_sf.cu.
  * Every op is synchronous, as the iterative front end wants
- * (iter_internal.h).  Not done: multi-streaming of volume slabs larger
- * than the devices' memory.
+ * (iter_internal.h).  A pair whose vectors would not fit on its GPUs
+ * streams instead (cuda_cone_sf_stream.cu: host vectors, slabs through
+ * the GPUs, its own ops); cuda_cone_sf_create makes the choice.
  *
  * Several GPUs: the slabs, their windows and the image vectors' parts
  * are cuda_cone_sf_slabs.cu's; the ops below call them when a pair has
@@ -27,6 +28,7 @@
 
 #include "cuda_cone_sf.h"
 #include "cuda_cone_sf_slabs.h"
+#include "cuda_cone_sf_stream.h"
 
 static cuda_cone_sf *pair_of(rtomo_iter *it)
 {
@@ -41,6 +43,7 @@ extern "C" void cuda_cone_sf_destroy(void *pair)
     if (!s)
         return;
     split_destroy(s);
+    cuda_cone_sf_stream_destroy(s);
     /* Teardown: failures have nowhere to go. */
     if (cudaSetDevice(s->device) == cudaSuccess) {
         if (s->stream) {
@@ -131,6 +134,16 @@ extern "C" rtomo_status cuda_cone_sf_create(rtomo_iter *it, cone_iter *ci,
     RTOMO_CUDA_TRY(err, cudaSetDevice(s->device));
     RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&s->stream,
                                                   cudaStreamNonBlocking));
+    /* Streamed (cuda_cone_sf_stream.cu) when the resident vectors would
+     * not fit: then nothing of the resident pair is made. */
+    int streamed = 0;
+    if ((st = cuda_cone_sf_stream_choose(it, ci, s, ids, n, &streamed,
+                                         err)) != RTOMO_OK)
+        return st;
+    if (streamed) {
+        RTOMO_CUDA_TRY(err, cudaSetDevice(s->device));
+        return RTOMO_OK;
+    }
     if ((st = upload_tables(s, ci, err)) != RTOMO_OK ||
         (st = split_create(s, ids, n, err)) != RTOMO_OK)
         return st;

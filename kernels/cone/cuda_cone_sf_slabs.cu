@@ -9,7 +9,8 @@
  * cuda_cone_backend.cu), and each image vector into one part per device;
  * sinogram vectors stay whole on the first device (the owner).  A slab
  * reaches only some detector rows at any view (its row window, from the
- * magnifications of the ROI's nearest and farthest columns), so a slab's
+ * magnifications of the ROI's nearest and farthest columns:
+ * cone_sf_plan.c), so a slab's
  * kernels work on a window of those rows: its k has the slab's nz and z0
  * and the window's rows (v0 moved down by the window's first row, det_v
  * its height, so the kernels clip to it themselves).  A: every device
@@ -38,6 +39,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cone_sf_plan.h"
 #include "cuda_cone_sf.h"
 #include "cuda_cone_sf_slabs.h"
 

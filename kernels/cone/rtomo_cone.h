@@ -223,28 +223,49 @@ void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
  * above) in 1/L, sinograms all n_proj projections of det_v x det_u line
  * integrals (what FDK takes).  A^T is A's exact transpose (a matched
  * pair), to float rounding.  Voxels outside the ROI count as 0.  window
- * and cutoff do not apply.  On CUDA the sinogram vectors live on the
- * plan's first device; with several devices (opt's) the image vectors are
- * split in z slabs over them, else they live there too.  Free with
- * rtomo_iter_destroy.
+ * and cutoff do not apply.  Free with rtomo_iter_destroy.
+ *
+ * Where the vectors live on CUDA (docs/cone.md, "Volumes larger than the
+ * GPU"), decided when the plan is made:
+ *   - resident, when a solve's vectors (rtomo_cone_iter_bytes) fit
+ *     opt->device_budget bytes per GPU (0: the GPU's free memory less
+ *     1/16, at least 256 MiB): sinograms on the first of opt's devices,
+ *     the volume in z slabs over all of them (each GPU its slab's
+ *     detector-row window);
+ *   - streamed, otherwise: every vector in host memory (page-locked where
+ *     the system allows), the ROI taken through the GPUs in z slabs sized
+ *     to the budget, two buffer sets and streams per GPU so that one
+ *     slab's transfers overlap another's kernels, the GPUs taking slabs
+ *     in turn; the vector ops on the host's cores.  The results are the
+ *     resident pair's to float rounding (about 1e-6 relative).  A budget
+ *     that cannot hold even two slabs of one slice and their windows
+ *     fails here with RTOMO_E_NOMEM saying so.
+ * The test hook RTOMO_CONE_SF_STREAM=<slices a slab> forces streaming.
  */
 rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
                                    const rtomo_engine_options *opt,
                                    rtomo_error *err);
 
-/* The device memory a CUDA pair of g over n_devices GPUs (opt's devices in
- * order, as rtomo_cone_iter_create splits them, the test hook
- * RTOMO_CONE_SF_SPLIT included) holds with image_vectors image and
- * sino_vectors sinogram vectors alive (its solver's), without making it,
- * for admission against budgets: device[d] bytes on the d-th GPU, an upper
- * estimate of the big allocations (not the CUDA context).  The first GPU
- * holds the sinogram vectors, the pair's amplitude-weighted sinogram and
- * the landing for the others' detector-row windows; every GPU its slabs'
- * share of each image vector and their windows.  RTOMO_E_INVALID for an
- * invalid geometry or arguments. */
+/* Memory an iterative solve of g holds (rtomo_cone_iter_create, then
+ * rtomo_iter_solve), for admission against budgets, without making a
+ * plan: *host bytes and device[d] bytes on the d-th of n_devices GPUs
+ * (0 counts as 1; opt's devices in order, as rtomo_cone_iter_create
+ * splits the pair over them, the test hooks included), upper estimates
+ * of the big allocations (not the CUDA context), the caller's own arrays
+ * not counted (any pointer may be NULL).  CPU: every vector on the host.
+ * CUDA with GPUs that may each use device_budget bytes (0: no limit):
+ * the resident plan's figures when they fit (*slab_slices 0): the first
+ * GPU holds the sinogram vectors, the pair's amplitude-weighted sinogram
+ * and the landing for the others' detector-row windows, every GPU its
+ * slabs' share of each image vector and their windows; else the streamed
+ * plan's (*slab_slices its slices a slab, every GPU the same buffers;
+ * then *host holds the vectors).  RTOMO_E_INVALID for an invalid
+ * geometry or arguments, RTOMO_E_NOMEM when not even a streamed plan fits
+ * the budget (the message says what one slice needs). */
 rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
-                                   int n_devices, int image_vectors,
-                                   int sino_vectors, size_t *device,
+                                   rtomo_backend backend, int n_devices,
+                                   size_t device_budget, size_t *host,
+                                   size_t *device, int *slab_slices,
                                    rtomo_error *err);
 
 #ifdef __cplusplus

@@ -1,0 +1,61 @@
+/*
+ * cuda_cone_sf_stream.h — the streamed mode of the CUDA cone SF pair
+ * (cuda_cone_sf_stream.cu: when, and the state; cuda_cone_sf_stream_ops.cu:
+ * A, A^T and the backend ops): vectors in host memory, the ROI's z slabs
+ * taken through the GPUs one after another.  Private to kernels/cone;
+ * CUDA C++ only.
+ */
+#ifndef RTOMO_CUDA_CONE_SF_STREAM_H
+#define RTOMO_CUDA_CONE_SF_STREAM_H
+
+#include "cone_host_vec.h"
+#include "cone_sf_plan.h"
+#include "cuda_cone_sf.h"
+
+/* A buffer set of a GPU: its stream, a slab of slices and a window on
+ * the device, A's window staged on the host. */
+typedef struct stream_lane {
+    cudaStream_t stream;
+    cudaEvent_t done;           /* A: the lane's window downloaded */
+    float *slab, *window;       /* device */
+    float *staging;             /* pinned host */
+} stream_lane;
+
+/* A GPU of the streamed pair: its tables and lanes. */
+typedef struct stream_dev {
+    int device;
+    float *amp_theta, *cos_b, *sin_b;
+    stream_lane lane[CONE_SF_LANES];
+} stream_dev;
+
+typedef struct cuda_cone_sf_stream {
+    cone_sf_stream_plan plan;
+    int n_devs;
+    stream_dev *devs;
+    cuda_cone_sf_slab *slabs;   /* plan.n_slabs; window unused */
+    cone_host_vec *host;
+    int copy_only;              /* RTOMO_CONE_SF_STREAM_COPY_ONLY */
+} cuda_cone_sf_stream;
+
+extern "C" {
+
+/* The streamed pair's backend ops (cuda_cone_sf_stream_ops.cu). */
+extern const rtomo_iter_backend_ops cone_sf_stream_ops;
+
+/* Decide whether the pair s (its owner's device, stream, k and kernel
+ * switches set; nothing on the device yet) streams: the test hook
+ * RTOMO_CONE_SF_STREAM=<slices a slab> forces it; else when the resident
+ * solve's vectors do not fit it->opt.device_budget (0: the smallest free
+ * memory of devices ids[0 .. n_ids - 1], less a margin).  When it does,
+ * make the streamed state on those devices into s->streamed and set
+ * it->ops to the streamed ops; *streamed says which. */
+rtomo_status cuda_cone_sf_stream_choose(rtomo_iter *it, cone_iter *ci,
+                                        cuda_cone_sf *s, const int *ids,
+                                        int n_ids, int *streamed,
+                                        rtomo_error *err);
+/* Free s->streamed (NULL allowed). */
+void cuda_cone_sf_stream_destroy(cuda_cone_sf *s);
+
+}
+
+#endif /* RTOMO_CUDA_CONE_SF_STREAM_H */
