@@ -86,14 +86,68 @@ void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
             device[i] = SIZE_MAX;
 }
 
-void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
-                              size_t out_bytes, rtomod_budget_claim *claim)
+/* The device budget a GPU's share of the solve may take beside the FDK
+ * plan (on worker 0's GPU): the smallest over the solve's GPUs. */
+static size_t share_limit(const size_t *device_limit, int n_gpus,
+                          size_t fdk_device)
 {
+    size_t least = SIZE_MAX;
+    for (int i = 0; i < n_gpus; i++) {
+        size_t room = device_limit[i];
+        if (i == 0)
+            room = room > fdk_device ? room - fdk_device : 0;
+        least = room < least ? room : least;
+    }
+    return least;
+}
+
+/* The streamed solve within `budget` per GPU: its device claim, and on
+ * the host its vectors and staging beside the daemon's own (host_daemon).
+ * Returns 0, or -1 when not even a streamed plan fits. */
+static int streamed_claim(const rtomo_cone_geometry *g, int n_gpus,
+                          size_t budget, size_t host_daemon,
+                          size_t *solve_host, size_t *solve_device,
+                          rtomod_cone_solve_plan *plan)
+{
+    size_t engine_host;
+    int slices;
+    rtomo_error err;
+    if (rtomo_cone_iter_bytes(g, RTOMO_BACKEND_CUDA, n_gpus, budget,
+                              &engine_host, solve_device, &slices,
+                              &err) != RTOMO_OK || slices < 1)
+        return -1;
+    *solve_host = add(host_daemon, engine_host);
+    plan->device_budget = budget;
+    plan->stream_slices = slices;
+    return 0;
+}
+
+void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
+                              size_t out_bytes, const size_t *device_limit,
+                              rtomod_budget_claim *claim,
+                              rtomod_cone_solve_plan *plan)
+{
+    rtomod_cone_solve_plan own;
+    plan = plan ? plan : &own;
     memset(claim, 0, sizeof *claim);
+    memset(plan, 0, sizeof *plan);
     size_t host, device, solve_host;
     size_t solve_device[RTOMO_MAX_DEVICES] = {0};
     rtomod_budget_cone_part(g, n_gpus > 0, out_bytes, &host, &device);
     rtomod_budget_cone_iter(g, n_gpus, &solve_host, solve_device);
+    if (n_gpus > 0 && device_limit) {
+        /* Resident when every share fits (the engine is told the largest,
+         * so that it chooses the same); streamed otherwise. */
+        const size_t room = share_limit(device_limit, n_gpus, device);
+        size_t largest = 0;
+        for (int i = 0; i < n_gpus; i++)
+            largest = solve_device[i] > largest ? solve_device[i] : largest;
+        if (largest <= room)
+            plan->device_budget = largest;
+        else
+            (void)streamed_claim(g, n_gpus, room, solve_host, &solve_host,
+                                 solve_device, plan);
+    }
     claim->host = add(host, solve_host);
     /* The FDK plan on worker 0's GPU, the pair's first, beside its
      * share: the FDK volume is the solve's start. */

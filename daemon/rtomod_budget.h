@@ -88,14 +88,33 @@ void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
  * holds the sinograms), device untouched when n_gpus is 0. */
 void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
                              size_t *host, size_t *device);
+/* How a cone-beam solve's pair is to hold its vectors, as its claim was
+ * made (rtomod_budget_cone_solve), for the engine to make the same choice
+ * (rtomo_engine_options.device_budget). */
+typedef struct rtomod_cone_solve_plan {
+    size_t device_budget;       /* bytes a GPU's share may take (0: no
+                                   limit, or the CPU) */
+    int stream_slices;          /* 0: resident on the GPUs; else the
+                                   vectors in host memory and the volume
+                                   streamed through the GPUs in slabs of
+                                   this many slices */
+} rtomod_cone_solve_plan;
+
 /* The claim of a cone-beam scan with a solve: its FDK is one slab (g, the
  * whole ROI) on worker 0, the solve's pair split over the n_gpus GPUs of
  * workers 0 .. n_gpus - 1 (0: the CPU backend); out_bytes as for
  * rtomod_budget_cone_part.  Worker 0's GPU holds the FDK plan and the
  * sinograms beside its share of the pair, each other GPU its share, so a
- * solve too large for one GPU fits when the shares do. */
+ * solve too large for one GPU fits when the shares do.  device_limit
+ * (per worker's GPU, NULL: none): when the resident shares do not fit
+ * beside the FDK plan, the solve streams (rtomo_cone.h) within what is
+ * left of the smallest limit, its vectors claimed in host memory; when
+ * not even that fits, the resident claim stands (and is refused).  plan
+ * (may be NULL) says which. */
 void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
-                              size_t out_bytes, rtomod_budget_claim *claim);
+                              size_t out_bytes, const size_t *device_limit,
+                              rtomod_budget_claim *claim,
+                              rtomod_cone_solve_plan *plan);
 
 /* Take the claim when it fits beside everything claimed so far, less
  * `leaving` (memory claimed by scans whose plans will be closed before

@@ -138,6 +138,8 @@ typedef struct rtomod_cone_begin_job {
     int n_solve_devices;        /* the solve's GPUs (0: the worker's
                                    own options, as on the CPU) */
     int solve_devices[RTOMO_MAX_DEVICES];
+    size_t solve_device_budget; /* rtomo_engine_options.device_budget of
+                                   the solve's pair (budget_cone.c) */
 } rtomod_cone_begin_job;
 
 typedef struct rtomod_job {

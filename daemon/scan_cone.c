@@ -58,6 +58,7 @@ struct rtomod_cone_scan {
     int slab_count[RTOMO_MAX_DEVICES];
     int n_solve_gpus;               /* a solve's GPUs (0: the CPU) */
     int solve_gpus[RTOMO_MAX_DEVICES];  /* device indices, worker order */
+    rtomod_cone_solve_plan solve;   /* resident or streamed, as claimed */
 };
 
 void rtomod_cone_free(rtomod_cone_scan *c)
@@ -156,8 +157,10 @@ static size_t out_bytes(const rtomod *d, const rtomo_cone_geometry *g)
            (size_t)unit * (size_t)buffers;
 }
 
-/* The memory of the slabs' plans, or of a solve's (budget_cone.c). */
-static void estimate(const rtomod *d, const rtomod_cone_scan *c,
+/* The memory of the slabs' plans, or of a solve's (budget_cone.c), which
+ * also decides whether the solve is resident on the GPUs or streamed
+ * through them. */
+static void estimate(const rtomod *d, rtomod_cone_scan *c,
                      rtomod_budget_claim *claim)
 {
     memset(claim, 0, sizeof *claim);
@@ -165,7 +168,7 @@ static void estimate(const rtomod *d, const rtomod_cone_scan *c,
         /* One slab, worker 0's; the pair over every GPU. */
         rtomo_cone_geometry g = slab_geometry(c, 0);
         rtomod_budget_cone_solve(&g, c->n_solve_gpus, out_bytes(d, &g),
-                                 claim);
+                                 d->budget.device_limit, claim, &c->solve);
         return;
     }
     for (int w = 0; w < c->n_slabs; w++) {
@@ -195,6 +198,7 @@ static rtomod_job *begin_job(const rtomod_scan *scan,
     b->method = c->method;
     b->n_solve_devices = w == 0 ? c->n_solve_gpus : 0;
     memcpy(b->solve_devices, c->solve_gpus, sizeof b->solve_devices);
+    b->solve_device_budget = c->solve.device_budget;
     if (c->geometry.angles) {
         size_t bytes = sizeof(double) * (size_t)c->geometry.n_proj;
         double *angles = malloc(bytes);
@@ -260,6 +264,14 @@ static void note_solve_gpus(rtomod_scan *scan)
         used += (size_t)snprintf(text + used, sizeof text - used, "%s%d",
                                  i ? "," : "", c->solve_gpus[i]);
     note(scan, text);
+    if (c->solve.stream_slices > 0) {
+        char streamed[160];
+        snprintf(streamed, sizeof streamed, ", its volume streamed through "
+                 "the GPU%s in slabs of %d slices (its vectors do not fit "
+                 "limits.device_mb: they stay in host memory)",
+                 c->n_solve_gpus > 1 ? "s" : "", c->solve.stream_slices);
+        note(scan, streamed);
+    }
 }
 
 /* What scan_started says of the scan. */
@@ -625,11 +637,12 @@ void rtomod_cone_status(const rtomod_scan *scan, json_t *out)
     const rtomo_method_settings *m = &c->method;
     json_object_set_new(out, "method", m->method == RTOMO_METHOD_FBP
         ? json_pack("{s:s}", "name", "fdk")
-        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b, s:o}", "name",
+        : json_pack("{s:s, s:i, s:i, s:f, s:b, s:b, s:o, s:i}", "name",
                     rtomo_method_name(m->method), "iterations", m->iterations,
                     "publish_every", m->publish_every, "tolerance",
                     m->tolerance, "nonnegative", m->nonnegative,
-                    "warm_start", m->warm_start, "gpus", solve_gpus(c)));
+                    "warm_start", m->warm_start, "gpus", solve_gpus(c),
+                    "streamed_slices", c->solve.stream_slices));
     json_object_set_new(out, "resident", json_pack(
         "{s:i, s:i, s:s}", "slices", g->roi_nz, "of", g->roi_nz, "mode",
         "streaming"));

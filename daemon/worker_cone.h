@@ -31,6 +31,7 @@ struct cone_plan {
      * worker's own options). */
     int n_solve_devices;
     int solve_devices[RTOMO_MAX_DEVICES];
+    size_t solve_device_budget; /* the begin job's (0: the engine's own) */
 };
 
 /* ------------------------------------------------------ cone_fields.c ---- */

@@ -37,6 +37,7 @@ int cone_iter_begin(struct cone_plan *p, const rtomod_cone_begin_job *b)
     p->method = b->method;
     p->n_solve_devices = b->n_solve_devices;
     memcpy(p->solve_devices, b->solve_devices, sizeof p->solve_devices);
+    p->solve_device_budget = b->solve_device_budget;
     if (b->method.method == RTOMO_METHOD_FBP)
         return 0;
     const rtomo_cone_geometry *g = &b->geometry;
@@ -71,11 +72,14 @@ rtomo_status cone_iter_frame(struct cone_plan *p, int index,
     return st;
 }
 
-/* The worker's engine options with the solve's GPUs, when it has them. */
+/* The worker's engine options with the solve's GPUs, when it has them,
+ * and the device budget its claim was made for: the engine then chooses
+ * resident or streamed as the claim did. */
 static void solve_options(const rtomod_worker *w, const struct cone_plan *p,
                           rtomo_engine_options *o)
 {
     *o = w->options;
+    o->device_budget = p->solve_device_budget;
     if (p->n_solve_devices > 0) {
         o->n_devices = p->n_solve_devices;
         memcpy(o->device_ids, p->solve_devices,

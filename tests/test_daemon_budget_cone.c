@@ -17,7 +17,11 @@
  *     (over_budget naming worker 0 and limits.device_mb) and admitted on
  *     two GPUs of the same budget; one too large for both is refused;
  *     another scan's claim on GPU 1 makes the split refused naming
- *     worker 1.
+ *     worker 1;
+ *   - a solve too large for its GPU's budget beside the FDK plan streams
+ *     (its vectors in host memory, the GPU's share within the budget)
+ *     and is admitted; with no room left even for that the resident
+ *     claim stands and is refused.
  */
 #include "config.h"
 
@@ -71,7 +75,7 @@ START_TEST(claims_per_gpu)
      * iterate (as before the split). */
     const size_t host = fdk_host + sino + volume + 2 * volume;
     rtomod_budget_claim c;
-    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, &c);
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, NULL, &c, NULL);
     ck_assert_uint_eq(c.host, host);
     ck_assert_uint_eq(c.device[0], fdk_device + 5 * sino + 4 * volume +
                                        owner_tables(&g));
@@ -81,7 +85,7 @@ START_TEST(claims_per_gpu)
     for (int k = 0; k < 2; k++) {
         const int n = counts[k];
         const size_t share = 4 * volume / (size_t)n;  /* 1024 % n == 0 */
-        rtomod_budget_cone_solve(&g, n, OUT_BYTES, &c);
+        rtomod_budget_cone_solve(&g, n, OUT_BYTES, NULL, &c, NULL);
         ck_assert_uint_eq(c.host, host);
         printf("%d GPUs:", n);
         for (int i = 0; i < n; i++) {
@@ -102,7 +106,7 @@ START_TEST(claims_per_gpu)
     /* The CPU backend: host memory only, the solver's vectors there. */
     size_t cpu_host, cpu_device;
     rtomod_budget_cone_part(&g, 0, OUT_BYTES, &cpu_host, &cpu_device);
-    rtomod_budget_cone_solve(&g, 0, OUT_BYTES, &c);
+    rtomod_budget_cone_solve(&g, 0, OUT_BYTES, NULL, &c, NULL);
     ck_assert_uint_eq(c.host, cpu_host + sino + volume + 2 * volume +
                                   5 * sino + 4 * volume);
     for (int i = 0; i < RTOMO_MAX_DEVICES; i++)
@@ -131,8 +135,8 @@ START_TEST(admitted_only_when_split)
 {
     const rtomo_cone_geometry g = big_solve();
     rtomod_budget_claim one, two;
-    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, &one);
-    rtomod_budget_cone_solve(&g, 2, OUT_BYTES, &two);
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, NULL, &one, NULL);
+    rtomod_budget_cone_solve(&g, 2, OUT_BYTES, NULL, &two, NULL);
     /* A budget per GPU between the split's larger share and the one
      * GPU's claim. */
     const size_t larger = two.device[0] > two.device[1] ? two.device[0]
@@ -159,7 +163,7 @@ START_TEST(admitted_only_when_split)
     rtomod_budget_release(&b, &two);
     ck_assert_uint_eq(b.device_used[0] + b.device_used[1], 0);
     /* Another scan holding most of GPU 1: refused, naming worker 1. */
-    rtomod_budget_cone_solve(&g, 2, OUT_BYTES, &two);
+    rtomod_budget_cone_solve(&g, 2, OUT_BYTES, NULL, &two, NULL);
     rtomod_budget_claim other = {0};
     other.device[1] = b.device_limit[1] - two.device[1] / 2;
     ck_assert_int_eq(rtomod_budget_take(&b, &other, NULL, why, sizeof why),
@@ -178,12 +182,64 @@ START_TEST(admitted_only_when_split)
 }
 END_TEST
 
+/* A solve too large for the GPU's budget beside its FDK plan streams:
+ * its vectors claimed in host memory, its GPU share within what the FDK
+ * plan leaves, the engine told that budget; admitted where the resident
+ * claim is refused.  A budget that leaves no room for even a streamed
+ * slab keeps the resident claim, which is refused; one that holds the
+ * resident solve keeps it resident, the engine told its largest share. */
+START_TEST(streamed_when_too_large)
+{
+    const rtomo_cone_geometry g = big_solve();
+    const size_t sino = (size_t)1024 * 1024 * 400 * sizeof(float);
+    const size_t volume = (size_t)1024 * 1024 * 1024 * sizeof(float);
+    size_t fdk_host, fdk_device;
+    rtomod_budget_cone_part(&g, 1, OUT_BYTES, &fdk_host, &fdk_device);
+    rtomod_budget_claim resident, c;
+    rtomod_cone_solve_plan plan;
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, NULL, &resident, &plan);
+    ck_assert_int_eq(plan.stream_slices, 0);
+    /* A limit of the FDK plan and 4 GiB: the solve's 28 GB cannot be
+     * resident. */
+    size_t limit[RTOMO_MAX_DEVICES] = {fdk_device + ((size_t)4 << 30)};
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, limit, &c, &plan);
+    printf("limit %.0f MB: streamed in slabs of %d slices, GPU %.0f MB, "
+           "host %.0f MB (resident: GPU %.0f MB, host %.0f MB)\n",
+           (double)limit[0] / MB, plan.stream_slices,
+           (double)c.device[0] / MB, (double)c.host / MB,
+           (double)resident.device[0] / MB, (double)resident.host / MB);
+    ck_assert_int_gt(plan.stream_slices, 0);
+    ck_assert_uint_eq(plan.device_budget, limit[0] - fdk_device);
+    ck_assert_uint_le(c.device[0], limit[0]);
+    ck_assert_uint_ge(c.host, resident.host + 4 * sino + 4 * volume);
+    rtomod_budget b;
+    char why[256];
+    make_budget(&b, 1, (double)limit[0] / MB);
+    ck_assert_int_eq(rtomod_budget_take(&b, &resident, NULL, why, sizeof why),
+                     -1);
+    ck_assert_int_eq(rtomod_budget_take(&b, &c, NULL, why, sizeof why), 0);
+    /* No room beside the FDK plan: the resident claim, refused. */
+    limit[0] = fdk_device + 4096;
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, limit, &c, &plan);
+    ck_assert_int_eq(plan.stream_slices, 0);
+    ck_assert_uint_eq(c.device[0], resident.device[0]);
+    /* Room for the resident solve: resident, the engine told its share. */
+    limit[0] = resident.device[0] + MB;
+    rtomod_budget_cone_solve(&g, 1, OUT_BYTES, limit, &c, &plan);
+    ck_assert_int_eq(plan.stream_slices, 0);
+    ck_assert_uint_eq(plan.device_budget, resident.device[0] - fdk_device);
+    ck_assert_uint_eq(c.device[0], resident.device[0]);
+    ck_assert_uint_eq(c.host, resident.host);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon_budget_cone");
     TCase *tc = tcase_create("solve");
     tcase_add_test(tc, claims_per_gpu);
     tcase_add_test(tc, admitted_only_when_split);
+    tcase_add_test(tc, streamed_when_too_large);
     suite_add_tcase(s, tc);
     return rtomo_check_run(s);
 }

@@ -25,7 +25,9 @@
  *     (with one GPU, the test hook RTOMO_CONE_SF_SPLIT=2 in the daemon's
  *     environment makes it two slabs on it): scan_started and status
  *     name the GPUs, and the final volume equals an unsplit daemon's (one
- *     GPU, no hook) and the CPU engine's solve.
+ *     GPU, no hook) and the CPU engine's solve; and a solve whose vectors
+ *     do not fit limits.device_mb beside its FDK plan streams through
+ *     the GPU (scan_started says so) to the resident solve's volume.
  * The engine's tests (test_cone_*) check FDK itself; this one checks the
  * wiring.
  */
@@ -1019,6 +1021,52 @@ START_TEST(solve_split_over_gpus)
     free(cpu);
 }
 END_TEST
+
+/* A solve whose vectors do not fit limits.device_mb beside its FDK plan
+ * streams through the GPU (its vectors in host memory): scan_started
+ * and status say so, and the volume is the resident solve's. */
+START_TEST(solve_streamed_through_the_gpu)
+{
+    cone_scan s;
+    split_scan_make(&s, "sizes");
+    rtomo_cone_geometry g;
+    rtomo_proto_cone_geometry(&s.spec, &g);
+    size_t fdk_host, fdk_device, solve[RTOMO_MAX_DEVICES];
+    rtomo_error err;
+    ck_assert(rtomo_cone_bytes(&g, RTOMO_BACKEND_CUDA, &fdk_host, &fdk_device,
+                               &err) == RTOMO_OK);
+    ck_assert(rtomo_cone_iter_bytes(&g, RTOMO_BACKEND_CUDA, 1, 0, NULL, solve,
+                                    NULL, &err) == RTOMO_OK);
+    cone_scan_free(&s);
+    /* Room beside the FDK plan for half the resident solve. */
+    char limit[64];
+    snprintf(limit, sizeof limit, "limits.device_mb=%.6f",
+             (double)(fdk_device + solve[0] / 2) / (1 << 20));
+    printf("solve streamed: resident needs %zu bytes beside the FDK plan's "
+           "%zu; %s\n", solve[0], fdk_device, limit);
+    const char *tight[] = {BACKEND_ARGS "--set", "engine.devices=[0]",
+                           "--set", limit, NULL};
+    char note[RTOMO_REASON_MAX];
+    json_t *gpus;
+    float *streamed = solve_through(tight, "streamed", note, sizeof note,
+                                    &gpus);
+    json_decref(gpus);
+    printf("scan_started: %s\n", note);
+    ck_assert_msg(strstr(note, "streamed through the GPU in slabs of"),
+                  "\"%s\" does not say the solve streams", note);
+    const char *roomy[] = {BACKEND_ARGS "--set", "engine.devices=[0]", NULL};
+    float *whole = solve_through(roomy, "resident", note, sizeof note, &gpus);
+    json_decref(gpus);
+    ck_assert_ptr_null(strstr(note, "streamed"));
+    const double e = worst_slice_l2(streamed, whole);
+    printf("cgls, %d iterations from zero: streamed against resident: "
+           "relative L2 %.2e (bound %.0e)\n", SPLIT_ITERATIONS, e,
+           SPLIT_SOLVE_L2);
+    ck_assert_msg(e <= SPLIT_SOLVE_L2, "streamed vs resident %g", e);
+    free(streamed);
+    free(whole);
+}
+END_TEST
 #endif
 
 int main(void)
@@ -1038,7 +1086,7 @@ int main(void)
         idle_timeout_reconstructs_what_came, volume_file,
         abort_stops_the_solve,
 #ifdef CONE_ON_GPU
-        solve_split_over_gpus,
+        solve_split_over_gpus, solve_streamed_through_the_gpu,
 #endif
     };
     return daemon_run_tests(name, tests,
