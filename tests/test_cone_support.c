@@ -26,6 +26,16 @@ rtomo_cone_geometry cone_test_geometry(void)
     return g;
 }
 
+rtomo_cone_geometry cone_test_phantom_geometry(void)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.nx = g.ny = 40;
+    g.nz = 37;
+    g.voxel = 1.5;
+    g.n_proj = 24;
+    return g;
+}
+
 int cone_test_spheres(rtomo_ellipsoid *e)
 {
     return rtomo_cone_sphere_phantom(24.0, 0.02, e,

@@ -17,6 +17,10 @@
  * degrees: a cone half-angle of 9 degrees in z, 11 in u. */
 rtomo_cone_geometry cone_test_geometry(void);
 
+/* The GPU pair tests' sphere phantom grid: cone_test_geometry with 40 x
+ * 40 x 37 voxels of 1.5 mm and 24 views. */
+rtomo_cone_geometry cone_test_phantom_geometry(void);
+
 /* The sphere phantom of radius 24 mm, mu 0.02 / mm, into e (room for
  * RTOMO_PHANTOM_MAX_ELLIPSOIDS); returns the count. */
 int cone_test_spheres(rtomo_ellipsoid *e);

@@ -502,23 +502,12 @@ START_TEST(test_pair_vs_cpu)
 }
 END_TEST
 
-/* The sphere phantom's grid: 40 x 40 x 37 voxels of 1.5 mm, 24 views. */
-static rtomo_cone_geometry phantom_geometry(void)
-{
-    rtomo_cone_geometry g = cone_test_geometry();
-    g.nx = g.ny = 40;
-    g.nz = 37;
-    g.voxel = 1.5;
-    g.n_proj = 24;
-    return g;
-}
-
 /* The sphere phantom's voxels (A) and its exact projections (A^T), GPU
  * variant _i against the CPU: smooth data with sharp edges, where random
  * data have none. */
 START_TEST(test_pair_phantom)
 {
-    rtomo_cone_geometry g = phantom_geometry();
+    rtomo_cone_geometry g = cone_test_phantom_geometry();
     rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
     const int n = cone_test_spheres(e);
     float *proj = cone_test_project(&g, e, n);
@@ -872,7 +861,7 @@ END_TEST
  * the slabs too). */
 START_TEST(test_pair_slabs_solve)
 {
-    rtomo_cone_geometry g = phantom_geometry();
+    rtomo_cone_geometry g = cone_test_phantom_geometry();
     rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
     const int n = cone_test_spheres(e);
     float *proj = cone_test_project(&g, e, n);

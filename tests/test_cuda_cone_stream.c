@@ -213,20 +213,9 @@ START_TEST(test_stream_vs_resident)
 }
 END_TEST
 
-/* The sphere phantom's grid: 40 x 40 x 37 voxels of 1.5 mm, 24 views. */
-static rtomo_cone_geometry phantom_geometry(void)
-{
-    rtomo_cone_geometry g = cone_test_geometry();
-    g.nx = g.ny = 40;
-    g.nz = 37;
-    g.voxel = 1.5;
-    g.n_proj = 24;
-    return g;
-}
-
 START_TEST(test_stream_phantom)
 {
-    rtomo_cone_geometry g = phantom_geometry();
+    rtomo_cone_geometry g = cone_test_phantom_geometry();
     rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
     const int n = cone_test_spheres(e);
     float *proj = cone_test_project(&g, e, n);
@@ -251,7 +240,7 @@ END_TEST
  * phantom, streamed in slabs of 5 against resident. */
 START_TEST(test_stream_solve)
 {
-    rtomo_cone_geometry g = phantom_geometry();
+    rtomo_cone_geometry g = cone_test_phantom_geometry();
     rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
     const int n = cone_test_spheres(e);
     float *proj = cone_test_project(&g, e, n);

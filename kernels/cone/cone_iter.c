@@ -169,8 +169,7 @@ void cone_iter_destroy(rtomo_iter *it)
     it->impl = NULL;
 }
 
-/* Plans of this pair are made by rtomo_cone_iter_create only. */
-static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
+rtomo_status cone_iter_refuse_create(rtomo_iter *it, rtomo_error *err)
 {
     (void)it;
     return rtomo_set_error(err, RTOMO_E_STATE,
@@ -180,7 +179,7 @@ static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
 
 const rtomo_iter_backend_ops cone_sf_cpu_ops = {
     .name = "cpu-cone-sf",
-    .create = refuse_create,
+    .create = cone_iter_refuse_create,
     .destroy = cone_iter_destroy,
     .vec_alloc = vec_alloc,
     .vec_free = vec_free,

@@ -24,6 +24,10 @@ typedef struct cone_iter {
  * calls them on chunks of host vectors (cone_host_vec.c). */
 extern const rtomo_iter_backend_ops cone_sf_cpu_ops;
 
+/* Every backend's create op: plans of the pair are made by
+ * rtomo_cone_iter_create only (RTOMO_E_STATE). */
+rtomo_status cone_iter_refuse_create(rtomo_iter *it, rtomo_error *err);
+
 /* Free a plan's state (every backend): its ops' destroy. */
 void cone_iter_destroy(rtomo_iter *it);
 

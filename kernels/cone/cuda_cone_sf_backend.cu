@@ -366,20 +366,12 @@ static rtomo_status clamp_nonneg(rtomo_iter *it, iter_vec *x,
                           : st;
 }
 
-static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
-{
-    (void)it;
-    return rtomo_set_error(err, RTOMO_E_STATE,
-                           "cone-beam iterative plans are made by "
-                           "rtomo_cone_iter_create");
-}
-
 /* Positional: C++ before C++20 has no designated initialisers; the order
  * is rtomo_iter_backend_ops' (iter_internal.h), fields after clamp_nonneg
  * left NULL. */
 extern "C" const rtomo_iter_backend_ops cone_sf_cuda_ops = {
     "cuda-cone-sf",
-    refuse_create,
+    cone_iter_refuse_create,
     cone_iter_destroy,
     vec_alloc,
     vec_free,

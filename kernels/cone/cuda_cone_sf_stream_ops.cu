@@ -321,18 +321,10 @@ static rtomo_status clamp_nonneg(rtomo_iter *it, iter_vec *x,
     return RTOMO_OK;
 }
 
-static rtomo_status refuse_create(rtomo_iter *it, rtomo_error *err)
-{
-    (void)it;
-    return rtomo_set_error(err, RTOMO_E_STATE,
-                           "cone-beam iterative plans are made by "
-                           "rtomo_cone_iter_create");
-}
-
 /* Positional, in rtomo_iter_backend_ops' order (iter_internal.h). */
 extern "C" const rtomo_iter_backend_ops cone_sf_stream_ops = {
     "cuda-cone-sf-stream",
-    refuse_create,
+    cone_iter_refuse_create,
     cone_iter_destroy,
     vec_alloc,
     vec_free,
