@@ -265,11 +265,11 @@ static void note_solve_gpus(rtomod_scan *scan)
                                  i ? "," : "", c->solve_gpus[i]);
     note(scan, text);
     if (c->solve.stream_slices > 0) {
-        char streamed[160];
-        snprintf(streamed, sizeof streamed, ", its volume streamed through "
-                 "the GPU%s in slabs of %d slices (its vectors do not fit "
-                 "limits.device_mb: they stay in host memory)",
-                 c->n_solve_gpus > 1 ? "s" : "", c->solve.stream_slices);
+        /* Short: the note is cut at RTOMO_REASON_MAX (status has it
+         * whole, method.streamed_slices). */
+        char streamed[64];
+        snprintf(streamed, sizeof streamed, ", streamed in slabs of %d",
+                 c->solve.stream_slices);
         note(scan, streamed);
     }
 }

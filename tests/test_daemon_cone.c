@@ -1052,7 +1052,7 @@ START_TEST(solve_streamed_through_the_gpu)
                                     &gpus);
     json_decref(gpus);
     printf("scan_started: %s\n", note);
-    ck_assert_msg(strstr(note, "streamed through the GPU in slabs of"),
+    ck_assert_msg(strstr(note, ", streamed in slabs of "),
                   "\"%s\" does not say the solve streams", note);
     const char *roomy[] = {BACKEND_ARGS "--set", "engine.devices=[0]", NULL};
     float *whole = solve_through(roomy, "resident", note, sizeof note, &gpus);
