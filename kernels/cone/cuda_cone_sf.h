@@ -41,6 +41,14 @@ typedef struct cuda_cone_sf_slab {
 struct cuda_cone_sf_dev;
 struct cuda_cone_sf_stream;
 
+/*
+ * The pair's state.  Copied whole into the views that slab kernels see:
+ * a split device's (dev_setup, cuda_cone_sf_slabs.cu) and a streamed
+ * slab's (slab_view, cuda_cone_sf_stream_ops.cu).  A field added here that
+ * points at memory the pair owns must be cleared or replaced in both, or
+ * a view would use (and dev_destroy free) the owner's memory on another
+ * device.
+ */
 typedef struct cuda_cone_sf {
     int device;
     cudaStream_t stream;

@@ -120,6 +120,7 @@ static rtomo_status dev_setup(cuda_cone_sf *s, int d, int device,
     v->devs = NULL;
     v->landing = NULL;
     v->copied = NULL;
+    v->streamed = NULL;         /* a split pair never streams */
     if (d == 0)
         return RTOMO_OK;
     /* Nothing of the owner's is freed through a remote view. */
