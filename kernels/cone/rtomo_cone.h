@@ -250,7 +250,7 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
  * rtomo_iter_solve), for admission against budgets, without making a
  * plan: *host bytes and device[d] bytes on the d-th of n_devices GPUs
  * (0 counts as 1; opt's devices in order, as rtomo_cone_iter_create
- * splits the pair over them, the test hooks included), upper estimates
+ * splits the pair over them, RTOMO_CONE_SF_SPLIT included), upper estimates
  * of the big allocations (not the CUDA context), the caller's own arrays
  * not counted (any pointer may be NULL).  CPU: every vector on the host.
  * CUDA with GPUs that may each use device_budget bytes (0: no limit):
