@@ -6,10 +6,12 @@
  *     ops on whole rows: axpby (with beta 0 and not), mul and clamp to
  *     the bit, dot within 1e-12 relative (only its order of sums
  *     differs), on rows of several chunks and a short last one, two rows;
- *     the window adds and zeroing against a plain loop, to the bit;
+ *     the window adds and zeroing against a plain loop, to the bit, the
+ *     window gathers and slab copies to the bit;
  *   - the slab planner and rtomo_cone_iter_bytes: resident when the budget
  *     holds the solve, else streamed slabs that fit the budget, smaller
- *     slabs for smaller budgets, every window within the detector and
+ *     slabs for smaller budgets, the host bytes counting the lanes'
+ *     page-locked slab staging, every window within the detector and
  *     covering what a slab's voxels reach; RTOMO_E_NOMEM naming what one
  *     slice needs when nothing fits; the test hook's slices as asked.
  */
@@ -132,14 +134,29 @@ START_TEST(test_window_add)
                     window[p * win + c];
     }
     ck_assert_int_eq(memcmp(y, ref, sizeof(float) * n), 0);
-    /* a big zeroing: several chunks and a short one */
+    /* the same window gathered back out of y (A^T's upload staging):
+     * each frame's rows, nothing from the rows around them */
+    float *got = malloc(sizeof(float) * win * frames);
+    ck_assert_ptr_nonnull(got);
+    cone_host_gather_window(h, y, win, (size_t)row0 * cols, frame, frames,
+                            got);
+    for (int p = 0; p < frames; p++)
+        ck_assert_int_eq(memcmp(got + p * win,
+                                y + p * frame + (size_t)row0 * cols,
+                                sizeof(float) * win), 0);
+    free(got);
+    /* a big zeroing and a big copy: several chunks and a short one */
     const size_t big = 2 * CONE_HOST_CHUNK + 3;
-    float *z = malloc(sizeof(float) * big);
-    ck_assert_ptr_nonnull(z);
+    float *z = malloc(sizeof(float) * big), *w = malloc(sizeof(float) * big);
+    ck_assert(z && w);
     test_fill_uniform(&seed, z, big, 1.0, 2.0);
+    memset(w, 0, sizeof(float) * big);
+    cone_host_copy(h, w, z, big);
+    ck_assert_int_eq(memcmp(w, z, sizeof(float) * big), 0);
     cone_host_zero(h, z, big);
     ck_assert_double_eq(test_max_abs(z, big), 0.0);
     free(z);
+    free(w);
     free(y);
     free(ref);
     free(window);
@@ -255,7 +272,18 @@ START_TEST(test_iter_bytes)
             "%zu, host %zu bytes\n", budget, slices, d2, h2);
     ck_assert_int_gt(slices, 0);
     ck_assert_uint_le(d2, budget);
-    ck_assert_uint_ge(h2, 4 * vol + 4 * sino);
+    /* the host: the vectors (pageable), the front end's staging of the
+     * larger of a sinogram and a volume, and the lanes' page-locked
+     * staging, a slab and a window each, exactly */
+    rtomo_cone *c = setup(&g);
+    cone_sf_stream_plan p;
+    ck_assert_int_eq(cone_sf_stream_plan_make(c, 1, budget, 0, &p, &err),
+                     RTOMO_OK);
+    ck_assert_int_eq(p.slices, slices);
+    ck_assert_uint_eq(h2, 4 * vol + 4 * sino + (vol > sino ? vol : sino) +
+                              CONE_SF_LANES *
+                                  (p.slab_bytes + p.window_bytes));
+    rtomo_cone_destroy(c);
     /* refused budgets and backends */
     ck_assert_int_eq(rtomo_cone_iter_bytes(&g, RTOMO_BACKEND_CUDA, 1, 4096,
                                            &h2, &d2, &slices, &err),

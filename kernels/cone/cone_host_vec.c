@@ -166,44 +166,91 @@ void cone_host_clamp(cone_host_vec *h, iter_vec *x)
     run_chunks(h, &j, x->n);
 }
 
-/* ------------------------------------------------------- A's host side ---- */
+/* ------------------------------------------------ the pair's host side ---- */
+
+/* The streamed pair's host steps: zeroing a sinogram, adding a window
+ * into it, gathering a window out of it, copying a slab to or from a
+ * lane's page-locked staging. */
+typedef enum window_kind { WIN_ZERO, WIN_ADD, WIN_GATHER, WIN_COPY } window_kind;
 
 typedef struct window_job {
-    float *y;
-    const float *window;
+    window_kind kind;
+    float *y;                   /* zero, add: the sinogram; copy: dst */
+    const float *src;           /* gather: the sinogram; copy: src */
+    float *out;                 /* gather: the window */
+    const float *window;        /* add */
     size_t win, offset, frame, n;
 } window_job;
 
-/* Zero: chunk t of y (window NULL); add: frame t's window. */
+/* Chunk t of n floats: its first float and its length. */
+static size_t chunk_of(size_t n, int t, size_t *len)
+{
+    const size_t off = (size_t)t * CONE_HOST_CHUNK;
+    *len = n - off < CONE_HOST_CHUNK ? n - off : CONE_HOST_CHUNK;
+    return off;
+}
+
+/* Zero and copy: chunk t; add and gather: frame t's window. */
 static void window_task(void *ctx, int t, int worker)
 {
     (void)worker;
     const window_job *j = ctx;
-    if (!j->window) {
-        const size_t off = (size_t)t * CONE_HOST_CHUNK;
-        const size_t len = j->n - off < CONE_HOST_CHUNK ? j->n - off
-                                                        : CONE_HOST_CHUNK;
+    size_t len, off;
+    switch (j->kind) {
+    case WIN_ZERO:
+        off = chunk_of(j->n, t, &len);
         memset(j->y + off, 0, sizeof(float) * len);
-        return;
+        break;
+    case WIN_COPY:
+        off = chunk_of(j->n, t, &len);
+        memcpy(j->y + off, j->src + off, sizeof(float) * len);
+        break;
+    case WIN_ADD: {
+        float *y = j->y + (size_t)t * j->frame + j->offset;
+        const float *w = j->window + (size_t)t * j->win;
+        for (size_t c = 0; c < j->win; c++)
+            y[c] += w[c];
+        break;
     }
-    float *y = j->y + (size_t)t * j->frame + j->offset;
-    const float *w = j->window + (size_t)t * j->win;
-    for (size_t c = 0; c < j->win; c++)
-        y[c] += w[c];
+    case WIN_GATHER:
+        memcpy(j->out + (size_t)t * j->win,
+               j->src + (size_t)t * j->frame + j->offset,
+               sizeof(float) * j->win);
+        break;
+    }
+}
+
+static int chunks_of(size_t n)
+{
+    return (int)((n + CONE_HOST_CHUNK - 1) / CONE_HOST_CHUNK);
 }
 
 void cone_host_zero(cone_host_vec *h, float *y, size_t n)
 {
-    window_job j = {.y = y, .n = n};
-    cpu_pool_run(h->pool, (int)((n + CONE_HOST_CHUNK - 1) / CONE_HOST_CHUNK),
-                 window_task, &j);
+    window_job j = {.kind = WIN_ZERO, .y = y, .n = n};
+    cpu_pool_run(h->pool, chunks_of(n), window_task, &j);
+}
+
+void cone_host_copy(cone_host_vec *h, float *dst, const float *src, size_t n)
+{
+    window_job j = {.kind = WIN_COPY, .y = dst, .src = src, .n = n};
+    cpu_pool_run(h->pool, chunks_of(n), window_task, &j);
 }
 
 void cone_host_add_window(cone_host_vec *h, const float *window, size_t win,
                           size_t offset, size_t frame, int n_frames,
                           float *y)
 {
-    window_job j = {.y = y, .window = window, .win = win, .offset = offset,
-                    .frame = frame};
+    window_job j = {.kind = WIN_ADD, .y = y, .window = window, .win = win,
+                    .offset = offset, .frame = frame};
+    cpu_pool_run(h->pool, n_frames, window_task, &j);
+}
+
+void cone_host_gather_window(cone_host_vec *h, const float *y, size_t win,
+                             size_t offset, size_t frame, int n_frames,
+                             float *window)
+{
+    window_job j = {.kind = WIN_GATHER, .src = y, .out = window, .win = win,
+                    .offset = offset, .frame = frame};
     cpu_pool_run(h->pool, n_frames, window_task, &j);
 }

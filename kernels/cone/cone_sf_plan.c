@@ -149,7 +149,8 @@ static void plan_for(const rtomo_cone *c, int n_devs, int s,
                       (size_t)c->geom.det_u * (size_t)c->geom.n_proj;
     p->device_bytes = table_bytes(c) +
                       CONE_SF_LANES * (p->slab_bytes + p->window_bytes);
-    p->host_bytes = (size_t)n_devs * CONE_SF_LANES * p->window_bytes;
+    p->host_bytes = (size_t)n_devs * CONE_SF_LANES *
+                    (p->slab_bytes + p->window_bytes);
 }
 
 rtomo_status cone_sf_stream_plan_make(const rtomo_cone *c, int n_devs,

@@ -39,8 +39,9 @@ typedef struct cone_sf_stream_plan {
     size_t slab_bytes;          /* one slab of slices, bytes */
     size_t window_bytes;        /* the largest window, bytes */
     size_t device_bytes;        /* per GPU: tables and the lanes */
-    size_t host_bytes;          /* pinned staging of A's windows, all
-                                   GPUs (the vectors not counted) */
+    size_t host_bytes;          /* the lanes' pinned staging (a slab
+                                   and a window each), all GPUs (the
+                                   vectors, pageable, not counted) */
 } cone_sf_stream_plan;
 
 /* The vectors a solve holds at most (kernels/iterative): b, CGLS's

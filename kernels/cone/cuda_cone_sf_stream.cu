@@ -1,26 +1,34 @@
 /*
  * cuda_cone_sf_stream.cu — the separable-footprint cone-beam pair for
  * volumes larger than the GPUs' memory (issue 15's multi-streaming; the
- * paper's section 2.3): the pair's vectors live in host memory (page-
- * locked where the system allows) and the ROI goes through the GPUs in z
- * slabs sized to a device-memory budget.
+ * paper's section 2.3): the pair's vectors live in ordinary (pageable)
+ * host memory and the ROI goes through the GPUs in z slabs sized to a
+ * device-memory budget.  Every transfer is staged through the lanes'
+ * page-locked buffers (made once per plan): page-locking the vectors
+ * themselves cost seconds per solve (docs/PERFORMANCE.md, runs 66, 67),
+ * and rtomod makes a new plan, so new vectors, for every scan.
  *
- *   A:   per slab, upload its slices, project them into the slab's window
- *        of detector rows (cone_sf_slab_rows, the split pair's windows and
- *        the same kernels, so the results are the resident pair's to about
- *        1e-6), weigh the window by l_theta, download it; the host adds
- *        the windows into y (slabs' windows overlap by the cone's spread).
- *   A^T: per slab, upload its window of y (a 2D copy of those rows of
- *        every view), weigh it by l_theta, back-project into the slab,
- *        download the slab into x.
+ *   A:   per slab, copy its slices into the lane's staging on the host,
+ *        upload them, project them into the slab's window of detector
+ *        rows (cone_sf_slab_rows, the split pair's windows and the same
+ *        kernels, so the results are the resident pair's to about 1e-6),
+ *        weigh the window by l_theta, download it into the lane's staging;
+ *        the host adds the windows into y (slabs' windows overlap by the
+ *        cone's spread).
+ *   A^T: per slab, gather its window of y (those rows of every view) into
+ *        the lane's staging on the host, upload it, weigh it by l_theta,
+ *        back-project into the slab, download the slab into the lane's
+ *        staging; the host copies it into x.
  *
  * Each GPU has CONE_SF_LANES buffer sets, each with its own stream; slab
  * b goes to GPU b mod n and, on it, to the next lane, so one slab's
  * uploads and downloads run beside another's kernels (the copy engines
- * and the SMs at once), and several GPUs take slabs in turn.  A^T is
- * queued whole and waited for once.  A's host adds must wait for each
- * window; the host adds slab b while the GPUs work on the slabs queued
- * after it, and a lane is queued again only after its window was added.
+ * and the SMs at once), and several GPUs take slabs in turn.  The host's
+ * copies run while the GPUs work on other slabs: a slab is staged while
+ * the slabs queued before it run, and its results are added (A) or
+ * copied out (A^T) while the slabs queued after it run; a lane's staging
+ * is refilled only once its last upload is done (event up) and its last
+ * download was used (event done).
  * The vector ops run on the host over a thread pool (cone_host_vec.c:
  * the CPU pair's own loops, on chunks).
  *
@@ -56,11 +64,14 @@ static void dev_destroy(stream_dev *d)
             (void)cudaStreamSynchronize(ln->stream);
             (void)cudaStreamDestroy(ln->stream);
         }
+        if (ln->up)
+            (void)cudaEventDestroy(ln->up);
         if (ln->done)
             (void)cudaEventDestroy(ln->done);
         (void)cudaFree(ln->slab);
         (void)cudaFree(ln->window);
-        (void)cudaFreeHost(ln->staging);
+        (void)cudaFreeHost(ln->slab_host);
+        (void)cudaFreeHost(ln->window_host);
     }
     (void)cudaFree(d->amp_theta);
     (void)cudaFree(d->cos_b);
@@ -108,14 +119,19 @@ static rtomo_status dev_setup(cuda_cone_sf_stream *st, const cone_iter *ci,
         stream_lane *ln = &d->lane[l];
         RTOMO_CUDA_TRY(err, cudaStreamCreateWithFlags(&ln->stream,
                                                       cudaStreamNonBlocking));
+        RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&ln->up,
+                                                     cudaEventDisableTiming));
         RTOMO_CUDA_TRY(err, cudaEventCreateWithFlags(&ln->done,
                                                      cudaEventDisableTiming));
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&ln->slab, p->slab_bytes));
+        RTOMO_CUDA_TRY(err, cudaHostAlloc((void **)&ln->slab_host,
+                                          p->slab_bytes,
+                                          cudaHostAllocDefault));
         if (p->window_bytes == 0)
             continue;           /* the ROI misses the detector */
         RTOMO_CUDA_TRY(err, cudaMalloc((void **)&ln->window,
                                        p->window_bytes));
-        RTOMO_CUDA_TRY(err, cudaHostAlloc((void **)&ln->staging,
+        RTOMO_CUDA_TRY(err, cudaHostAlloc((void **)&ln->window_host,
                                           p->window_bytes,
                                           cudaHostAllocDefault));
     }

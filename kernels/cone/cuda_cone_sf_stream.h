@@ -13,12 +13,20 @@
 #include "cuda_cone_sf.h"
 
 /* A buffer set of a GPU: its stream, a slab of slices and a window on
- * the device, A's window staged on the host. */
+ * the device, and their page-locked staging on the host: every copy
+ * between the host vectors (pageable) and the GPU goes through these,
+ * copied on the host's cores, so that the vectors need no page-locking
+ * (which cost seconds per solve) and the lane's copies still run
+ * asynchronously beside the other lane's kernels. */
 typedef struct stream_lane {
     cudaStream_t stream;
-    cudaEvent_t done;           /* A: the lane's window downloaded */
+    cudaEvent_t up;             /* the staged slab (A) or window (A^T)
+                                   uploaded: its staging free again */
+    cudaEvent_t done;           /* the window (A) or slab (A^T)
+                                   downloaded into its staging */
     float *slab, *window;       /* device */
-    float *staging;             /* pinned host */
+    float *slab_host;           /* pinned: A's slab up, A^T's down */
+    float *window_host;         /* pinned: A's window down, A^T's up */
 } stream_lane;
 
 /* A GPU of the streamed pair: its tables and lanes. */

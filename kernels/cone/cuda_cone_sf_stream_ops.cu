@@ -8,7 +8,6 @@
 #include "config.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_cone_sf_stream.h"
 
@@ -78,8 +77,11 @@ static rtomo_status drain(cuda_cone_sf_stream *st, rtomo_status was,
 
 /* ------------------------------------------------------------------ A ---- */
 
-/* Slab b of x (host) through its lane: upload, project into the zeroed
- * window, l_theta, download into the lane's staging, the lane's event. */
+/* Slab b of x (host) through its lane: copied on the host into the
+ * lane's pinned slab staging (once the lane's last upload from it is
+ * done), uploaded, projected into the zeroed window, l_theta, the window
+ * downloaded into the lane's pinned window staging, the lane's event.
+ * The host copy runs while the GPUs work on the slabs queued before. */
 static rtomo_status queue_project(cuda_cone_sf *s, int b, const float *x,
                                   rtomo_error *err)
 {
@@ -88,13 +90,16 @@ static rtomo_status queue_project(cuda_cone_sf *s, int b, const float *x,
     stream_lane *ln = lane_of(st, b);
     cuda_cone_sf v = slab_view(s, b);
     const size_t win = sizeof(float) * v.frame_len * (size_t)s->n_proj;
+    const size_t n = plane_of(s) * (size_t)sl->k.nz;
     rtomo_status rc = RTOMO_OK;
+    RTOMO_CUDA_TRY(err, cudaEventSynchronize(ln->up));
+    cone_host_copy(st->host, ln->slab_host,
+                   x + plane_of(s) * (size_t)sl->z_first, n);
     RTOMO_CUDA_TRY(err, cudaSetDevice(v.device));
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->slab,
-                                        x + plane_of(s) * (size_t)sl->z_first,
-                                        sizeof(float) * plane_of(s) *
-                                            (size_t)sl->k.nz,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->slab, ln->slab_host,
+                                        sizeof(float) * n,
                                         cudaMemcpyHostToDevice, v.stream));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(ln->up, v.stream));
     RTOMO_CUDA_TRY(err, cudaMemsetAsync(ln->window, 0, win, v.stream));
     if (!st->copy_only &&
         ((rc = cuda_cone_sf_project_raw(&v, ln->slab, ln->window, err)) !=
@@ -102,7 +107,7 @@ static rtomo_status queue_project(cuda_cone_sf *s, int b, const float *x,
          (rc = cuda_cone_sf_amplitude(&v, ln->window, ln->window, err)) !=
              RTOMO_OK))
         return rc;
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->staging, ln->window, win,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->window_host, ln->window, win,
                                         cudaMemcpyDeviceToHost, v.stream));
     RTOMO_CUDA_TRY(err, cudaEventRecord(ln->done, v.stream));
     return RTOMO_OK;
@@ -117,14 +122,15 @@ static rtomo_status add_slab(cuda_cone_sf *s, int b, float *y,
     stream_lane *ln = lane_of(st, b);
     RTOMO_CUDA_TRY(err, cudaEventSynchronize(ln->done));
     const size_t win = (size_t)sl->rows * (size_t)s->k.det_u;
-    cone_host_add_window(st->host, ln->staging, win,
+    cone_host_add_window(st->host, ln->window_host, win,
                          (size_t)sl->row0 * s->k.det_u, s->frame_len,
                          s->n_proj, y);
     return RTOMO_OK;
 }
 
-/* y = A x, one row (host arrays).  Slab b is added while the slabs
- * queued after it run; its lane is queued again only after that (the
+/* y = A x, one row (host arrays).  Slab b is copied into its staging
+ * while the slabs queued before it run, and added while the slabs queued
+ * after it run; its lane is queued again only after that (the window
  * staging is reused), lanes - 1 slabs later. */
 static rtomo_status stream_project(cuda_cone_sf *s, const float *x, float *y,
                                    rtomo_error *err)
@@ -151,30 +157,47 @@ static rtomo_status stream_project(cuda_cone_sf *s, const float *x, float *y,
 
 /* ---------------------------------------------------------------- A^T ---- */
 
-/* Slab b's A^T through its lane: its rows of every view of y uploaded
- * (one 2D copy), l_theta, back-projected, the slab downloaded into x. */
-static rtomo_status queue_backproject(cuda_cone_sf *s, int b, const float *y,
-                                      float *x, rtomo_error *err)
+/* Slab b's rows of every view of y gathered on the host into its lane's
+ * pinned window staging, once the lane's last upload from it is done (a
+ * slab that misses the detector: its part of x zeroed instead). */
+static rtomo_status gather_slab(cuda_cone_sf *s, int b, const float *y,
+                                float *x, rtomo_error *err)
 {
     cuda_cone_sf_stream *st = s->streamed;
     const cuda_cone_sf_slab *sl = &st->slabs[b];
-    float *xs = x + plane_of(s) * (size_t)sl->z_first;
-    const size_t slab = sizeof(float) * plane_of(s) * (size_t)sl->k.nz;
     if (sl->rows == 0) {
-        memset(xs, 0, slab);    /* the slab misses the detector */
+        cone_host_zero(st->host, x + plane_of(s) * (size_t)sl->z_first,
+                       plane_of(s) * (size_t)sl->k.nz);
         return RTOMO_OK;
     }
     stream_lane *ln = lane_of(st, b);
+    RTOMO_CUDA_TRY(err, cudaEventSynchronize(ln->up));
+    cone_host_gather_window(st->host, y, (size_t)sl->rows * s->k.det_u,
+                            (size_t)sl->row0 * s->k.det_u, s->frame_len,
+                            s->n_proj, ln->window_host);
+    return RTOMO_OK;
+}
+
+/* Slab b's A^T through its lane: the gathered window uploaded (one
+ * copy), l_theta, back-projected, the slab downloaded into the lane's
+ * pinned slab staging, the lane's event. */
+static rtomo_status queue_backproject(cuda_cone_sf *s, int b,
+                                      rtomo_error *err)
+{
+    cuda_cone_sf_stream *st = s->streamed;
+    const cuda_cone_sf_slab *sl = &st->slabs[b];
+    if (sl->rows == 0)
+        return RTOMO_OK;
+    const size_t slab = sizeof(float) * plane_of(s) * (size_t)sl->k.nz;
+    stream_lane *ln = lane_of(st, b);
     cuda_cone_sf v = slab_view(s, b);
-    const size_t row_bytes = sizeof(float) * v.frame_len;
     rtomo_status rc = RTOMO_OK;
     RTOMO_CUDA_TRY(err, cudaSetDevice(v.device));
-    RTOMO_CUDA_TRY(err, cudaMemcpy2DAsync(
-                            ln->window, row_bytes,
-                            y + (size_t)sl->row0 * s->k.det_u,
-                            sizeof(float) * s->frame_len, row_bytes,
-                            (size_t)s->n_proj, cudaMemcpyHostToDevice,
-                            v.stream));
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->window, ln->window_host,
+                                        sizeof(float) * v.frame_len *
+                                            (size_t)s->n_proj,
+                                        cudaMemcpyHostToDevice, v.stream));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(ln->up, v.stream));
     if (st->copy_only)
         RTOMO_CUDA_TRY(err, cudaMemsetAsync(ln->slab, 0, slab, v.stream));
     else if ((rc = cuda_cone_sf_amplitude(&v, ln->window, ln->window,
@@ -182,19 +205,47 @@ static rtomo_status queue_backproject(cuda_cone_sf *s, int b, const float *y,
              (rc = cuda_cone_sf_backproject_raw(&v, ln->window, ln->slab,
                                                 err)) != RTOMO_OK)
         return rc;
-    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(xs, ln->slab, slab,
+    RTOMO_CUDA_TRY(err, cudaMemcpyAsync(ln->slab_host, ln->slab, slab,
                                         cudaMemcpyDeviceToHost, v.stream));
+    RTOMO_CUDA_TRY(err, cudaEventRecord(ln->done, v.stream));
     return RTOMO_OK;
 }
 
-/* x = A^T y, one row: every slab queued, then waited for. */
+/* Slab b, once downloaded, copied from its staging into x. */
+static rtomo_status finish_slab(cuda_cone_sf *s, int b, float *x,
+                                rtomo_error *err)
+{
+    cuda_cone_sf_stream *st = s->streamed;
+    const cuda_cone_sf_slab *sl = &st->slabs[b];
+    if (sl->rows == 0)
+        return RTOMO_OK;
+    stream_lane *ln = lane_of(st, b);
+    RTOMO_CUDA_TRY(err, cudaEventSynchronize(ln->done));
+    cone_host_copy(st->host, x + plane_of(s) * (size_t)sl->z_first,
+                   ln->slab_host, plane_of(s) * (size_t)sl->k.nz);
+    return RTOMO_OK;
+}
+
+/* x = A^T y, one row.  Slab b's window is gathered while the lane's
+ * previous slab (b - lanes) may still run, that slab is then copied out
+ * of the staging b's download will reuse while b - 1 runs, and b is
+ * queued; the last lanes slabs are copied out at the end. */
 static rtomo_status stream_backproject(cuda_cone_sf *s, const float *y,
                                        float *x, rtomo_error *err)
 {
     cuda_cone_sf_stream *st = s->streamed;
+    const int lanes = st->n_devs * CONE_SF_LANES, n = st->plan.n_slabs;
     rtomo_status rc = RTOMO_OK;
-    for (int b = 0; rc == RTOMO_OK && b < st->plan.n_slabs; b++)
-        rc = queue_backproject(s, b, y, x, err);
+    int done = 0;
+    for (int b = 0; rc == RTOMO_OK && b < n; b++) {
+        rc = gather_slab(s, b, y, x, err);
+        for (; rc == RTOMO_OK && done <= b - lanes; done++)
+            rc = finish_slab(s, done, x, err);
+        if (rc == RTOMO_OK)
+            rc = queue_backproject(s, b, err);
+    }
+    for (; rc == RTOMO_OK && done < n; done++)
+        rc = finish_slab(s, done, x, err);
     return drain(st, rc, err);
 }
 
@@ -202,19 +253,15 @@ static rtomo_status stream_backproject(cuda_cone_sf *s, const float *y,
 
 static size_t floats(const iter_vec *v) { return (size_t)v->n * v->row_len; }
 
-/* Page-locked host memory (so that the lanes' copies run beside the
- * kernels); pageable where the system will not lock that much (slower
- * copies, the same results), marked by v->priv. */
+/* Ordinary pageable memory: every transfer goes through the lanes'
+ * page-locked staging, so the vectors need no page-locking (seconds per
+ * solve at these sizes, and a new plan, so a new solve, for every scan
+ * in rtomod).  Zeroed over the pool: the first touch, so that its page
+ * faults are spread over the threads. */
 static rtomo_status vec_alloc(rtomo_iter *it, iter_vec *v, rtomo_error *err)
 {
-    const size_t bytes = sizeof(float) * floats(v);
     v->priv = NULL;
-    if (cudaHostAlloc((void **)&v->data, bytes, cudaHostAllocPortable) !=
-        cudaSuccess) {
-        (void)cudaGetLastError();
-        v->data = (float *)malloc(bytes);
-        v->priv = v->data;
-    }
+    v->data = (float *)malloc(sizeof(float) * floats(v));
     if (!v->data)
         return rtomo_set_error(err, RTOMO_E_NOMEM,
                                "out of host memory for %d vectors of %zu "
@@ -226,12 +273,8 @@ static rtomo_status vec_alloc(rtomo_iter *it, iter_vec *v, rtomo_error *err)
 static void vec_free(rtomo_iter *it, iter_vec *v)
 {
     (void)it;
-    if (v->priv)
-        free(v->data);
-    else if (v->data)
-        (void)cudaFreeHost(v->data);
+    free(v->data);
     v->data = NULL;
-    v->priv = NULL;
 }
 
 /* A copy as axpby with alpha 1, beta 0 (exact), on the pool. */

@@ -232,8 +232,9 @@ void rtomo_cone_get_stats(const rtomo_cone *c, rtomo_cone_stats *out);
  *     1/16, at least 256 MiB): sinograms on the first of opt's devices,
  *     the volume in z slabs over all of them (each GPU its slab's
  *     detector-row window);
- *   - streamed, otherwise: every vector in host memory (page-locked where
- *     the system allows), the ROI taken through the GPUs in z slabs sized
+ *   - streamed, otherwise: every vector in ordinary host memory (the
+ *     transfers staged through page-locked buffers made with the plan),
+ *     the ROI taken through the GPUs in z slabs sized
  *     to the budget, two buffer sets and streams per GPU so that one
  *     slab's transfers overlap another's kernels, the GPUs taking slabs
  *     in turn; the vector ops on the host's cores.  The results are the
@@ -259,7 +260,7 @@ rtomo_iter *rtomo_cone_iter_create(const rtomo_cone_geometry *g,
  * and the landing for the others' detector-row windows, every GPU its
  * slabs' share of each image vector and their windows; else the streamed
  * plan's (*slab_slices its slices a slab, every GPU the same buffers;
- * then *host holds the vectors).  RTOMO_E_INVALID for an invalid
+ * then *host holds the vectors and the lanes' page-locked staging).  RTOMO_E_INVALID for an invalid
  * geometry or arguments, RTOMO_E_NOMEM when not even a streamed plan fits
  * the budget (the message says what one slice needs). */
 rtomo_status rtomo_cone_iter_bytes(const rtomo_cone_geometry *g,
