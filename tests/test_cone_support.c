@@ -6,6 +6,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "test_cone_support.h"
@@ -169,4 +170,41 @@ rtomo_cone_geometry cone_test_pair_case(int i)
 size_t cone_test_roi_voxels(const rtomo_cone_geometry *g)
 {
     return roi_size(g, 0) * roi_size(g, 1) * roi_size(g, 2);
+}
+
+void cone_test_same_solves(rtomo_iter *ref, rtomo_iter *other,
+                           const float *proj, size_t nv, double bound,
+                           const char *what)
+{
+    const rtomo_iter_method methods[2] = {RTOMO_ITER_SIRT, RTOMO_ITER_CGLS};
+    const int iterations[2] = {10, 6};
+    float *x1 = malloc(sizeof(float) * nv), *x2 = malloc(sizeof(float) * nv);
+    ck_assert(x1 && x2);
+    for (int m = 0; m < 2; m++) {
+        rtomo_iter_options o;
+        rtomo_iter_options_init(&o);
+        o.method = methods[m];
+        o.iterations = iterations[m];
+        o.nonnegative = m == 0;
+        const int warm = m == 0;
+        for (size_t i = 0; i < nv; i++)
+            x1[i] = x2[i] = warm ? 0.01f : 0.0f;
+        rtomo_iter_result r1, r2;
+        rtomo_error err;
+        ck_assert_msg(rtomo_iter_solve(ref, proj, 1, x1, warm, &o, &r1,
+                                       &err) == RTOMO_OK, "%s", err.message);
+        ck_assert_msg(rtomo_iter_solve(other, proj, 1, x2, warm, &o, &r2,
+                                       &err) == RTOMO_OK, "%s", err.message);
+        const double d = test_rel_l2(x2, x1, nv);
+        fprintf(stderr, "%s %s (%d iterations): relative L2 %.2e against "
+                "the reference plan (bound %.0e), residual %.6e against "
+                "%.6e\n", what, rtomo_iter_method_name(methods[m]),
+                iterations[m], d, bound, r2.residual, r1.residual);
+        ck_assert_double_le(d, bound);
+        ck_assert_double_le(fabs(r2.residual - r1.residual),
+                            bound * r1.residual);
+        ck_assert_double_lt(r2.residual, 1.0);
+    }
+    free(x1);
+    free(x2);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "rtomo_cone.h"
+#include "rtomo_engine.h"
 #include "rtomo_cone_sim.h"
 
 /* 64^3 voxels of 1 mm; sad 200, sdd 400 (magnification 2), an 80 x 64
@@ -53,5 +54,13 @@ size_t cone_test_roi_voxels(const rtomo_cone_geometry *g);
 
 /* The ROI slice index nearest to z = 0. */
 int cone_test_mid_slice(const rtomo_cone_geometry *g);
+
+/* SIRT (10 iterations from 0.01, nonnegative) and CGLS (6 from zero) of
+ * the projections proj (one row) on plan `other` against plan `ref`: the
+ * images within relative L2 `bound` and the residuals within bound of
+ * each other, printed as `what`. */
+void cone_test_same_solves(rtomo_iter *ref, rtomo_iter *other,
+                           const float *proj, size_t nv, double bound,
+                           const char *what);
 
 #endif

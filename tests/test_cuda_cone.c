@@ -340,28 +340,6 @@ static rtomo_cone_geometry pair_case(int i)
 static const char *const variant_names[PAIR_VARIANTS] = {
     "z-column", "z-column, no patch", "first"};
 
-/* Sets name to value (NULL: unsets it); returns the old value (caller
- * frees). */
-static char *swap_env(const char *name, const char *value)
-{
-    const char *was = getenv(name);
-    char *old = was ? strdup(was) : NULL;
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    return old;
-}
-
-static void restore_env(const char *name, char *old)
-{
-    if (old)
-        setenv(name, old, 1);
-    else
-        unsetenv(name);
-    free(old);
-}
-
 static rtomo_iter *create_pair(const rtomo_cone_geometry *g,
                                rtomo_backend backend);
 
@@ -369,11 +347,12 @@ static rtomo_iter *create_pair(const rtomo_cone_geometry *g,
  * is made; whatever the environment said before is put back). */
 static rtomo_iter *create_gpu_variant(const rtomo_cone_geometry *g, int v)
 {
-    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", v == 2 ? "old" : "new");
-    char *patch = swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
+    char *kernel = test_swap_env("RTOMO_CONE_SF_KERNEL",
+                                 v == 2 ? "old" : "new");
+    char *patch = test_swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
     rtomo_iter *it = create_pair(g, RTOMO_BACKEND_CUDA);
-    restore_env("RTOMO_CONE_SF_KERNEL", kernel);
-    restore_env("RTOMO_CONE_SF_PATCH", patch);
+    test_restore_env("RTOMO_CONE_SF_KERNEL", kernel);
+    test_restore_env("RTOMO_CONE_SF_PATCH", patch);
     return it;
 }
 
@@ -787,9 +766,10 @@ static rtomo_iter *create_slabbed(const rtomo_cone_geometry *g, int v,
 {
     char k[16];
     snprintf(k, sizeof k, "%d", per_device);
-    char *split = swap_env("RTOMO_CONE_SF_SPLIT", per_device ? k : NULL);
-    char *kernel = swap_env("RTOMO_CONE_SF_KERNEL", v == 2 ? "old" : "new");
-    char *patch = swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
+    char *split = test_swap_env("RTOMO_CONE_SF_SPLIT", per_device ? k : NULL);
+    char *kernel = test_swap_env("RTOMO_CONE_SF_KERNEL",
+                                 v == 2 ? "old" : "new");
+    char *patch = test_swap_env("RTOMO_CONE_SF_PATCH", v == 1 ? "0" : NULL);
     rtomo_engine_options opt;
     rtomo_engine_options_init(&opt);
     opt.backend = RTOMO_BACKEND_CUDA;
@@ -799,9 +779,9 @@ static rtomo_iter *create_slabbed(const rtomo_cone_geometry *g, int v,
     }
     rtomo_error err;
     rtomo_iter *it = rtomo_cone_iter_create(g, &opt, &err);
-    restore_env("RTOMO_CONE_SF_SPLIT", split);
-    restore_env("RTOMO_CONE_SF_KERNEL", kernel);
-    restore_env("RTOMO_CONE_SF_PATCH", patch);
+    test_restore_env("RTOMO_CONE_SF_SPLIT", split);
+    test_restore_env("RTOMO_CONE_SF_KERNEL", kernel);
+    test_restore_env("RTOMO_CONE_SF_PATCH", patch);
     ck_assert_msg(it != NULL, "rtomo_cone_iter_create: %s", err.message);
     return it;
 }
@@ -868,37 +848,10 @@ START_TEST(test_pair_slabs_solve)
     const size_t nv = cone_test_roi_voxels(&g);
     rtomo_iter *one = create_slabbed(&g, 0, 0);
     rtomo_iter *split = create_slabbed(&g, 0, 3);
-    const rtomo_iter_method methods[2] = {RTOMO_ITER_SIRT, RTOMO_ITER_CGLS};
-    const int iterations[2] = {10, 6};
-    float *x1 = malloc(sizeof(float) * nv), *x2 = malloc(sizeof(float) * nv);
-    ck_assert(x1 && x2);
-    for (int m = 0; m < 2; m++) {
-        rtomo_iter_options o;
-        rtomo_iter_options_init(&o);
-        o.method = methods[m];
-        o.iterations = iterations[m];
-        o.nonnegative = m == 0;
-        const int warm = m == 0;
-        for (size_t i = 0; i < nv; i++)
-            x1[i] = x2[i] = warm ? 0.01f : 0.0f;
-        rtomo_iter_result r1, r2;
-        rtomo_error err;
-        ck_assert_int_eq(rtomo_iter_solve(one, proj, 1, x1, warm, &o, &r1,
-                                          &err), RTOMO_OK);
-        ck_assert_msg(rtomo_iter_solve(split, proj, 1, x2, warm, &o, &r2,
-                                       &err) == RTOMO_OK, "%s", err.message);
-        const double d = test_rel_l2(x2, x1, nv);
-        fprintf(stderr, "GPU %s (%d iterations) in 3 slabs a GPU (%d GPUs): "
-                "relative L2 %.2e against one slab (bound %.0e), residual "
-                "%.4e against %.4e\n", rtomo_iter_method_name(methods[m]),
-                iterations[m], rtomo_cuda_device_count(), d,
-                SLAB_SOLVE_BOUND, r2.residual, r1.residual);
-        ck_assert_double_le(d, SLAB_SOLVE_BOUND);
-        ck_assert_double_le(fabs(r2.residual - r1.residual),
-                            SLAB_SOLVE_BOUND * r1.residual);
-    }
-    free(x1);
-    free(x2);
+    char what[64];
+    snprintf(what, sizeof what, "GPU pair in 3 slabs a GPU (%d GPUs)",
+             rtomo_cuda_device_count());
+    cone_test_same_solves(one, split, proj, nv, SLAB_SOLVE_BOUND, what);
     free(proj);
     rtomo_iter_destroy(one);
     rtomo_iter_destroy(split);

@@ -49,27 +49,6 @@
  * through the iterations (host dots and GPU dots sum in other orders). */
 #define STREAM_SOLVE_BOUND 1e-4
 
-/* Sets name to value (NULL: unsets it); returns the old value. */
-static char *swap_env(const char *name, const char *value)
-{
-    const char *was = getenv(name);
-    char *old = was ? strdup(was) : NULL;
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-    return old;
-}
-
-static void restore_env(const char *name, char *old)
-{
-    if (old)
-        setenv(name, old, 1);
-    else
-        unsetenv(name);
-    free(old);
-}
-
 /* A GPU pair on GPU 0: streamed in slabs of `slices` (0: resident, unless
  * the budget says otherwise), kernels "old" or the default. */
 static rtomo_iter *create(const rtomo_cone_geometry *g, int slices,
@@ -78,8 +57,8 @@ static rtomo_iter *create(const rtomo_cone_geometry *g, int slices,
 {
     char k[16];
     snprintf(k, sizeof k, "%d", slices);
-    char *hook = swap_env("RTOMO_CONE_SF_STREAM", slices ? k : NULL);
-    char *kern = swap_env("RTOMO_CONE_SF_KERNEL", kernels);
+    char *hook = test_swap_env("RTOMO_CONE_SF_STREAM", slices ? k : NULL);
+    char *kern = test_swap_env("RTOMO_CONE_SF_KERNEL", kernels);
     rtomo_engine_options opt;
     rtomo_engine_options_init(&opt);
     opt.backend = RTOMO_BACKEND_CUDA;
@@ -87,8 +66,8 @@ static rtomo_iter *create(const rtomo_cone_geometry *g, int slices,
     opt.device_ids[0] = 0;
     opt.device_budget = budget;
     rtomo_iter *it = rtomo_cone_iter_create(g, &opt, err);
-    restore_env("RTOMO_CONE_SF_STREAM", hook);
-    restore_env("RTOMO_CONE_SF_KERNEL", kern);
+    test_restore_env("RTOMO_CONE_SF_STREAM", hook);
+    test_restore_env("RTOMO_CONE_SF_KERNEL", kern);
     return it;
 }
 
@@ -247,38 +226,8 @@ START_TEST(test_stream_solve)
     const size_t nv = cone_test_roi_voxels(&g);
     rtomo_iter *ref = create_ok(&g, 0, 0, NULL);
     rtomo_iter *st = create_ok(&g, 5, 0, NULL);
-    const rtomo_iter_method methods[2] = {RTOMO_ITER_SIRT, RTOMO_ITER_CGLS};
-    const int iterations[2] = {10, 6};
-    float *x1 = malloc(sizeof(float) * nv), *x2 = malloc(sizeof(float) * nv);
-    ck_assert(x1 && x2);
-    for (int m = 0; m < 2; m++) {
-        rtomo_iter_options o;
-        rtomo_iter_options_init(&o);
-        o.method = methods[m];
-        o.iterations = iterations[m];
-        o.nonnegative = m == 0;
-        const int warm = m == 0;
-        for (size_t i = 0; i < nv; i++)
-            x1[i] = x2[i] = warm ? 0.01f : 0.0f;
-        rtomo_iter_result r1, r2;
-        rtomo_error err;
-        ck_assert_int_eq(rtomo_iter_solve(ref, proj, 1, x1, warm, &o, &r1,
-                                          &err), RTOMO_OK);
-        ck_assert_msg(rtomo_iter_solve(st, proj, 1, x2, warm, &o, &r2,
-                                       &err) == RTOMO_OK, "%s", err.message);
-        const double d = test_rel_l2(x2, x1, nv);
-        fprintf(stderr, "streamed %s (%d iterations, slabs of 5): relative "
-                "L2 %.2e against resident (bound %.0e), residual %.6e "
-                "against %.6e\n", rtomo_iter_method_name(methods[m]),
-                iterations[m], d, STREAM_SOLVE_BOUND, r2.residual,
-                r1.residual);
-        ck_assert_double_le(d, STREAM_SOLVE_BOUND);
-        ck_assert_double_le(fabs(r2.residual - r1.residual),
-                            STREAM_SOLVE_BOUND * r1.residual);
-        ck_assert_double_lt(r2.residual, 1.0);
-    }
-    free(x1);
-    free(x2);
+    cone_test_same_solves(ref, st, proj, nv, STREAM_SOLVE_BOUND,
+                          "streamed (slabs of 5)");
     free(proj);
     rtomo_iter_destroy(ref);
     rtomo_iter_destroy(st);
@@ -385,12 +334,12 @@ static void time_mode(const rtomo_cone_geometry *g, size_t budget,
                       int copy_only, const float *proj, float *x,
                       double *a, double *at, int *slabs)
 {
-    char *copy = swap_env("RTOMO_CONE_SF_STREAM_COPY_ONLY",
+    char *copy = test_swap_env("RTOMO_CONE_SF_STREAM_COPY_ONLY",
                           copy_only ? "1" : NULL);
     const double t0 = now();
     rtomo_iter *it = create_ok(g, 0, budget, NULL);
     const double made = now() - t0;
-    restore_env("RTOMO_CONE_SF_STREAM_COPY_ONLY", copy);
+    test_restore_env("RTOMO_CONE_SF_STREAM_COPY_ONLY", copy);
     *slabs = cuda_cone_sf_stream_slabs(it);
     ck_assert_int_eq(*slabs > 0, budget > 0);
     const double t1 = now();

@@ -216,3 +216,23 @@ int test_datagram_listener(const char *addr, int timeout_ms)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
 }
+
+char *test_swap_env(const char *name, const char *value)
+{
+    const char *was = getenv(name);
+    char *old = was ? strdup(was) : NULL;
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    return old;
+}
+
+void test_restore_env(const char *name, char *old)
+{
+    if (old)
+        setenv(name, old, 1);
+    else
+        unsetenv(name);
+    free(old);
+}

@@ -88,4 +88,10 @@ void test_remove_tree(const char *dir);
  * cannot be bound. */
 int test_datagram_listener(const char *addr, int timeout_ms);
 
+/* Set environment variable name to value (NULL: unset it) for a test
+ * hook; returns the old value, which test_restore_env puts back (and
+ * frees). */
+char *test_swap_env(const char *name, const char *value);
+void test_restore_env(const char *name, char *old);
+
 #endif /* RTOMO_TEST_UTIL_H */

@@ -41,6 +41,21 @@ typedef struct cuda_cone_sf_slab {
 struct cuda_cone_sf_dev;
 struct cuda_cone_sf_stream;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Slab sl of the ROI (k the whole ROI's constants): slices z_first ..
+ * z_first + count - 1 and its window of detector rows, its k moved onto
+ * them (nz, z0) and onto the window (v0 less the window's first row,
+ * det_v its rows), so that the kernels clip to the window themselves
+ * (cuda_cone_sf_slabs.cu; the split pair's and the streamed pair's
+ * slabs). */
+void cuda_cone_sf_place_slab(cuda_cone_sf_slab *sl, const cone_bp_const *k,
+                             int z_first, int count);
+#ifdef __cplusplus
+}
+#endif
+
 /*
  * The pair's state.  Copied whole into the views that slab kernels see:
  * a split device's (dev_setup, cuda_cone_sf_slabs.cu) and a streamed

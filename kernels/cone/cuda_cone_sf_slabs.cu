@@ -82,6 +82,18 @@ void split_destroy(cuda_cone_sf *s)
 
 /* ------------------------------------------------------------- slabs ---- */
 
+void cuda_cone_sf_place_slab(cuda_cone_sf_slab *sl, const cone_bp_const *k,
+                             int z_first, int count)
+{
+    sl->z_first = z_first;
+    cone_sf_slab_rows(k, z_first, count, &sl->row0, &sl->rows);
+    sl->k = *k;
+    sl->k.nz = count;
+    sl->k.z0 = k->z0 + (float)z_first * k->voxel;
+    sl->k.v0 = k->v0 - (float)sl->row0;
+    sl->k.det_v = sl->rows;
+}
+
 /* The ROI's slices dealt to n slabs (the first nz % n one more), the
  * slabs to n_devs devices in contiguous groups (now one each; the parts
  * of the image vectors allow more); each slab's k on its window. */
@@ -93,13 +105,7 @@ static void deal_slabs(cuda_cone_sf *s)
         int z, count;
         rtomo_deal_even(nz, n, b, &z, &count);
         sl->dev = (int)((long)b * s->n_devs / n);
-        sl->z_first = z;
-        cone_sf_slab_rows(&s->k, z, count, &sl->row0, &sl->rows);
-        sl->k = s->k;
-        sl->k.nz = count;
-        sl->k.z0 = s->k.z0 + (float)z * s->k.voxel;
-        sl->k.v0 = s->k.v0 - (float)sl->row0;
-        sl->k.det_v = sl->rows;
+        cuda_cone_sf_place_slab(sl, &s->k, z, count);
         cuda_cone_sf_dev *d = &s->devs[sl->dev];
         if (d->nz == 0)
             d->z_first = z;

@@ -148,13 +148,7 @@ static void make_slabs(cuda_cone_sf_stream *st, const cuda_cone_sf *s)
         const int count = s->k.nz - z < st->plan.slices ? s->k.nz - z
                                                          : st->plan.slices;
         sl->dev = b % st->n_devs;
-        sl->z_first = z;
-        cone_sf_slab_rows(&s->k, z, count, &sl->row0, &sl->rows);
-        sl->k = s->k;
-        sl->k.nz = count;
-        sl->k.z0 = s->k.z0 + (float)z * s->k.voxel;
-        sl->k.v0 = s->k.v0 - (float)sl->row0;
-        sl->k.det_v = sl->rows;
+        cuda_cone_sf_place_slab(sl, &s->k, z, count);
     }
 }
 
