@@ -37,6 +37,20 @@ rtomo_cone_geometry cone_test_phantom_geometry(void)
     return g;
 }
 
+rtomo_cone_geometry cone_test_bench_geometry(int n, int n_proj, int det_u,
+                                             int det_v)
+{
+    rtomo_cone_geometry g = cone_test_geometry();
+    g.nx = g.ny = g.nz = n;
+    g.det_u = det_u;
+    g.det_v = det_v;
+    g.n_proj = n_proj;
+    g.sad = 4.0 * det_u;
+    g.sdd = 8.0 * det_u;
+    g.voxel = 0.8 * det_u / n;
+    return g;
+}
+
 int cone_test_spheres(rtomo_ellipsoid *e)
 {
     return rtomo_cone_sphere_phantom(24.0, 0.02, e,

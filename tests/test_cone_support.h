@@ -22,6 +22,12 @@ rtomo_cone_geometry cone_test_geometry(void);
  * 40 x 37 voxels of 1.5 mm and 24 views. */
 rtomo_cone_geometry cone_test_phantom_geometry(void);
 
+/* The pair benchmarks' shape (RTOMO_CONE_SF_BENCH and the streamed
+ * pair's): n^3 voxels, n_proj views of det_u x det_v, sad 4 det_u, sdd 8
+ * det_u, the volume 0.8 det_u across. */
+rtomo_cone_geometry cone_test_bench_geometry(int n, int n_proj, int det_u,
+                                             int det_v);
+
 /* The sphere phantom of radius 24 mm, mu 0.02 / mm, into e (room for
  * RTOMO_PHANTOM_MAX_ELLIPSOIDS); returns the count. */
 int cone_test_spheres(rtomo_ellipsoid *e);

@@ -576,14 +576,7 @@ START_TEST(test_pair_speed)
         return;
     int N, NP, DU, DV;
     ck_assert_int_eq(sscanf(env, "%d,%d,%d,%d", &N, &NP, &DU, &DV), 4);
-    rtomo_cone_geometry g = cone_test_geometry();
-    g.nx = g.ny = g.nz = N;
-    g.det_u = DU;
-    g.det_v = DV;
-    g.n_proj = NP;
-    g.sad = 4.0 * DU;
-    g.sdd = 8.0 * DU;
-    g.voxel = 0.8 * DU / N;
+    rtomo_cone_geometry g = cone_test_bench_geometry(N, NP, DU, DV);
     rtomo_iter *gpu = create_pair(&g, RTOMO_BACKEND_CUDA);
     rtomo_iter_options o;
     rtomo_iter_options_init(&o);

@@ -294,21 +294,6 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The speed test's shape (test_cuda_cone.c's test_pair_speed): N^3
- * voxels, NP views of DU x DV, sad 4 DU, sdd 8 DU. */
-static rtomo_cone_geometry bench_geometry(int N, int NP, int DU, int DV)
-{
-    rtomo_cone_geometry g = cone_test_geometry();
-    g.nx = g.ny = g.nz = N;
-    g.det_u = DU;
-    g.det_v = DV;
-    g.n_proj = NP;
-    g.sad = 4.0 * DU;
-    g.sdd = 8.0 * DU;
-    g.voxel = 0.8 * DU / N;
-    return g;
-}
-
 /* One CGLS iteration from a warm start (A twice, A^T twice, nothing
  * else on the GPUs); the mean A and A^T into a, at. */
 static void time_cgls(rtomo_iter *it, const float *proj, float *x,
@@ -367,7 +352,7 @@ START_TEST(test_stream_speed)
     const int got = sscanf(env, "%d,%d,%d,%d,%lf,%lf", &N, &NP, &DU, &DV,
                            &gib[0], &gib[1]);
     ck_assert_int_ge(got, 5);
-    rtomo_cone_geometry g = bench_geometry(N, NP, DU, DV);
+    rtomo_cone_geometry g = cone_test_bench_geometry(N, NP, DU, DV);
     const size_t nv = (size_t)N * N * N, ns = (size_t)NP * DU * DV;
     uint64_t seed = test_seed(0x5716, 0);
     float *proj = random_data(&seed, ns);
@@ -406,7 +391,7 @@ START_TEST(test_stream_big)
         return;
     int N, NP, DU, DV;
     ck_assert_int_eq(sscanf(env, "%d,%d,%d,%d", &N, &NP, &DU, &DV), 4);
-    rtomo_cone_geometry g = bench_geometry(N, NP, DU, DV);
+    rtomo_cone_geometry g = cone_test_bench_geometry(N, NP, DU, DV);
     const size_t nv = (size_t)N * N * N, ns = (size_t)NP * DU * DV;
     size_t resident = 0;
     rtomo_error err;
