@@ -46,15 +46,10 @@ void rtomod_budget_cone_part(const rtomo_cone_geometry *g, int on_gpu,
     *device = on_gpu ? plan_device : 0;
 }
 
-/* The solvers' vectors (kernels/iterative): b, CGLS's residual and
- * direction in both spaces, SIRT's row and column weights and its update,
- * and during SIRT's set-up a sinogram of ones: 4 sinograms and 4
- * volumes at most. */
-#define SOLVE_SINOGRAMS 4
-#define SOLVE_VOLUMES 4
-
-void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
-                             size_t *host, size_t *device)
+/* What the daemon itself holds for a solve, in host memory: every
+ * projection's line integrals, the solve's volume and an iterate being
+ * published. */
+static size_t daemon_solve_bytes(const rtomo_cone_geometry *g)
 {
     const size_t f = sizeof(float);
     const size_t sino = mul(mul(mul((size_t)g->det_u, (size_t)g->det_v),
@@ -62,28 +57,32 @@ void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
     const size_t nx = (size_t)(g->roi_nx ? g->roi_nx : g->nx - g->roi_x);
     const size_t ny = (size_t)(g->roi_ny ? g->roi_ny : g->ny - g->roi_y);
     const size_t nz = (size_t)(g->roi_nz ? g->roi_nz : g->nz - g->roi_z);
-    const size_t volume = mul(mul(mul(nx, ny), nz), f);
-    /* On the host, beside the daemon's line integrals, the solve's volume
-     * and an iterate being published, the engine's staging of one
-     * sinogram or volume (SIRT's weights). */
-    const size_t daemon = add(add(sino, sino > volume ? sino : volume),
-                              mul(volume, 2));
-    if (n_gpus < 1) {
-        /* The CPU pair's vectors and its amplitude-weighted sinogram. */
-        *host = add(daemon, add(mul(sino, SOLVE_SINOGRAMS + 1),
-                                mul(volume, SOLVE_VOLUMES)));
-        return;
-    }
-    *host = daemon;
-    /* On the GPUs, as the engine splits the pair over them (z slabs of
-     * the image vectors, the sinograms on the first).  A geometry it
+    return add(sino, mul(mul(mul(mul(nx, ny), nz), f), 2));
+}
+
+void rtomod_budget_cone_iter(const rtomo_cone_geometry *g, int n_gpus,
+                             size_t *host, size_t *device)
+{
+    /* Beside the daemon's own, the engine's solve as it counts it
+     * (rtomo_cone_iter_bytes): on the CPU the solver's vectors, the
+     * pair's tables and staging; on the GPUs, split as the engine splits
+     * the pair over them (z slabs of the image vectors, the sinograms on
+     * the first), the staging of one vector on the host.  A geometry it
      * refuses was refused before; should one come here, it cannot be
      * admitted. */
+    size_t engine_host;
     rtomo_error err;
-    if (rtomo_cone_iter_bytes(g, RTOMO_BACKEND_CUDA, n_gpus, 0, NULL, device,
-                              NULL, &err) != RTOMO_OK)
+    const rtomo_backend backend = n_gpus > 0 ? RTOMO_BACKEND_CUDA
+                                             : RTOMO_BACKEND_CPU;
+    if (rtomo_cone_iter_bytes(g, backend, n_gpus, 0, &engine_host,
+                              n_gpus > 0 ? device : NULL, NULL,
+                              &err) != RTOMO_OK) {
+        *host = SIZE_MAX;
         for (int i = 0; i < n_gpus; i++)
             device[i] = SIZE_MAX;
+        return;
+    }
+    *host = add(daemon_solve_bytes(g), engine_host);
 }
 
 /* The device budget a GPU's share of the solve may take beside the FDK
@@ -102,12 +101,11 @@ static size_t share_limit(const size_t *device_limit, int n_gpus,
 }
 
 /* The streamed solve within `budget` per GPU: its device claim, and on
- * the host its vectors and staging beside the daemon's own (host_daemon).
- * Returns 0, or -1 when not even a streamed plan fits. */
+ * the host its vectors and staging beside the daemon's own.  Returns 0,
+ * or -1 when not even a streamed plan fits. */
 static int streamed_claim(const rtomo_cone_geometry *g, int n_gpus,
-                          size_t budget, size_t host_daemon,
-                          size_t *solve_host, size_t *solve_device,
-                          rtomod_cone_solve_plan *plan)
+                          size_t budget, size_t *solve_host,
+                          size_t *solve_device, rtomod_cone_solve_plan *plan)
 {
     size_t engine_host;
     int slices;
@@ -116,7 +114,7 @@ static int streamed_claim(const rtomo_cone_geometry *g, int n_gpus,
                               &engine_host, solve_device, &slices,
                               &err) != RTOMO_OK || slices < 1)
         return -1;
-    *solve_host = add(host_daemon, engine_host);
+    *solve_host = add(daemon_solve_bytes(g), engine_host);
     plan->device_budget = budget;
     plan->stream_slices = slices;
     return 0;
@@ -145,8 +143,8 @@ void rtomod_budget_cone_solve(const rtomo_cone_geometry *g, int n_gpus,
         if (largest <= room)
             plan->device_budget = largest;
         else
-            (void)streamed_claim(g, n_gpus, room, solve_host, &solve_host,
-                                 solve_device, plan);
+            (void)streamed_claim(g, n_gpus, room, &solve_host, solve_device,
+                                 plan);
     }
     claim->host = add(host, solve_host);
     /* The FDK plan on worker 0's GPU, the pair's first, beside its

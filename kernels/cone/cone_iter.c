@@ -304,7 +304,9 @@ static rtomo_status iter_bytes(const rtomo_cone *c, rtomo_backend backend,
     for (int d = 0; d < n; d++)
         device[d] = 0;
     if (backend == RTOMO_BACKEND_CPU) {
-        *host = vectors + staging + sizeof(float) * c->frame_len;
+        /* The CPU pair's l_theta and amplitude-weighted sinogram besides
+         * (cpu_cone_sf.c; its per-thread scratch is a few rows). */
+        *host = vectors + staging + sizeof(float) * c->frame_len + sino;
         return RTOMO_OK;
     }
     *host = staging;
