@@ -102,15 +102,23 @@ static float *part(const cuda_iter *c, const iter_vec *v, int s)
     return c->n == 1 ? v->data : ((float *const *)v->priv)[s];
 }
 
-/* Slab s's share of an n-row vector in *count; its device made current
- * when the share is not empty. */
-static rtomo_status enter_slab(const cuda_iter *c, int s, int n, int *count,
-                               rtomo_error *err)
+/* op(s, slab, first, count) for every slab holding rows of an n-row
+ * vector (first .. first + count - 1 of them), its device made current,
+ * until one fails: that status, or RTOMO_OK.  The ops that launch on every
+ * slab before any waits (wait_slabs) share this walk. */
+template <typename Op>
+static rtomo_status for_slabs(cuda_iter *c, int n, rtomo_error *err, Op op)
 {
-    int first;
-    slab_rows(n, c->n, s, &first, count);
-    if (*count > 0)
+    for (int s = 0; s < c->n; s++) {
+        int first, count;
+        slab_rows(n, c->n, s, &first, &count);
+        if (count == 0)
+            continue;
         RTOMO_CUDA_TRY(err, cudaSetDevice(c->slab[s].device));
+        const rtomo_status st = op(s, &c->slab[s], first, count);
+        if (st != RTOMO_OK)
+            return st;
+    }
     return RTOMO_OK;
 }
 
@@ -357,13 +365,10 @@ static rtomo_status cuda_vec_alloc(rtomo_iter *it, iter_vec *v,
     if (!parts)
         return rtomo_set_error(err, RTOMO_E_NOMEM, "out of memory");
     v->priv = parts;
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        int first, count;
-        slab_rows(v->n, c->n, s, &first, &count);
-        if (count > 0)
-            st = alloc_zeros(&c->slab[s], count, v->row_len, &parts[s], err);
-    }
+    rtomo_status st = for_slabs(c, v->n, err, [&](int s, iter_slab *sl,
+                                                  int, int count) {
+        return alloc_zeros(sl, count, v->row_len, &parts[s], err);
+    });
     if (st != RTOMO_OK)
         cuda_vec_free(it, v);   /* nothing stays allocated */
     return st;
@@ -393,18 +398,14 @@ static rtomo_status cuda_vec_upload(rtomo_iter *it, iter_vec *v,
 {
     cuda_iter *c = impl(it);
     const size_t row_bytes = sizeof(float) * v->row_len;
-    rtomo_status st = RTOMO_OK;
     /* A slab's last chunks are in flight while the host fills the next
      * slab's staging. */
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        int first, count;
-        slab_rows(v->n, c->n, s, &first, &count);
-        if (count > 0)
-            st = upload_slab(&c->slab[s],
-                             (const char *)host + (size_t)first * row_bytes,
-                             (char *)part(c, v, s), (size_t)count * row_bytes,
-                             err);
-    }
+    const rtomo_status st = for_slabs(c, v->n, err, [&](int s, iter_slab *sl,
+                                                        int first, int count) {
+        return upload_slab(sl, (const char *)host + (size_t)first * row_bytes,
+                           (char *)part(c, v, s), (size_t)count * row_bytes,
+                           err);
+    });
     return wait_slabs(c, 2, st, err);
 }
 
@@ -485,14 +486,10 @@ static rtomo_status cuda_project(rtomo_iter *it, const iter_vec *x,
                                  iter_vec *y, rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        int first, count;
-        slab_rows(x->n, c->n, s, &first, &count);
-        if (count > 0)
-            st = project_slab(it, &c->slab[s], part(c, x, s), count,
-                              part(c, y, s), err);
-    }
+    const rtomo_status st = for_slabs(c, x->n, err, [&](int s, iter_slab *sl,
+                                                        int, int count) {
+        return project_slab(it, sl, part(c, x, s), count, part(c, y, s), err);
+    });
     return wait_slabs(c, 2, st, err);
 }
 
@@ -500,15 +497,11 @@ static rtomo_status cuda_backproject(rtomo_iter *it, const iter_vec *y,
                                      iter_vec *x, rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        iter_slab *sl = &c->slab[s];
-        int count;
-        if ((st = enter_slab(c, s, y->n, &count, err)) == RTOMO_OK &&
-            count > 0)
-            st = cuda_iter_backproject(&sl->launch, part(c, y, s), count,
-                                       part(c, x, s), sl->stream[0], err);
-    }
+    const rtomo_status st = for_slabs(c, y->n, err, [&](int s, iter_slab *sl,
+                                                        int, int count) {
+        return cuda_iter_backproject(&sl->launch, part(c, y, s), count,
+                                     part(c, x, s), sl->stream[0], err);
+    });
     return wait_slabs(c, 1, st, err);
 }
 
@@ -599,14 +592,11 @@ static rtomo_status cuda_axpby(rtomo_iter *it, const double *alpha,
                                iter_vec *y, rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        int first, count;
-        slab_rows(y->n, c->n, s, &first, &count);
-        if (count > 0)
-            st = axpby_slab(it, &c->slab[s], alpha, beta, first, count,
-                            part(c, x, s), part(c, y, s), y->row_len, err);
-    }
+    const rtomo_status st = for_slabs(c, y->n, err, [&](int s, iter_slab *sl,
+                                                        int first, int count) {
+        return axpby_slab(it, sl, alpha, beta, first, count, part(c, x, s),
+                          part(c, y, s), y->row_len, err);
+    });
     return wait_slabs(c, 1, st, err);
 }
 
@@ -614,31 +604,23 @@ static rtomo_status cuda_mul(rtomo_iter *it, const iter_vec *w, iter_vec *y,
                              rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        iter_slab *sl = &c->slab[s];
-        int count;
-        /* w has one row: every slab holds it whole (file comment). */
-        if ((st = enter_slab(c, s, y->n, &count, err)) == RTOMO_OK &&
-            count > 0)
-            st = cuda_iter_mul(part(c, w, s), part(c, y, s), count,
-                               y->row_len, sl->stream[0], err);
-    }
+    /* w has one row: every slab holds it whole (file comment). */
+    const rtomo_status st = for_slabs(c, y->n, err, [&](int s, iter_slab *sl,
+                                                        int, int count) {
+        return cuda_iter_mul(part(c, w, s), part(c, y, s), count, y->row_len,
+                             sl->stream[0], err);
+    });
     return wait_slabs(c, 1, st, err);
 }
 
 static rtomo_status cuda_clamp(rtomo_iter *it, iter_vec *x, rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        iter_slab *sl = &c->slab[s];
-        int count;
-        if ((st = enter_slab(c, s, x->n, &count, err)) == RTOMO_OK &&
-            count > 0)
-            st = cuda_iter_clamp(part(c, x, s), (size_t)count * x->row_len,
-                                 sl->stream[0], err);
-    }
+    const rtomo_status st = for_slabs(c, x->n, err, [&](int s, iter_slab *sl,
+                                                        int, int count) {
+        return cuda_iter_clamp(part(c, x, s), (size_t)count * x->row_len,
+                               sl->stream[0], err);
+    });
     return wait_slabs(c, 1, st, err);
 }
 
@@ -646,17 +628,13 @@ static rtomo_status cuda_ray(rtomo_iter *it, const iter_vec *x, iter_vec *y,
                              rtomo_error *err)
 {
     cuda_iter *c = impl(it);
-    rtomo_status st = RTOMO_OK;
     /* Slab after slab: the launcher waits for its stream (it frees its
      * texture), and this projector is for measurements only. */
-    for (int s = 0; st == RTOMO_OK && s < c->n; s++) {
-        iter_slab *sl = &c->slab[s];
-        int count;
-        if ((st = enter_slab(c, s, x->n, &count, err)) == RTOMO_OK &&
-            count > 0)
-            st = cuda_iter_ray_project(&sl->launch, part(c, x, s), count,
-                                       part(c, y, s), sl->stream[0], err);
-    }
+    const rtomo_status st = for_slabs(c, x->n, err, [&](int s, iter_slab *sl,
+                                                        int, int count) {
+        return cuda_iter_ray_project(&sl->launch, part(c, x, s), count,
+                                     part(c, y, s), sl->stream[0], err);
+    });
     /* Synchronous like every op (file comment): the caller may read y or
      * time the call as soon as it returns. */
     return wait_slabs(c, 1, st, err);
