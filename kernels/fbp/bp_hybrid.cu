@@ -15,6 +15,8 @@
  */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "cuda_fbp_alu_block.h"
 
 /* Texture path: the tile of one block, every thread summing all
@@ -73,55 +75,78 @@ template <size_t A, size_t B> struct max_size {
     static constexpr size_t value = A > B ? A : B;
 };
 
-/* ratio_q16: texture fraction of the tickets in 1/65536. */
+/* Which path the block's ticket n takes.  Ticket n gets the texture path
+ * when floor((n+1) r) > floor(n r): exactly a fraction r of any run of
+ * consecutive tickets.  The others are ALU tickets, numbered m = n -
+ * floor(n r); of those, a fraction h (by the same rule on m) keeps its
+ * cache as stored (alu_block's STORED). */
+enum block_path { PATH_TEXTURE, PATH_ALU, PATH_ALU_STORED };
+
+__device__ __forceinline__ int choose_path(unsigned long long n,
+                                           unsigned ratio_q16,
+                                           unsigned stored_q16)
+{
+    if ((((n + 1) * ratio_q16) >> 16) > ((n * ratio_q16) >> 16))
+        return PATH_TEXTURE;
+    const unsigned long long m = n - ((n * ratio_q16) >> 16);
+    return (((m + 1) * stored_q16) >> 16) > ((m * stored_q16) >> 16)
+               ? PATH_ALU_STORED : PATH_ALU;
+}
+
+/* ratio_q16: texture fraction of the tickets, stored_q16: stored-cache
+ * fraction of the ALU tickets, both in 1/65536. */
 template <int S, bool HALF, int N, bool LINEAR>
 __global__ void __launch_bounds__(CUDA_FBP_BLOCK_THREADS,
                                   (alu_occupancy<S, N>::BLOCKS))
-hybrid_kernel(const cuda_fbp_launch l, unsigned ratio_q16)
+hybrid_kernel(const cuda_fbp_launch l, unsigned ratio_q16, unsigned stored_q16)
 {
+    /* The stored cache only exists for nearest interpolation of half. */
+    constexpr bool CAN_STORE = HALF && !LINEAR;
     typedef alu_block<S, HALF, N, LINEAR> alu;
+    typedef alu_block<S, HALF, N, LINEAR, CAN_STORE> alu_stored;
     typedef texture_tile_block<S, N> tex;
     __shared__ __align__(16) char smem[max_size<alu::SMEM_BYTES, tex::SMEM_BYTES>::value];
-    __shared__ int use_texture;
+    __shared__ int path;
     if (threadIdx.x == 0) {
-        /* Ticket n gets the texture path when floor((n+1) r) > floor(n r):
-         * exactly a fraction r of any run of consecutive tickets.  Tickets
-         * start at the SM's number, so that a grid with one block per SM
-         * is mixed too. */
+        /* Tickets start at the SM's number, so that a grid with one block
+         * per SM is mixed too. */
         const unsigned smid = current_smid();
         const unsigned long long n =
             atomicAdd(&l.sm_counters[smid % CUDA_FBP_MAX_SMS], 1u) + smid;
-        use_texture = (((n + 1) * ratio_q16) >> 16) > ((n * ratio_q16) >> 16);
+        path = choose_path(n, ratio_q16, CAN_STORE ? stored_q16 : 0u);
     }
     __syncthreads();
-    if (use_texture)
+    if (path == PATH_TEXTURE)
         tex::run(l, smem, blockIdx.z, blockIdx.x * N, blockIdx.y * N);
+    else if (CAN_STORE && path == PATH_ALU_STORED)
+        alu_stored::run(l, smem, blockIdx.z, blockIdx.x * N, blockIdx.y * N);
     else
         alu::run(l, smem, blockIdx.z, blockIdx.x * N, blockIdx.y * N);
 }
 
 template <int S, bool HALF, int N>
 static void launch_interp(const cuda_fbp_launch *l, dim3 grid, unsigned ratio,
-                          cudaStream_t s)
+                          unsigned stored, cudaStream_t s)
 {
     if (l->interp == RTOMO_INTERP_LINEAR)
-        hybrid_kernel<S, HALF, N, true><<<grid, CUDA_FBP_BLOCK_THREADS, 0, s>>>(*l, ratio);
+        hybrid_kernel<S, HALF, N, true><<<grid, CUDA_FBP_BLOCK_THREADS, 0, s>>>(*l, ratio, stored);
     else
-        hybrid_kernel<S, HALF, N, false><<<grid, CUDA_FBP_BLOCK_THREADS, 0, s>>>(*l, ratio);
+        hybrid_kernel<S, HALF, N, false><<<grid, CUDA_FBP_BLOCK_THREADS, 0, s>>>(*l, ratio, stored);
 }
 
 template <int S, bool HALF>
-static void launch_tile(const cuda_fbp_launch *l, unsigned ratio, cudaStream_t s)
+static void launch_tile(const cuda_fbp_launch *l, unsigned ratio, unsigned stored,
+                        cudaStream_t s)
 {
     const int n = cuda_fbp_config_tile(&l->cfg);
     const dim3 grid((l->roi_w + n - 1) / n, (l->roi_h + n - 1) / n, l->n_groups);
     if constexpr (S < 4) {      /* see bp_alu.cu */
         if (n == 64) {
-            launch_interp<S, HALF, 64>(l, grid, ratio, s);
+            launch_interp<S, HALF, 64>(l, grid, ratio, stored, s);
             return;
         }
     }
-    launch_interp<S, HALF, 32>(l, grid, ratio, s);
+    launch_interp<S, HALF, 32>(l, grid, ratio, stored, s);
 }
 
 extern "C" rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l,
@@ -137,11 +162,20 @@ extern "C" rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "hybrid back-projector: no per-SM counters");
     const unsigned ratio = (unsigned)(r * 65536.0 + 0.5);
+    double h = l->cfg.stored_ratio;
+    const char *hook = getenv("RTOMO_CUDA_FBP_STORED");   /* experiment */
+    if (hook)
+        h = atof(hook);
+    if (!(h >= 0.0 && h <= 1.0))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "hybrid back-projector: stored-cache ratio %g "
+                               "is outside [0, 1]", h);
+    const unsigned stored = (unsigned)(h * 65536.0 + 0.5);
     const bool half = l->cfg.format.precision == RTOMO_PRECISION_HALF;
     switch (l->cfg.format.slices) {
-    case 1: half ? launch_tile<1, true>(l, ratio, stream) : launch_tile<1, false>(l, ratio, stream); break;
-    case 2: half ? launch_tile<2, true>(l, ratio, stream) : launch_tile<2, false>(l, ratio, stream); break;
-    case 4: half ? launch_tile<4, true>(l, ratio, stream) : launch_tile<4, false>(l, ratio, stream); break;
+    case 1: half ? launch_tile<1, true>(l, ratio, stored, stream) : launch_tile<1, false>(l, ratio, stored, stream); break;
+    case 2: half ? launch_tile<2, true>(l, ratio, stored, stream) : launch_tile<2, false>(l, ratio, stored, stream); break;
+    case 4: half ? launch_tile<4, true>(l, ratio, stored, stream) : launch_tile<4, false>(l, ratio, stored, stream); break;
     default:
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "hybrid back-projector: %d slices per pass is "

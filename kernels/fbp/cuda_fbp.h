@@ -68,6 +68,10 @@ typedef struct cuda_fbp_config {
     int tile;                   /* ALU and hybrid: block tile edge, 32 or 64 */
     double hybrid_ratio;        /* hybrid: fraction of blocks on the texture
                                    path, in (0, 1) */
+    double stored_ratio;        /* hybrid, half nearest: fraction of the
+                                   ALU-path blocks whose cache holds the
+                                   texels as stored (cuda_fbp_alu_block.h),
+                                   in [0, 1] */
 } cuda_fbp_config;
 
 /* Edge of the square pixel tile one block of `cfg` reconstructs. */

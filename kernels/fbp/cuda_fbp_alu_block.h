@@ -13,6 +13,14 @@
  * so that one load and one FMA per slice interpolate.  Each thread then
  * walks its pixels (tile_map<N>) and interpolates on the cores.
  *
+ * With nearest interpolation of half texels the cache may also be kept as
+ * stored, float16 (STORED): a float cache makes this path bound by its
+ * shared-memory loads (one 16-byte load a sample of 4 slices: the L1 at
+ * 94% and instruction issue at 61% on an H100, run 71 of
+ * docs/PERFORMANCE.md), a half cache by instruction issue (an exact
+ * conversion a slice: L1 57%, issue 85%).  Blocks of both kinds on one SM
+ * use both (bp_hybrid.cu mixes them); the sums are the same to the bit.
+ *
  * The bin index comes from one directed-rounding add: floor(h) + 1.5*2^23
  * is exactly representable and its low mantissa bits are the index, so no
  * conversion instruction is needed (conversions run at quarter rate).
@@ -30,12 +38,17 @@
 /* A linear-interpolation cache entry: value and forward difference. */
 template <typename V> struct lerp_entry { V q, d; };
 
-template <int S, bool HALF, int N, bool LINEAR> struct alu_block {
+template <int S, bool HALF, int N, bool LINEAR, bool STORED = false>
+struct alu_block {
+    static_assert(!STORED || (HALF && !LINEAR),
+                  "a stored cache is for nearest interpolation of half texels");
     typedef typename slice_vec<S>::type V;
     typedef texel<S, HALF> T;
     typedef typename T::storage storage;
     typedef tile_map<N> map;
-    typedef typename std::conditional<LINEAR, lerp_entry<V>, V>::type entry;
+    typedef typename std::conditional<
+        LINEAR, lerp_entry<V>,
+        typename std::conditional<STORED, storage, V>::type>::type entry;
 
     static constexpr int GROUP = 16;
     /* Bins cached per projection: the tile spans at most (N-1)*sqrt(2)
@@ -74,15 +87,19 @@ template <int S, bool HALF, int N, bool LINEAR> struct alu_block {
             const storage *row =
                 reinterpret_cast<const storage *>(data + (size_t)(p0 + pl) * l.pitch);
             const bool live = p0 + pl < l.n_proj;
-            const V v0 = live && bin >= 0 && bin < l.det_width ? T::load(row + bin)
-                                                                : vzero(V());
-            if constexpr (LINEAR) {
-                const V v1 = live && bin + 1 >= 0 && bin + 1 < l.det_width
-                                 ? T::load(row + bin + 1) : vzero(V());
-                cache[pl][b].q = v0;
-                cache[pl][b].d = vsub(v1, v0);
+            const bool in0 = live && bin >= 0 && bin < l.det_width;
+            if constexpr (STORED) {
+                cache[pl][b] = in0 ? T::raw(row + bin) : T::zero();
             } else {
-                cache[pl][b] = v0;
+                const V v0 = in0 ? T::load(row + bin) : vzero(V());
+                if constexpr (LINEAR) {
+                    const V v1 = live && bin + 1 >= 0 && bin + 1 < l.det_width
+                                     ? T::load(row + bin + 1) : vzero(V());
+                    cache[pl][b].q = v0;
+                    cache[pl][b].d = vsub(v1, v0);
+                } else {
+                    cache[pl][b] = v0;
+                }
             }
         }
     }
@@ -98,6 +115,8 @@ template <int S, bool HALF, int N, bool LINEAR> struct alu_block {
             const entry e = row[i];
             vadd(acc, e.q);
             vfma(acc, f, e.d);
+        } else if constexpr (STORED) {
+            vadd(acc, T::widen(row[i]));
         } else {
             vadd(acc, row[i]);
         }

@@ -153,6 +153,7 @@ static int parse_line(char *line, tune_key *k, cuda_fbp_config *c)
     c->format.precision = (rtomo_precision)atoi(field[12]);
     c->tile = atoi(field[13]);
     c->hybrid_ratio = atof(field[14]);
+    c->stored_ratio = 0.0;
     const int valid_kernel = c->kernel >= RTOMO_BP_STANDARD && c->kernel <= RTOMO_BP_HYBRID;
     const int valid_slices = c->format.slices == 1 || c->format.slices == 2 ||
                              c->format.slices == 4;
@@ -220,6 +221,7 @@ static void add_candidate(cuda_fbp_config *list, int *n, rtomo_bp_kernel kernel,
     c->format.precision = precision;
     c->tile = tile;
     c->hybrid_ratio = ratio;
+    c->stored_ratio = 0.0;
 }
 
 /* Everything the options allow, for at most `max_slices` slices per pass. */
@@ -338,6 +340,7 @@ static int fixed_config(const rtomo_engine_options *opt, cuda_fbp_config *cfg)
      * slice; 2 and 4 slices need the registers of 32-pixel tiles. */
     cfg->tile = opt->slices_per_pass == 1 ? 64 : 32;
     cfg->hybrid_ratio = opt->hybrid_ratio;
+    cfg->stored_ratio = 0.0;
     return 1;
 }
 

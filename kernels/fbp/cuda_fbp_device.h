@@ -83,31 +83,41 @@ __device__ __forceinline__ float4 vshfl_xor(float4 v, int m)
 
 struct __align__(8) half4_storage { __half2 lo, hi; };
 
-/* Storage of one texel with S slices; HALF selects float16.  load() turns a
- * texel in memory into floats; pack() stores floats scaled by `scale`. */
+/* Storage of one texel with S slices; HALF selects float16.  raw() reads a
+ * texel as stored, widen() turns it into floats (exactly), load() does
+ * both; zero() is the stored zero; pack() stores floats scaled by `scale`. */
 template <int S, bool HALF> struct texel;
 
 template <> struct texel<1, false> {
     typedef float storage;
+    static __device__ __forceinline__ storage raw(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ float widen(storage v) { return v; }
     static __device__ __forceinline__ float load(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ storage zero() { return 0.f; }
     static __device__ __forceinline__ storage pack(float v, float) { return v; }
 };
 template <> struct texel<2, false> {
     typedef float2 storage;
+    static __device__ __forceinline__ storage raw(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ float2 widen(storage v) { return v; }
     static __device__ __forceinline__ float2 load(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ storage zero() { return make_float2(0.f, 0.f); }
     static __device__ __forceinline__ storage pack(float2 v, float) { return v; }
 };
 template <> struct texel<4, false> {
     typedef float4 storage;
+    static __device__ __forceinline__ storage raw(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ float4 widen(storage v) { return v; }
     static __device__ __forceinline__ float4 load(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ storage zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
     static __device__ __forceinline__ storage pack(float4 v, float) { return v; }
 };
 template <> struct texel<1, true> {
     typedef __half storage;
-    static __device__ __forceinline__ float load(const storage *p)
-    {
-        return __half2float(__ldg(p));
-    }
+    static __device__ __forceinline__ storage raw(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ float widen(storage v) { return __half2float(v); }
+    static __device__ __forceinline__ float load(const storage *p) { return widen(raw(p)); }
+    static __device__ __forceinline__ storage zero() { return __ushort_as_half(0); }
     static __device__ __forceinline__ storage pack(float v, float s)
     {
         return __float2half_rn(v * s);
@@ -115,23 +125,34 @@ template <> struct texel<1, true> {
 };
 template <> struct texel<2, true> {
     typedef __half2 storage;
-    static __device__ __forceinline__ float2 load(const storage *p)
-    {
-        return __half22float2(__ldg(p));
-    }
+    static __device__ __forceinline__ storage raw(const storage *p) { return __ldg(p); }
+    static __device__ __forceinline__ float2 widen(storage v) { return __half22float2(v); }
+    static __device__ __forceinline__ float2 load(const storage *p) { return widen(raw(p)); }
+    static __device__ __forceinline__ storage zero() { return __halves2half2(zero1(), zero1()); }
     static __device__ __forceinline__ storage pack(float2 v, float s)
     {
         return __floats2half2_rn(v.x * s, v.y * s);
     }
+private:
+    static __device__ __forceinline__ __half zero1() { return __ushort_as_half(0); }
 };
 template <> struct texel<4, true> {
     typedef half4_storage storage;
-    static __device__ __forceinline__ float4 load(const storage *p)
+    static __device__ __forceinline__ storage raw(const storage *p)
     {
-        uint2 bits = __ldg(reinterpret_cast<const uint2 *>(p));
-        float2 lo = __half22float2(*reinterpret_cast<const __half2 *>(&bits.x));
-        float2 hi = __half22float2(*reinterpret_cast<const __half2 *>(&bits.y));
+        const uint2 bits = __ldg(reinterpret_cast<const uint2 *>(p));
+        return *reinterpret_cast<const half4_storage *>(&bits);
+    }
+    static __device__ __forceinline__ float4 widen(storage v)
+    {
+        const float2 lo = __half22float2(v.lo), hi = __half22float2(v.hi);
         return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    static __device__ __forceinline__ float4 load(const storage *p) { return widen(raw(p)); }
+    static __device__ __forceinline__ storage zero()
+    {
+        const uint2 bits = make_uint2(0u, 0u);
+        return *reinterpret_cast<const half4_storage *>(&bits);
     }
     static __device__ __forceinline__ storage pack(float4 v, float s)
     {
