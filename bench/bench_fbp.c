@@ -288,12 +288,12 @@ static rtomo_fbp *cube_plan(const bench_options *o, int n, int rows,
 static void print_autotune_choices(const char *dir, json_t *js)
 {
     char path[512], line[1024];
-    snprintf(path, sizeof path, "%s/fbp-autotune-v1.txt", dir);
+    snprintf(path, sizeof path, "%s/fbp-autotune-v2.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f)
         return;
     printf("\nautotune choices (device, roi w, h, n_proj, width, precision, interp, "
-           "asked kernel, spp, ratio -> kernel, spp, precision, tile, ratio, GU/s):\n");
+           "asked kernel, spp, ratio -> kernel, spp, precision, tile, ratio, stored, GU/s):\n");
     while (fgets(line, sizeof line, f)) {
         printf("  %s", line);
         line[strcspn(line, "\n")] = '\0';

@@ -167,6 +167,63 @@ START_TEST(hybrid_texture_path_matches_cpu)
 }
 END_TEST
 
+/* Half nearest tile kernels whose ALU blocks keep the cache as the texels
+ * are stored (RTOMO_CUDA_FBP_STORED forces the share): the ALU kernel gives
+ * the float cache's sums to the bit at every share (the conversion from
+ * float16 is exact either way, the order of the sums the same), and the
+ * hybrid kernel with every ALU block stored matches the CPU.  _i: slices
+ * per pass 1, 2, 4. */
+START_TEST(stored_cache_sums_are_the_same)
+{
+    static const int slice_choices[] = {1, 2, 4};
+    const int slices = slice_choices[_i];
+    bp_case c;
+    make_case(&c, 0x57023dULL + (uint64_t)_i, 101, 9, 181, 96, RTOMO_INTERP_NEAREST);
+    float *ref = run_cpu(&c);
+    const size_t n = c.image * (size_t)c.n_rows;
+    float *out[3];
+    static const char *shares[] = {"0", "1", "0.5"};
+    for (int k = 0; k < 3; k++) {
+        char *old = test_swap_env("RTOMO_CUDA_FBP_STORED", shares[k]);
+        rtomo_engine_options opt;
+        test_gpu_options(&opt, RTOMO_BP_ALU, slices, RTOMO_PRECISION_HALF);
+        rtomo_fbp *plan = test_create(&c.g, &opt);
+        out[k] = run_plan(plan, &c);
+        rtomo_fbp_destroy(plan);
+        test_restore_env("RTOMO_CUDA_FBP_STORED", old);
+    }
+    const double rel = test_rel_l2(out[0], ref, n);
+    printf("bp alu/%d/half/nearest, stored shares 0, 1, 0.5: relative L2 %.3e, "
+           "same bits %d %d\n", slices, rel,
+           memcmp(out[0], out[1], sizeof(float) * n) == 0,
+           memcmp(out[0], out[2], sizeof(float) * n) == 0);
+    ck_assert_msg(memcmp(out[0], out[1], sizeof(float) * n) == 0,
+                  "alu/%d: every block stored differs from the float cache", slices);
+    ck_assert_msg(memcmp(out[0], out[2], sizeof(float) * n) == 0,
+                  "alu/%d: half the blocks stored differs from the float cache", slices);
+
+    char *old = test_swap_env("RTOMO_CUDA_FBP_STORED", "1");
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, RTOMO_BP_HYBRID, slices, RTOMO_PRECISION_HALF);
+    rtomo_fbp *plan = test_create(&c.g, &opt);
+    float *hybrid = run_plan(plan, &c);
+    rtomo_fbp_destroy(plan);
+    test_restore_env("RTOMO_CUDA_FBP_STORED", old);
+    const double rel_h = test_rel_l2(hybrid, ref, n);
+    const double bound = test_cpu_bound(RTOMO_BP_HYBRID, RTOMO_PRECISION_HALF,
+                                        RTOMO_INTERP_NEAREST);
+    printf("bp hybrid/%d/half/nearest, every ALU block stored: relative L2 %.3e "
+           "(bound %.1e)\n", slices, rel_h, bound);
+    ck_assert_msg(rel_h <= bound, "hybrid/%d stored: relative L2 %g exceeds %g",
+                  slices, rel_h, bound);
+    free(hybrid);
+    for (int k = 0; k < 3; k++)
+        free(out[k]);
+    free(ref);
+    free_case(&c);
+}
+END_TEST
+
 /* More projections than the old 16384 limits, in one texture and in
  * chunks of 4096 (RTOMO_CUDA_FBP_TEXTURE_CHUNK). */
 START_TEST(many_projections_match_cpu)
@@ -204,6 +261,7 @@ int main(void)
     tcase_add_loop_test(tc, every_mode_matches_cpu, 0, TEST_MODES);
     tcase_add_loop_test(tc, hybrid_texture_path_matches_cpu, 0, TEST_MODES / 4);
     tcase_add_loop_test(tc, many_projections_match_cpu, 0, 16);
+    tcase_add_loop_test(tc, stored_cache_sums_are_the_same, 0, 3);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);
 }

@@ -418,7 +418,7 @@ START_TEST(autotune_chooses_and_caches)
     char dir[200];
     test_make_temp_dir("rtomo-autotune", dir, sizeof dir);
     char path[256];
-    snprintf(path, sizeof path, "%s/fbp-autotune-v1.txt", dir);
+    snprintf(path, sizeof path, "%s/fbp-autotune-v2.txt", dir);
     setenv("RTOMO_CACHE_DIR", dir, 1);
     scan s;
     make_scan(&s, 0xa070ULL, 96, 8, 64);

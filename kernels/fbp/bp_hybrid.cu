@@ -11,11 +11,13 @@
  * pipelines.  Both paths reconstruct the same N x N tile with the same
  * thread-to-pixel mapping; the texture path here is the simple loop over
  * each thread's pixels (the paper's variant for large tiles), with the
- * projection constants staged in shared memory.
+ * projection constants staged in shared memory.  With half texels and
+ * nearest interpolation a share of the ALU blocks (cfg.stored_ratio, from
+ * the autotuner) also keeps its cache as the texels are stored, which
+ * spreads the ALU path's load between shared memory and instruction issue
+ * (cuda_fbp_alu_block.h).
  */
 #include "config.h"
-
-#include <stdlib.h>
 
 #include "cuda_fbp_alu_block.h"
 
@@ -89,8 +91,7 @@ __device__ __forceinline__ int choose_path(unsigned long long n,
     if ((((n + 1) * ratio_q16) >> 16) > ((n * ratio_q16) >> 16))
         return PATH_TEXTURE;
     const unsigned long long m = n - ((n * ratio_q16) >> 16);
-    return (((m + 1) * stored_q16) >> 16) > ((m * stored_q16) >> 16)
-               ? PATH_ALU_STORED : PATH_ALU;
+    return alu_ticket_stored(m, stored_q16) ? PATH_ALU_STORED : PATH_ALU;
 }
 
 /* ratio_q16: texture fraction of the tickets, stored_q16: stored-cache
@@ -162,15 +163,10 @@ extern "C" rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "hybrid back-projector: no per-SM counters");
     const unsigned ratio = (unsigned)(r * 65536.0 + 0.5);
-    double h = l->cfg.stored_ratio;
-    const char *hook = getenv("RTOMO_CUDA_FBP_STORED");   /* experiment */
-    if (hook)
-        h = atof(hook);
-    if (!(h >= 0.0 && h <= 1.0))
-        return rtomo_set_error(err, RTOMO_E_INVALID,
-                               "hybrid back-projector: stored-cache ratio %g "
-                               "is outside [0, 1]", h);
-    const unsigned stored = (unsigned)(h * 65536.0 + 0.5);
+    unsigned stored = 0;
+    rtomo_status st = alu_stored_share(l, &stored, err);
+    if (st != RTOMO_OK)
+        return st;
     const bool half = l->cfg.format.precision == RTOMO_PRECISION_HALF;
     switch (l->cfg.format.slices) {
     case 1: half ? launch_tile<1, true>(l, ratio, stored, stream) : launch_tile<1, false>(l, ratio, stored, stream); break;

@@ -28,6 +28,7 @@
 #ifndef RTOMO_CUDA_FBP_ALU_BLOCK_H
 #define RTOMO_CUDA_FBP_ALU_BLOCK_H
 
+#include <stdlib.h>
 #include <type_traits>
 
 #include "cuda_fbp_device.h"
@@ -169,6 +170,34 @@ struct alu_block {
             finish_pixel(l, g, px, py + q * map::ROW_STEP, acc[q], 1.f / scale);
     }
 };
+
+/* Whether ALU ticket m keeps its cache as stored: a fraction h of any run of
+ * consecutive tickets, floor((m+1) h) > floor(m h), h in 1/65536. */
+__device__ __forceinline__ bool alu_ticket_stored(unsigned long long m,
+                                                  unsigned stored_q16)
+{
+    return (((m + 1) * stored_q16) >> 16) > ((m * stored_q16) >> 16);
+}
+
+/* The launch's stored-cache fraction in 1/65536: cfg.stored_ratio, or the
+ * test hook RTOMO_CUDA_FBP_STORED=<fraction> (tests force every ALU block
+ * one way or the other).  Only half nearest launches have a stored cache. */
+static inline rtomo_status alu_stored_share(const cuda_fbp_launch *l,
+                                            unsigned *q16, rtomo_error *err)
+{
+    double h = l->cfg.stored_ratio;
+    const char *hook = getenv("RTOMO_CUDA_FBP_STORED");
+    if (hook && *hook)
+        h = atof(hook);
+    if (!(h >= 0.0 && h <= 1.0))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "back-projector: stored-cache share %g is "
+                               "outside [0, 1]", h);
+    const bool can = l->cfg.format.precision == RTOMO_PRECISION_HALF &&
+                     l->interp != RTOMO_INTERP_LINEAR;
+    *q16 = can ? (unsigned)(h * 65536.0 + 0.5) : 0u;
+    return RTOMO_OK;
+}
 
 /* Blocks per SM to ask of the register allocator: keep 4 resident while
  * the accumulators are few, fewer when a thread holds 32 or more. */

@@ -22,10 +22,10 @@
 
 #include "cuda_fbp.h"
 
-#define CACHE_FILE "fbp-autotune-v1.txt"
+#define CACHE_FILE "fbp-autotune-v2.txt"   /* v2: the stored-cache share */
 #define MEMORY_ENTRIES 64
 #define TUNE_EDGE 512
-#define MAX_CANDIDATES 64
+#define MAX_CANDIDATES 96
 
 /* What was asked for, at which sizes, on which GPU. */
 typedef struct tune_key {
@@ -125,21 +125,21 @@ static void format_line(char *line, size_t size, const tune_key *k,
                         const cuda_fbp_config *c, double gus)
 {
     snprintf(line, size,
-             "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.6f\t%d\t%d\t%d\t%d\t%.6f\t%.1f\n",
+             "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.6f\t%d\t%d\t%d\t%d\t%.6f\t%.6f\t%.1f\n",
              k->device, k->roi_w, k->roi_h, k->n_proj, k->det_width,
              k->precision, k->interp, k->kernel, k->slices, k->ratio,
              (int)c->kernel, c->format.slices, (int)c->format.precision,
-             c->tile, c->hybrid_ratio, gus);
+             c->tile, c->hybrid_ratio, c->stored_ratio, gus);
 }
 
 static int parse_line(char *line, tune_key *k, cuda_fbp_config *c)
 {
-    char *field[16];
+    char *field[17];
     int n = 0;
-    for (char *save = NULL, *f = strtok_r(line, "\t\n", &save); f && n < 16;
+    for (char *save = NULL, *f = strtok_r(line, "\t\n", &save); f && n < 17;
          f = strtok_r(NULL, "\t\n", &save))
         field[n++] = f;
-    if (n != 16)
+    if (n != 17)
         return 0;
     memset(k, 0, sizeof *k);
     snprintf(k->device, sizeof k->device, "%s", field[0]);
@@ -153,14 +153,15 @@ static int parse_line(char *line, tune_key *k, cuda_fbp_config *c)
     c->format.precision = (rtomo_precision)atoi(field[12]);
     c->tile = atoi(field[13]);
     c->hybrid_ratio = atof(field[14]);
-    c->stored_ratio = 0.0;
+    c->stored_ratio = atof(field[15]);
     const int valid_kernel = c->kernel >= RTOMO_BP_STANDARD && c->kernel <= RTOMO_BP_HYBRID;
     const int valid_slices = c->format.slices == 1 || c->format.slices == 2 ||
                              c->format.slices == 4;
     return valid_kernel && valid_slices &&
            (c->format.precision == RTOMO_PRECISION_FLOAT ||
             c->format.precision == RTOMO_PRECISION_HALF) &&
-           c->hybrid_ratio >= 0.0 && c->hybrid_ratio <= 1.0;
+           c->hybrid_ratio >= 0.0 && c->hybrid_ratio <= 1.0 &&
+           c->stored_ratio >= 0.0 && c->stored_ratio <= 1.0;
 }
 
 /* The last line of the file that matches `key` (later lines win). */
@@ -211,7 +212,7 @@ static void file_store(const tune_key *key, const cuda_fbp_config *cfg,
 
 static void add_candidate(cuda_fbp_config *list, int *n, rtomo_bp_kernel kernel,
                           int slices, rtomo_precision precision, int tile,
-                          double ratio)
+                          double ratio, double stored)
 {
     if (*n >= MAX_CANDIDATES)
         return;
@@ -221,15 +222,22 @@ static void add_candidate(cuda_fbp_config *list, int *n, rtomo_bp_kernel kernel,
     c->format.precision = precision;
     c->tile = tile;
     c->hybrid_ratio = ratio;
-    c->stored_ratio = 0.0;
+    c->stored_ratio = stored;
 }
 
-/* Everything the options allow, for at most `max_slices` slices per pass. */
+/* Everything the options allow, for at most `max_slices` slices per pass.
+ * The tile kernels in half precision with nearest interpolation are tried
+ * with a float cache in every ALU block and with half of them keeping the
+ * texels as stored (cuda_fbp_alu_block.h: 2% more on an H100, run 71). */
 static int enumerate(const rtomo_engine_options *opt, int max_slices,
-                     cuda_fbp_config *list)
+                     rtomo_interp interp, cuda_fbp_config *list)
 {
     static const int slice_choices[] = {1, 2, 4};
     static const double ratios[] = {0.25, 0.375, 0.5, 0.625, 0.75};
+    const int storable = opt->precision == RTOMO_PRECISION_HALF &&
+                         interp == RTOMO_INTERP_NEAREST;
+    const double stored_choices[] = {0.0, 0.5};
+    const int n_stored = storable ? 2 : 1;
     int n = 0;
     for (int si = 0; si < 3; si++) {
         const int S = slice_choices[si];
@@ -242,19 +250,22 @@ static int enumerate(const rtomo_engine_options *opt, int max_slices,
                 continue;
             const int tiled = k == RTOMO_BP_ALU || k == RTOMO_BP_HYBRID;
             for (int tile = 32; tile <= (tiled && S < 4 ? 64 : 32); tile *= 2) {
-                if (k != RTOMO_BP_HYBRID) {
-                    add_candidate(list, &n, (rtomo_bp_kernel)k, S, opt->precision,
-                                  tile, 0.0);
-                    continue;
+                for (int h = 0; h < (tiled ? n_stored : 1); h++) {
+                    const double stored = stored_choices[h];
+                    if (k != RTOMO_BP_HYBRID) {
+                        add_candidate(list, &n, (rtomo_bp_kernel)k, S,
+                                      opt->precision, tile, 0.0, stored);
+                        continue;
+                    }
+                    if (opt->hybrid_ratio > 0.0) {
+                        add_candidate(list, &n, RTOMO_BP_HYBRID, S, opt->precision,
+                                      tile, opt->hybrid_ratio, stored);
+                        continue;
+                    }
+                    for (int r = 0; r < 5; r++)
+                        add_candidate(list, &n, RTOMO_BP_HYBRID, S, opt->precision,
+                                      tile, ratios[r], stored);
                 }
-                if (opt->hybrid_ratio > 0.0) {
-                    add_candidate(list, &n, RTOMO_BP_HYBRID, S, opt->precision,
-                                  tile, opt->hybrid_ratio);
-                    continue;
-                }
-                for (int r = 0; r < 5; r++)
-                    add_candidate(list, &n, RTOMO_BP_HYBRID, S, opt->precision,
-                                  tile, ratios[r]);
             }
         }
     }
@@ -362,7 +373,7 @@ extern "C" rtomo_status cuda_fbp_autotune(cuda_fbp_impl *impl,
     }
     cuda_fbp_config list[MAX_CANDIDATES];
     const int max_slices = n_rows >= 4 ? 4 : n_rows >= 2 ? 2 : 1;
-    const int n = enumerate(&plan->opt, max_slices, list);
+    const int n = enumerate(&plan->opt, max_slices, plan->geom.interp, list);
     if (n == 0)
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "no back-projection kernel fits these options");
