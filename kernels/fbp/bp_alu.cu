@@ -16,6 +16,8 @@ alu_kernel(const cuda_fbp_launch l)
 {
     typedef alu_block<S, HALF, N, LINEAR> block;
     __shared__ __align__(16) char smem[block::SMEM_BYTES];
+    if (fov_skip_tile<S>(l, blockIdx.z, blockIdx.x * N, blockIdx.y * N, N))
+        return;     /* outside the field of view (cuda_fbp_device.h) */
     block::run(l, smem, blockIdx.z, blockIdx.x * N, blockIdx.y * N);
 }
 
