@@ -320,7 +320,40 @@ static const variant variants[] = {
  * Loop index: variant x precision x interpolation; slices per pass cycle
  * over 1, 2, 4, and one run in three uses chunks of 13 projections.
  */
-START_TEST(stream_matches_reconstruct_and_cpu)
+/* The circular field of view (rtomo_engine.h): every pixel of the n
+ * images (ROI of g) outside the circle whose radius is computed here from
+ * the axis and shifts is exactly 0; returns how many pixels lie outside
+ * in one image. */
+static long zeros_outside(const rtomo_fbp_geometry *g, const float *out,
+                          int n, const char *name)
+{
+    double r = INFINITY;
+    for (int p = 0; p < g->n_proj; p++) {
+        const double s = g->axis + g->axis_shift[p];
+        r = fmin(r, fmin(s, (g->det_width - 1) - s));
+    }
+    const double c = 0.5 * (g->slice_size - 1);
+    long outside = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < g->roi_height; j++)
+            for (int i = 0; i < g->roi_width; i++) {
+                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
+                if (x * x + y * y <= r * r)
+                    continue;
+                const float v = out[((size_t)k * g->roi_height + j) *
+                                    g->roi_width + i];
+                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
+                              "outside the circle (R %.3f) is %g", name,
+                              g->roi_x + i, g->roi_y + j, k, r, v);
+                outside += k == 0;
+            }
+    return outside;
+}
+
+/* One run of the test below; with `circle` masked (rtomo_engine.h's
+ * circular field of view) on a larger grid, whole tiles outside, where
+ * the streamed slices must also be exactly 0 outside the circle. */
+static void stream_case(int _i, int circle)
 {
     static const int slice_choices[] = {1, 2, 4};
     const variant *v = &variants[_i / 4];
@@ -333,9 +366,12 @@ START_TEST(stream_matches_reconstruct_and_cpu)
              precision == RTOMO_PRECISION_HALF ? "half" : "float",
              rtomo_interp_name(interp), chunk ? ", chunks of 13" : "",
              _i % 4 == 3 ? ", direct read" : "");
+    if (circle)
+        strncat(name, ", circle", sizeof name - strlen(name) - 1);
     uint64_t seed = test_seed(0x57e4a0, _i);
     scan s;
-    make_scan(&s, seed, 101, 9, 181, 96, interp);
+    make_scan(&s, seed, 101, 9, 181, circle ? 176 : 96, interp);
+    s.g.field_of_view = circle ? RTOMO_FOV_CIRCLE : RTOMO_FOV_FULL;
     rtomo_engine_options opt;
     test_gpu_options(&opt, v->kernel, slices, precision);
     if (v->kernel == RTOMO_BP_HYBRID)
@@ -387,6 +423,11 @@ START_TEST(stream_matches_reconstruct_and_cpu)
     printf("stream %-36s %2d rows, %3d events: vs reconstruct %.3e (bound %.0e), "
            "vs CPU %.3e (bound %.0e)\n", name, n_open, n_events, rel, bound,
            rel_cpu, bound_cpu);
+    if (circle) {
+        const long outside = zeros_outside(&s.g, streamed, n_open, name);
+        zeros_outside(&s.g, after, n_open, name);
+        ck_assert_msg(outside > 0, "%s: no pixel outside the circle", name);
+    }
     ck_assert_msg(rel <= bound, "%s: streamed slices differ from reconstruct "
                   "by %g (relative L2)", name, rel);
     ck_assert_msg(rel_cpu <= bound_cpu, "%s: streamed slices differ from the "
@@ -399,6 +440,18 @@ START_TEST(stream_matches_reconstruct_and_cpu)
     free(streamed);
     free(ev);
     free_scan(&s);
+}
+
+START_TEST(stream_matches_reconstruct_and_cpu)
+{
+    stream_case(_i, 0);
+}
+END_TEST
+
+/* Masked: streamed chunks equal the after-the-scan masked path. */
+START_TEST(stream_masked_matches_reconstruct_and_cpu)
+{
+    stream_case(_i, 1);
 }
 END_TEST
 
@@ -942,6 +995,8 @@ int main(void)
     TCase *tc = tcase_create("stream");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, stream_matches_reconstruct_and_cpu, 0, 4 * N_VARIANTS);
+    tcase_add_loop_test(tc, stream_masked_matches_reconstruct_and_cpu, 0,
+                        4 * N_VARIANTS);
     tcase_add_loop_test(tc, sliding_window_over_fed_frames, 0, 3);
     tcase_add_test(tc, reset_keeps_only_later_work);
     tcase_add_test(tc, flat_field_refreshed_like_the_cpu);
