@@ -790,7 +790,9 @@ static float *stream_schedule(rtomo_fbp *plan, const int *rows, int n_rows,
  * holds only its rows, each chunk runs on all; the slices equal one slot's
  * and the after-the-scan path.  94 rows give each slot more than 16
  * groups: several launches per chunk.  Loop index: ALU 1 float linear,
- * texture 4 float nearest, standard 2 half linear.
+ * texture 4 float nearest, standard 2 half linear; from 3 on the same
+ * with the circular field of view (each slot's launches mask alike, the
+ * slices exactly 0 outside).
  */
 START_TEST(split_slots_match_one_slot)
 {
@@ -799,12 +801,17 @@ START_TEST(split_slots_match_one_slot)
         {RTOMO_BP_TEXTURE, 4, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_NEAREST},
         {RTOMO_BP_STANDARD, 2, RTOMO_PRECISION_HALF, RTOMO_INTERP_LINEAR},
     };
-    const char *name = test_mode_name(modes[_i].kernel, modes[_i].slices,
-                                      modes[_i].precision, modes[_i].interp);
-    uint64_t seed = test_seed(0x5b1170, _i);
+    const int circle = _i >= 3;
+    _i %= 3;
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", test_mode_name(modes[_i].kernel,
+             modes[_i].slices, modes[_i].precision, modes[_i].interp),
+             circle ? " circle" : "");
+    uint64_t seed = test_seed(0x5b1170, _i + 3 * circle);
     scan s;
     make_scan(&s, seed, SPLIT_WIDTH, SPLIT_ROWS, SPLIT_PROJ, SPLIT_WIDTH,
               modes[_i].interp);
+    s.g.field_of_view = circle ? RTOMO_FOV_CIRCLE : RTOMO_FOV_FULL;
     s.g.roi_x = s.g.roi_y = 0;
     s.g.roi_width = s.g.roi_height = SPLIT_WIDTH;
     s.image = (size_t)SPLIT_WIDTH * SPLIT_WIDTH;
@@ -848,6 +855,10 @@ START_TEST(split_slots_match_one_slot)
                       name, split, rel_one);
         ck_assert_msg(rel <= bound, "%s, %d slots: differs from reconstruct by %g",
                       name, split, rel);
+        if (circle) {
+            ck_assert(zeros_outside(&s.g, out, n_rows, name) > 0);
+            zeros_outside(&s.g, after, n_rows, name);
+        }
         free(after);
         free(out);
         rtomo_fbp_destroy(parts);
@@ -1004,7 +1015,7 @@ int main(void)
     tcase_add_test(tc, clear_projection_zeroes_one_line);
     tcase_add_test(tc, clear_projection_after_a_staged_frame);
     tcase_add_test(tc, clear_projection_after_queued_work);
-    tcase_add_loop_test(tc, split_slots_match_one_slot, 0, 3);
+    tcase_add_loop_test(tc, split_slots_match_one_slot, 0, 6);
     tcase_add_loop_test(tc, slabs_read_while_the_last_chunk_runs, 0, 2);
     tcase_add_test(tc, too_large_a_set_is_refused);
     suite_add_tcase(s, tc);

@@ -126,8 +126,13 @@ static void random_reconstruction(uint64_t *s, rtomo_scan_spec *spec)
     if (spec->given & RTOMO_SPEC_HAS_INTERP)
         g->interp = (rtomo_interp)test_rand_int(s, 0, 1);
     if (test_rand_int(s, 0, 1)) {
+        /* The circle only where the axis leaves it a radius of a bin
+         * (else the geometry is refused, rightly). */
+        double radius;
         spec->given |= RTOMO_SPEC_HAS_FOV;
         g->field_of_view = (rtomo_fov)test_rand_int(s, 0, 1);
+        if (rtomo_fbp_fov_radius(g, &radius, NULL) != RTOMO_OK)
+            g->field_of_view = RTOMO_FOV_FULL;
     }
     if (spec->given & RTOMO_SPEC_HAS_SLICES)
         random_slices(s, g->det_height, &spec->slices);
