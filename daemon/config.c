@@ -47,6 +47,7 @@ ENGINE_ENUM(bp_kernel, rtomo_bp_kernel_parse, rtomo_bp_kernel_name,
             RTOMO_BP_HYBRID)
 ENGINE_ENUM(window, rtomo_window_parse, rtomo_window_name, RTOMO_WINDOW_HANN)
 ENGINE_ENUM(interp, rtomo_interp_parse, rtomo_interp_name, RTOMO_INTERP_NEAREST)
+ENGINE_ENUM(fov, rtomo_fov_parse, rtomo_fov_name, RTOMO_FOV_CIRCLE)
 ENGINE_ENUM(rings, rtomo_rings_parse, rtomo_rings_name, RTOMO_RINGS_COLUMN_MEAN)
 ENGINE_ENUM(method, rtomo_method_parse, rtomo_method_name, RTOMO_METHOD_CGLS)
 
@@ -371,6 +372,8 @@ static const field fields[] = {
     DBL("reconstruction", "cutoff", reconstruction.cutoff, 0.001, 1, 1),
     ENUM("reconstruction", "interpolation", reconstruction.interpolation,
          enum_interp, 1),
+    ENUM("reconstruction", "field_of_view", reconstruction.field_of_view,
+         enum_fov, 1),
     CUSTOM("reconstruction", "slices", parse_slices, dump_slices, 1),
     CUSTOM("reconstruction", "roi", parse_roi, dump_roi, 1),
     CUSTOM("reconstruction", "rows", parse_rows, dump_rows, 0),
@@ -485,6 +488,7 @@ void rtomod_config_init(rtomod_config *cfg)
     cfg->reconstruction.filter = RTOMO_WINDOW_RAMLAK;
     cfg->reconstruction.cutoff = 1.0;
     cfg->reconstruction.interpolation = RTOMO_INTERP_LINEAR;
+    cfg->reconstruction.field_of_view = RTOMO_FOV_FULL;
     cfg->reconstruction.slices.kind = RTOMO_SLICES_ALL;
     /* A GPU wants more slices per call than the CPU: the worker decides
      * by its backend. */

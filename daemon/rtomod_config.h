@@ -73,6 +73,7 @@ typedef struct rtomod_config {
         rtomo_window filter;
         double cutoff;
         rtomo_interp interpolation;
+        rtomo_fov field_of_view;    /* parallel-beam scans: full | circle */
         rtomo_slice_selection slices;
         int roi[4];             /* x, y, w, h; all 0 = the whole grid */
         int slice_size;         /* 0 = the detector width */

@@ -117,6 +117,7 @@ struct rtomod_tomo_scan {
     rtomo_fbp_phase phase;
     rtomo_rings rings;
     int rings_width;
+    rtomo_fov field_of_view;        /* as composed, for status */
     plane_sum *plane_sums;          /* planes being summed, several workers */
     /* Continuous mode. */
     int64_t *slot_index;            /* projection in each slot, -1 = none */
@@ -231,6 +232,8 @@ static void compose_geometry(const rtomod_config *cfg,
         g->cutoff = cfg->reconstruction.cutoff;
     if (!(spec->given & RTOMO_SPEC_HAS_INTERP))
         g->interp = cfg->reconstruction.interpolation;
+    if (!(spec->given & RTOMO_SPEC_HAS_FOV))
+        g->field_of_view = cfg->reconstruction.field_of_view;
     if (!(spec->given & RTOMO_SPEC_HAS_SLICE_SIZE))
         g->slice_size = cfg->reconstruction.slice_size;
     if (!(spec->given & RTOMO_SPEC_HAS_ANGLE_WEIGHTS))
@@ -266,6 +269,10 @@ static const char *iterative_conflict(const rtomo_scan_spec *spec,
         return "ring removal";
     if (g->phase.delta_beta > 0.0)
         return "phase retrieval";
+    /* The solvers' iterate covers the whole grid; masking it would have
+     * to happen at every published iterate and in the stored volume. */
+    if (g->field_of_view == RTOMO_FOV_CIRCLE)
+        return "\"reconstruction.field_of_view\" = \"circle\"";
     return NULL;
 }
 
@@ -823,7 +830,7 @@ static void open_output(rtomod *d, rtomod_scan *scan,
     int size = g->slice_size > 0 ? g->slice_size : g->det_width;
     json_t *meta = json_pack(
         "{s:{s:i, s:i}, s:i, s:i, s:s, s:f, s:s, s:i, s:s, s:b, s:b, s:s, "
-        "s:i, s:i, s:i, s:i, s:s, s:o}",
+        "s:i, s:i, s:i, s:i, s:s, s:o, s:s}",
         "detector", "width", g->det_width, "height", g->det_height,
         "projections", g->n_proj, "slices", n_rows,
         "filter", rtomo_window_name(g->window),
@@ -836,7 +843,8 @@ static void open_output(rtomod *d, rtomod_scan *scan,
         "rings_width", g->rings_width ? g->rings_width : 31,
         "darks", spec->n_darks, "flats", spec->n_flats,
         "flats_after", spec->n_flats_after,
-        "dtype", rtomo_dtype_name(spec->dtype), "rotation_angle", angles);
+        "dtype", rtomo_dtype_name(spec->dtype), "rotation_angle", angles,
+        "field_of_view", rtomo_fov_name(g->field_of_view));
     if (!spec->axis_auto)
         json_object_set_new(meta, "axis", json_real(
             isnan(g->axis) ? 0.5 * (g->det_width - 1) : g->axis));
@@ -959,6 +967,7 @@ int rtomod_tomo_begin(rtomod *d, rtomo_ingest_msg *msg)
     scan->tomo->phase = g.phase;
     scan->tomo->rings = g.rings;
     scan->tomo->rings_width = g.rings_width ? g.rings_width : 31;
+    scan->tomo->field_of_view = g.field_of_view;
     scan->tomo->rows = rows;
     scan->tomo->n_rows = n_rows;
     int planned = create_plans(d, scan, &g);
@@ -1770,6 +1779,8 @@ void rtomod_tomo_status(const rtomod_scan *scan, json_t *out)
     json_object_set_new(out, "axis", isfinite(axis) ? json_real(axis)
                                                     : json_null());
     json_object_set_new(out, "axis_auto", json_boolean(t->spec->axis_auto));
+    json_object_set_new(out, "field_of_view",
+                        json_string(rtomo_fov_name(t->field_of_view)));
     json_object_set_new(out, "phase", t->phase.delta_beta > 0.0
         ? json_pack("{s:f, s:f, s:f, s:f}", "delta_beta", t->phase.delta_beta,
                     "energy_kev", t->phase.energy_kev, "distance_m",

@@ -78,6 +78,7 @@ static const char *const window_names[] = {
     "ram-lak", "shepp-logan", "cosine", "hamming", "hann", NULL};
 static const char *const interp_names[] = {"linear", "nearest", NULL};
 static const char *const rings_names[] = {"off", "column_mean", NULL};
+static const char *const fov_names[] = {"full", "circle", NULL};
 
 #define NAME_OF(table, value)                                              \
     ((unsigned)(value) < sizeof(table) / sizeof(table[0]) - 1              \
@@ -89,6 +90,7 @@ const char *rtomo_bp_kernel_name(rtomo_bp_kernel k) { return NAME_OF(bp_kernel_n
 const char *rtomo_window_name(rtomo_window w) { return NAME_OF(window_names, w); }
 const char *rtomo_interp_name(rtomo_interp i) { return NAME_OF(interp_names, i); }
 const char *rtomo_rings_name(rtomo_rings r) { return NAME_OF(rings_names, r); }
+const char *rtomo_fov_name(rtomo_fov f) { return NAME_OF(fov_names, f); }
 
 rtomo_status rtomo_backend_parse(const char *name, rtomo_backend *out)
 {
@@ -138,6 +140,15 @@ rtomo_status rtomo_interp_parse(const char *name, rtomo_interp *out)
     rtomo_status s = parse_name(name, interp_names, &v);
     if (s == RTOMO_OK)
         *out = (rtomo_interp)v;
+    return s;
+}
+
+rtomo_status rtomo_fov_parse(const char *name, rtomo_fov *out)
+{
+    int v;
+    rtomo_status s = parse_name(name, fov_names, &v);
+    if (s == RTOMO_OK)
+        *out = (rtomo_fov)v;
     return s;
 }
 

@@ -179,6 +179,10 @@ struct rtomo_fbp {
     void *half_frame;           /* a frame widened to det_width */
     size_t half_frame_bytes;
 
+    /* Circular field of view, owned by fbp_fov.c (fbp_fov.h's test): */
+    double fov_radius;          /* R in bins; 0 without the circle */
+    long long fov_limit;        /* floor(4 R^2); -1 = the whole grid */
+
     int filter_length;          /* padded row length, power of two */
     float *filter;              /* filter_length coefficients times the
                                    back-projection weight pi/n_proj */

@@ -38,6 +38,9 @@ static const struct { const char *key, *why; } parallel_only_rec[] = {
     {"roi", "the volume's region is \"cone.roi\""},
     {"slice_size", "the volume's size is \"cone.volume\""},
     {"interpolation", "FDK interpolates bilinearly"},
+    {"field_of_view", "the cone-beam volume is \"cone.volume\" and "
+                      "\"cone.roi\"; the circular field of view is for "
+                      "parallel beams"},
     {"angle_weights", "FDK weighs every projection by its angular interval"},
     {"phase", "phase retrieval is for parallel beams"},
     {"rings", "ring removal is for parallel beams"},

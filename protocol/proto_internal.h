@@ -94,6 +94,7 @@ char *proto_dump(json_t *root);
 int proto_parse_dtype(const char *name, int *out);
 int proto_parse_window(const char *name, int *out);
 int proto_parse_interp(const char *name, int *out);
+int proto_parse_fov(const char *name, int *out);
 int proto_parse_rings(const char *name, int *out);
 
 /* Decoders of begin messages (root already checked for version, type and

@@ -365,6 +365,15 @@ int proto_parse_interp(const char *name, int *out)
     return 0;
 }
 
+int proto_parse_fov(const char *name, int *out)
+{
+    rtomo_fov f;
+    if (rtomo_fov_parse(name, &f) != RTOMO_OK)
+        return -1;
+    *out = (int)f;
+    return 0;
+}
+
 int proto_parse_rings(const char *name, int *out)
 {
     rtomo_rings r;

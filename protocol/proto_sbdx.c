@@ -270,10 +270,28 @@ static int decode_output(const json_t *root, rtomo_sbdx_spec *spec,
     return rtomo_proto_check_sbdx_output(spec, why);
 }
 
+/* The circular field of view is a parallel-beam slice's: refused by name
+ * (a sender who gives it expects it to act, and on SBDX planes it would
+ * not). */
+static int refuse_field_of_view(const json_t *root, rtomo_reject_info *why)
+{
+    const json_t *rec = json_object_get(root, "reconstruction");
+    if (proto_has_field(root, "field_of_view") ||
+        (json_is_object(rec) && proto_has_field(rec, "field_of_view")))
+        return rtomo_reject_set(why, RTOMO_REJECT_FIELD,
+                                "field \"reconstruction.field_of_view\" "
+                                "does not apply to an SBDX stream: the "
+                                "circular field of view is for parallel-beam "
+                                "tomography");
+    return 0;
+}
+
 static int decode_sbdx_fields(const json_t *root, rtomo_sbdx_spec *spec,
                               rtomo_reject_info *why)
 {
     int dtype = (int)spec->dtype;
+    if (refuse_field_of_view(root, why) < 0)
+        return -1;
     if (decode_system(root, &spec->geometry, why) < 0 ||
         decode_ratios(root, spec, why) < 0 ||
         decode_planes(root, &spec->geometry, why) < 0 ||

@@ -173,6 +173,7 @@ static int decode_filter(const json_t *rec, rtomo_scan_spec *spec,
 {
     rtomo_fbp_geometry *g = &spec->geometry;
     int window = (int)g->window, interp = (int)g->interp;
+    int fov = (int)g->field_of_view;
     const char *path = "reconstruction";
     if (given(spec, RTOMO_SPEC_HAS_WINDOW,
               proto_get_enum(rec, path, "filter", OPTIONAL, proto_parse_window,
@@ -182,6 +183,10 @@ static int decode_filter(const json_t *rec, rtomo_scan_spec *spec,
               proto_get_enum(rec, path, "interpolation", OPTIONAL,
                              proto_parse_interp, "\"linear\", \"nearest\"",
                              &interp, why)) < 0 ||
+        given(spec, RTOMO_SPEC_HAS_FOV,
+              proto_get_enum(rec, path, "field_of_view", OPTIONAL,
+                             proto_parse_fov, "\"full\", \"circle\"", &fov,
+                             why)) < 0 ||
         given(spec, RTOMO_SPEC_HAS_CUTOFF,
               proto_get_number(rec, path, "cutoff", OPTIONAL, &g->cutoff,
                                why)) < 0 ||
@@ -197,6 +202,7 @@ static int decode_filter(const json_t *rec, rtomo_scan_spec *spec,
                                 g->cutoff);
     g->window = (rtomo_window)window;
     g->interp = (rtomo_interp)interp;
+    g->field_of_view = (rtomo_fov)fov;
     return 0;
 }
 
@@ -593,6 +599,9 @@ static int encode_reconstruction(json_t *root, const rtomo_scan_spec *spec)
     if (spec->given & RTOMO_SPEC_HAS_INTERP)
         e |= json_object_set_new(rec, "interpolation",
                                  json_string(rtomo_interp_name(g->interp)));
+    if (spec->given & RTOMO_SPEC_HAS_FOV)
+        e |= json_object_set_new(rec, "field_of_view",
+                                 json_string(rtomo_fov_name(g->field_of_view)));
     if (spec->given & RTOMO_SPEC_HAS_SLICES)
         e |= json_object_set_new(rec, "slices",
                                  rtomo_slice_selection_to_json(&spec->slices));

@@ -165,7 +165,8 @@ enum {
     RTOMO_SPEC_HAS_PUBLISH_EVERY = 1 << 15,
     RTOMO_SPEC_HAS_TOLERANCE = 1 << 16,
     RTOMO_SPEC_HAS_NONNEGATIVE = 1 << 17,
-    RTOMO_SPEC_HAS_WARM_START = 1 << 18
+    RTOMO_SPEC_HAS_WARM_START = 1 << 18,
+    RTOMO_SPEC_HAS_FOV = 1 << 19            /* reconstruction.field_of_view */
 };
 
 /* reconstruction.method (PROTOCOL.md 3.3): FBP alone, or FBP first and an

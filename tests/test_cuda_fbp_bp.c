@@ -9,7 +9,11 @@
  * number of projections that is a multiple of no batch size, and rows
  * requested out of order so that the last group of a multi-slice pass is
  * short.  A second case has more than 16384 projections, back-projected
- * from one texture and from textures of 4096 projections each.
+ * from one texture and from textures of 4096 projections each.  With the
+ * circular field of view every mode again, on a grid large enough that
+ * whole tiles lie outside (and with textures of 4096 projections, whose
+ * later chunks add into the first's): the CPU's masked slices within the
+ * same bounds, and exact zeros outside.
  */
 #include "config.h"
 
@@ -115,6 +119,112 @@ static double compare_mode(const bp_case *c, const float *ref,
     rtomo_fbp_destroy(plan);
     return rel;
 }
+
+/* The circular field of view (rtomo_engine.h): every pixel of the n
+ * images (ROI of g) outside the circle whose radius is computed here from
+ * the axis and shifts is exactly 0; returns how many pixels lie outside
+ * in one image. */
+static long zeros_outside(const rtomo_fbp_geometry *g, const float *out,
+                          int n, const char *name)
+{
+    double r = INFINITY;
+    for (int p = 0; p < g->n_proj; p++) {
+        const double s = g->axis + g->axis_shift[p];
+        r = fmin(r, fmin(s, (g->det_width - 1) - s));
+    }
+    const double c = 0.5 * (g->slice_size - 1);
+    long outside = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < g->roi_height; j++)
+            for (int i = 0; i < g->roi_width; i++) {
+                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
+                if (x * x + y * y <= r * r)
+                    continue;
+                const float v = out[((size_t)k * g->roi_height + j) *
+                                    g->roi_width + i];
+                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
+                              "outside the circle (R %.3f) is %g", name,
+                              g->roi_x + i, g->roi_y + j, k, r, v);
+                outside += k == 0;
+            }
+    return outside;
+}
+
+/* GPU mode against the CPU, both masked: the relative L2 error, after
+ * checking the GPU's zeros outside. */
+static double compare_masked(const bp_case *c, const float *ref,
+                             rtomo_bp_kernel kernel, int slices,
+                             rtomo_precision precision, const char *name,
+                             long *outside)
+{
+    rtomo_engine_options opt;
+    test_gpu_options(&opt, kernel, slices, precision);
+    rtomo_fbp *plan = test_create(&c->g, &opt);
+    float *out = run_plan(plan, c);
+    *outside = zeros_outside(&c->g, out, c->n_rows, name);
+    double rel = test_rel_l2(out, ref, c->image * (size_t)c->n_rows);
+    free(out);
+    rtomo_fbp_destroy(plan);
+    return rel;
+}
+
+START_TEST(every_mode_masked_matches_cpu)
+{
+    rtomo_bp_kernel kernel;
+    int slices;
+    rtomo_precision precision;
+    rtomo_interp interp;
+    test_mode(_i, &kernel, &slices, &precision, &interp);
+    bp_case c;
+    /* A 256 grid round a circle of about 48 pixels: whole 64-pixel tiles
+     * fall outside, others straddle the edge. */
+    make_case(&c, 0xf0c0ffee00ULL + (uint64_t)_i, 101, 9, 181, 256, interp);
+    c.g.field_of_view = RTOMO_FOV_CIRCLE;
+    float *ref = run_cpu(&c);
+    const char *name = test_mode_name(kernel, slices, precision, interp);
+    long outside;
+    const double rel = compare_masked(&c, ref, kernel, slices, precision,
+                                      name, &outside);
+    const double bound = test_cpu_bound(kernel, precision, interp);
+    printf("bp circle %-26s relative L2 %.3e (bound %.1e), %ld of %zu "
+           "pixels outside are 0\n", name, rel, bound, outside, c.image);
+    ck_assert_msg(rel <= bound, "%s, circle: relative L2 error %g exceeds %g",
+                  name, rel, bound);
+    free(ref);
+    free_case(&c);
+}
+END_TEST
+
+/* Masked, with the texture path's projection chunks (the later ones add
+ * into the first's: outside pixels must stay the first's 0). */
+START_TEST(chunked_masked_matches_cpu)
+{
+    static const rtomo_bp_kernel kernels[] = {
+        RTOMO_BP_STANDARD, RTOMO_BP_TEXTURE, RTOMO_BP_ALU, RTOMO_BP_HYBRID};
+    const rtomo_bp_kernel kernel = kernels[_i];
+    bp_case c;
+    make_case(&c, 0xf1a26e00ULL + (uint64_t)_i, 23, 4, 9001, 28,
+              RTOMO_INTERP_LINEAR);
+    c.g.field_of_view = RTOMO_FOV_CIRCLE;
+    float *ref = run_cpu(&c);
+    setenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK", "4096", 1);
+    const char *name = test_mode_name(kernel, 1, RTOMO_PRECISION_FLOAT,
+                                      RTOMO_INTERP_LINEAR);
+    long outside;
+    const double rel = compare_masked(&c, ref, kernel, 1,
+                                      RTOMO_PRECISION_FLOAT, name, &outside);
+    unsetenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK");
+    const double bound = test_cpu_bound(kernel, RTOMO_PRECISION_FLOAT,
+                                        RTOMO_INTERP_LINEAR);
+    printf("9001 projections (chunks of 4096) circle %-26s relative L2 "
+           "%.3e (bound %.1e), %ld pixels outside\n", name, rel, bound,
+           outside);
+    ck_assert_msg(rel <= bound && outside > 0, "%s, chunked circle: "
+                  "relative L2 %g exceeds %g", name, rel, bound);
+    free(ref);
+    free_case(&c);
+}
+END_TEST
 
 START_TEST(every_mode_matches_cpu)
 {
@@ -262,6 +372,8 @@ int main(void)
     tcase_add_loop_test(tc, hybrid_texture_path_matches_cpu, 0, TEST_MODES / 4);
     tcase_add_loop_test(tc, many_projections_match_cpu, 0, 16);
     tcase_add_loop_test(tc, stored_cache_sums_are_the_same, 0, 3);
+    tcase_add_loop_test(tc, every_mode_masked_matches_cpu, 0, TEST_MODES);
+    tcase_add_loop_test(tc, chunked_masked_matches_cpu, 0, 4);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);
 }

@@ -230,13 +230,19 @@ static float *small_band_image(rtomo_fbp *plan, const rtomo_fbp_plane *pl,
  * and 3 slots: the GPU within the bound of the CPU, the layouts exactly
  * alike, and so the small bands on 1 and 3 slots.
  */
+/* Loop index: interpolation; from 2 on with the circular field of view,
+ * where the GPU's plane must be 0 exactly where the CPU's is (the points
+ * beyond R from the axis, tested in double alike). */
 START_TEST(random_planes_match_cpu)
 {
-    const rtomo_interp interp = (rtomo_interp)_i;
+    const int circle = _i >= 2;
+    const rtomo_interp interp = (rtomo_interp)(_i % 2);
     const double bound = interp == RTOMO_INTERP_LINEAR ? LINEAR_BOUND : NEAREST_BOUND;
     uint64_t rng = test_seed(0xc0da91a0, _i);
     scan s;
     make_scan(&s, &rng, interp);
+    s.g.field_of_view = circle ? RTOMO_FOV_CIRCLE : RTOMO_FOV_FULL;
+    size_t zeros = 0;
     rtomo_fbp *cpu = test_create_cpu(&s.g, 0);
     rtomo_fbp *gpu[MAX_SPLIT];
     rtomo_error err;
@@ -272,6 +278,13 @@ START_TEST(random_planes_match_cpu)
                e, line);
         ck_assert_msg(test_max_abs(want, n) > 0.0, "%s: the CPU plane is empty", pc->name);
         ck_assert_msg(e < bound, "%s: GPU differs from CPU by %.2e", pc->name, e);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg((want[i] == 0.0f) == (got[i] == 0.0f), "%s%s: "
+                          "pixel %zu is %g on the GPU, %g on the CPU",
+                          pc->name, circle ? " (circle)" : "", i, got[i],
+                          want[i]);
+            zeros += want[i] == 0.0f;
+        }
         for (int k = 0; k < N_LAYOUTS; k++)
             ck_assert_msg(differ[k] == 0, "%s: %s differ from one slot in %zu "
                           "pixels", pc->name, layouts[k].name, differ[k]);
@@ -279,6 +292,9 @@ START_TEST(random_planes_match_cpu)
         free(got);
     }
     free(cases);
+    printf("  %s%s: %zu pixels 0 on both\n", rtomo_interp_name(interp),
+           circle ? ", circle" : "", zeros);
+    ck_assert_msg(!circle || zeros > 0, "no plane point outside the circle");
     for (int k = 0; k < MAX_SPLIT; k++)
         rtomo_fbp_destroy(gpu[k]);
     rtomo_fbp_destroy(cpu);
@@ -499,7 +515,7 @@ int main(void)
     Suite *s = suite_create("cuda_fbp_plane");
     TCase *tc = tcase_create("plane");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, random_planes_match_cpu, 0, 2);
+    tcase_add_loop_test(tc, random_planes_match_cpu, 0, 4);
     tcase_add_loop_test(tc, phantom_planes_match_cpu, 0, 2);
     tcase_add_test(tc, edge_cases);
     tcase_add_test(tc, large_plane_timing);

@@ -320,7 +320,40 @@ static const variant variants[] = {
  * Loop index: variant x precision x interpolation; slices per pass cycle
  * over 1, 2, 4, and one run in three uses chunks of 13 projections.
  */
-START_TEST(stream_matches_reconstruct_and_cpu)
+/* The circular field of view (rtomo_engine.h): every pixel of the n
+ * images (ROI of g) outside the circle whose radius is computed here from
+ * the axis and shifts is exactly 0; returns how many pixels lie outside
+ * in one image. */
+static long zeros_outside(const rtomo_fbp_geometry *g, const float *out,
+                          int n, const char *name)
+{
+    double r = INFINITY;
+    for (int p = 0; p < g->n_proj; p++) {
+        const double s = g->axis + g->axis_shift[p];
+        r = fmin(r, fmin(s, (g->det_width - 1) - s));
+    }
+    const double c = 0.5 * (g->slice_size - 1);
+    long outside = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < g->roi_height; j++)
+            for (int i = 0; i < g->roi_width; i++) {
+                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
+                if (x * x + y * y <= r * r)
+                    continue;
+                const float v = out[((size_t)k * g->roi_height + j) *
+                                    g->roi_width + i];
+                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
+                              "outside the circle (R %.3f) is %g", name,
+                              g->roi_x + i, g->roi_y + j, k, r, v);
+                outside += k == 0;
+            }
+    return outside;
+}
+
+/* One run of the test below; with `circle` masked (rtomo_engine.h's
+ * circular field of view) on a larger grid, whole tiles outside, where
+ * the streamed slices must also be exactly 0 outside the circle. */
+static void stream_case(int _i, int circle)
 {
     static const int slice_choices[] = {1, 2, 4};
     const variant *v = &variants[_i / 4];
@@ -333,9 +366,12 @@ START_TEST(stream_matches_reconstruct_and_cpu)
              precision == RTOMO_PRECISION_HALF ? "half" : "float",
              rtomo_interp_name(interp), chunk ? ", chunks of 13" : "",
              _i % 4 == 3 ? ", direct read" : "");
+    if (circle)
+        strncat(name, ", circle", sizeof name - strlen(name) - 1);
     uint64_t seed = test_seed(0x57e4a0, _i);
     scan s;
-    make_scan(&s, seed, 101, 9, 181, 96, interp);
+    make_scan(&s, seed, 101, 9, 181, circle ? 176 : 96, interp);
+    s.g.field_of_view = circle ? RTOMO_FOV_CIRCLE : RTOMO_FOV_FULL;
     rtomo_engine_options opt;
     test_gpu_options(&opt, v->kernel, slices, precision);
     if (v->kernel == RTOMO_BP_HYBRID)
@@ -387,6 +423,11 @@ START_TEST(stream_matches_reconstruct_and_cpu)
     printf("stream %-36s %2d rows, %3d events: vs reconstruct %.3e (bound %.0e), "
            "vs CPU %.3e (bound %.0e)\n", name, n_open, n_events, rel, bound,
            rel_cpu, bound_cpu);
+    if (circle) {
+        const long outside = zeros_outside(&s.g, streamed, n_open, name);
+        zeros_outside(&s.g, after, n_open, name);
+        ck_assert_msg(outside > 0, "%s: no pixel outside the circle", name);
+    }
     ck_assert_msg(rel <= bound, "%s: streamed slices differ from reconstruct "
                   "by %g (relative L2)", name, rel);
     ck_assert_msg(rel_cpu <= bound_cpu, "%s: streamed slices differ from the "
@@ -399,6 +440,18 @@ START_TEST(stream_matches_reconstruct_and_cpu)
     free(streamed);
     free(ev);
     free_scan(&s);
+}
+
+START_TEST(stream_matches_reconstruct_and_cpu)
+{
+    stream_case(_i, 0);
+}
+END_TEST
+
+/* Masked: streamed chunks equal the after-the-scan masked path. */
+START_TEST(stream_masked_matches_reconstruct_and_cpu)
+{
+    stream_case(_i, 1);
 }
 END_TEST
 
@@ -737,7 +790,9 @@ static float *stream_schedule(rtomo_fbp *plan, const int *rows, int n_rows,
  * holds only its rows, each chunk runs on all; the slices equal one slot's
  * and the after-the-scan path.  94 rows give each slot more than 16
  * groups: several launches per chunk.  Loop index: ALU 1 float linear,
- * texture 4 float nearest, standard 2 half linear.
+ * texture 4 float nearest, standard 2 half linear; from 3 on the same
+ * with the circular field of view (each slot's launches mask alike, the
+ * slices exactly 0 outside).
  */
 START_TEST(split_slots_match_one_slot)
 {
@@ -746,12 +801,17 @@ START_TEST(split_slots_match_one_slot)
         {RTOMO_BP_TEXTURE, 4, RTOMO_PRECISION_FLOAT, RTOMO_INTERP_NEAREST},
         {RTOMO_BP_STANDARD, 2, RTOMO_PRECISION_HALF, RTOMO_INTERP_LINEAR},
     };
-    const char *name = test_mode_name(modes[_i].kernel, modes[_i].slices,
-                                      modes[_i].precision, modes[_i].interp);
-    uint64_t seed = test_seed(0x5b1170, _i);
+    const int circle = _i >= 3;
+    _i %= 3;
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", test_mode_name(modes[_i].kernel,
+             modes[_i].slices, modes[_i].precision, modes[_i].interp),
+             circle ? " circle" : "");
+    uint64_t seed = test_seed(0x5b1170, _i + 3 * circle);
     scan s;
     make_scan(&s, seed, SPLIT_WIDTH, SPLIT_ROWS, SPLIT_PROJ, SPLIT_WIDTH,
               modes[_i].interp);
+    s.g.field_of_view = circle ? RTOMO_FOV_CIRCLE : RTOMO_FOV_FULL;
     s.g.roi_x = s.g.roi_y = 0;
     s.g.roi_width = s.g.roi_height = SPLIT_WIDTH;
     s.image = (size_t)SPLIT_WIDTH * SPLIT_WIDTH;
@@ -795,6 +855,10 @@ START_TEST(split_slots_match_one_slot)
                       name, split, rel_one);
         ck_assert_msg(rel <= bound, "%s, %d slots: differs from reconstruct by %g",
                       name, split, rel);
+        if (circle) {
+            ck_assert(zeros_outside(&s.g, out, n_rows, name) > 0);
+            zeros_outside(&s.g, after, n_rows, name);
+        }
         free(after);
         free(out);
         rtomo_fbp_destroy(parts);
@@ -942,6 +1006,8 @@ int main(void)
     TCase *tc = tcase_create("stream");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, stream_matches_reconstruct_and_cpu, 0, 4 * N_VARIANTS);
+    tcase_add_loop_test(tc, stream_masked_matches_reconstruct_and_cpu, 0,
+                        4 * N_VARIANTS);
     tcase_add_loop_test(tc, sliding_window_over_fed_frames, 0, 3);
     tcase_add_test(tc, reset_keeps_only_later_work);
     tcase_add_test(tc, flat_field_refreshed_like_the_cpu);
@@ -949,7 +1015,7 @@ int main(void)
     tcase_add_test(tc, clear_projection_zeroes_one_line);
     tcase_add_test(tc, clear_projection_after_a_staged_frame);
     tcase_add_test(tc, clear_projection_after_queued_work);
-    tcase_add_loop_test(tc, split_slots_match_one_slot, 0, 3);
+    tcase_add_loop_test(tc, split_slots_match_one_slot, 0, 6);
     tcase_add_loop_test(tc, slabs_read_while_the_last_chunk_runs, 0, 2);
     tcase_add_test(tc, too_large_a_set_is_refused);
     suite_add_tcase(s, tc);

@@ -125,6 +125,15 @@ static void random_reconstruction(uint64_t *s, rtomo_scan_spec *spec)
         g->cutoff = test_rand_real(s, 0.05, 1.0);
     if (spec->given & RTOMO_SPEC_HAS_INTERP)
         g->interp = (rtomo_interp)test_rand_int(s, 0, 1);
+    if (test_rand_int(s, 0, 1)) {
+        /* The circle only where the axis leaves it a radius of a bin
+         * (else the geometry is refused, rightly). */
+        double radius;
+        spec->given |= RTOMO_SPEC_HAS_FOV;
+        g->field_of_view = (rtomo_fov)test_rand_int(s, 0, 1);
+        if (rtomo_fbp_fov_radius(g, &radius, NULL) != RTOMO_OK)
+            g->field_of_view = RTOMO_FOV_FULL;
+    }
     if (spec->given & RTOMO_SPEC_HAS_SLICES)
         random_slices(s, g->det_height, &spec->slices);
     if (spec->given & RTOMO_SPEC_HAS_SLICE_SIZE)
@@ -225,6 +234,7 @@ static void assert_same_scan(const rtomo_scan_spec *want,
     ck_assert_uint_eq(want->given, got->given);
     ck_assert_int_eq(a->window, b->window);
     ck_assert_int_eq(a->interp, b->interp);
+    ck_assert_int_eq(a->field_of_view, b->field_of_view);
     assert_close(a->cutoff, b->cutoff, 0, "cutoff", 0);
     ck_assert_int_eq(a->slice_size, b->slice_size);
     ck_assert_int_eq(a->roi_x, b->roi_x);
@@ -695,6 +705,14 @@ static const bad_case bad_cases[] = {
      "reconstruction.cutoff"},
     {BEGIN(",'reconstruction':{'interpolation':'cubic'}"), 1, 0,
      RTOMO_REJECT_FIELD, "reconstruction.interpolation"},
+    {BEGIN(",'reconstruction':{'field_of_view':'oval'}"), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.field_of_view"},
+    /* the circular field of view is a parallel beam's: refused by name */
+    {BEGIN(",'reconstruction':{'field_of_view':'circle'}," CONE_OK), 1, 0,
+     RTOMO_REJECT_FIELD, "reconstruction.field_of_view"},
+    {SBDX(SBDX_OK ",'ratios':[1,2],'reconstruction':{'field_of_view':"
+          "'circle'}"), 1, 0, RTOMO_REJECT_FIELD,
+     "reconstruction.field_of_view"},
     {BEGIN(",'reconstruction':{'roi':[0,0,0,5]}"), 1, 0, RTOMO_REJECT_FIELD,
      "reconstruction.roi"},
     {BEGIN(",'reconstruction':{'roi':[0,0,5]}"), 1, 0, RTOMO_REJECT_FIELD,

@@ -21,6 +21,8 @@ alu_kernel(const cuda_fbp_launch l, unsigned stored_q16)
     typedef alu_block<S, HALF, N, LINEAR> block;
     typedef alu_block<S, HALF, N, LINEAR, CAN_STORE> stored;
     __shared__ __align__(16) char smem[block::SMEM_BYTES];
+    if (fov_skip_tile<S>(l, blockIdx.z, blockIdx.x * N, blockIdx.y * N, N))
+        return;     /* outside the field of view (cuda_fbp_device.h) */
     const unsigned long long m =
         blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     if (CAN_STORE && alu_ticket_stored(m, stored_q16))

@@ -108,6 +108,8 @@ hybrid_kernel(const cuda_fbp_launch l, unsigned ratio_q16, unsigned stored_q16)
     typedef texture_tile_block<S, N> tex;
     __shared__ __align__(16) char smem[max_size<alu::SMEM_BYTES, tex::SMEM_BYTES>::value];
     __shared__ int path;
+    if (fov_skip_tile<S>(l, blockIdx.z, blockIdx.x * N, blockIdx.y * N, N))
+        return;     /* outside the field of view: takes no ticket */
     if (threadIdx.x == 0) {
         /* Tickets start at the SM's number, so that a grid with one block
          * per SM is mixed too. */

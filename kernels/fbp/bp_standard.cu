@@ -26,6 +26,11 @@ standard_kernel(const cuda_fbp_launch l)
     const float fy0 = (float)(l.roi_y + y0) - l.center;
     const float lx = (float)threadIdx.x, ly = (float)threadIdx.y;
     const cudaTextureObject_t tex = l.tex[g];
+    /* The circular field of view: blocks wholly outside leave at once,
+     * pixels outside skip their sums (store_pixel writes their 0). */
+    if (fov_skip_tile<S>(l, g, x0, y0, STANDARD_EDGE))
+        return;
+    const bool inside = fov_inside(l, x0 + threadIdx.x, y0 + threadIdx.y);
 
     V acc = vzero(V());
     for (int p0 = 0; p0 < l.n_proj; p0 += CUDA_FBP_BLOCK_THREADS) {
@@ -34,6 +39,8 @@ standard_kernel(const cuda_fbp_launch l)
         if (t < n)  /* +0.5: texel i covers coordinates [i, i+1) */
             consts[t] = tile_constants(l.proj, p0 + t, fx0, fy0, 0.5f);
         __syncthreads();
+        if (!inside)
+            continue;       /* still at every barrier of the loop */
 #pragma unroll 4
         for (int i = 0; i < n; i++) {
             const float4 k = consts[i];

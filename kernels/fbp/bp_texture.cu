@@ -38,6 +38,11 @@ texture_kernel(const cuda_fbp_launch l)
     const float fx0 = (float)(l.roi_x + x0) - l.center;
     const float fy0 = (float)(l.roi_y + y0) - l.center;
     const cudaTextureObject_t tex = l.tex[g];
+    /* Blocks wholly outside the circular field of view leave at once; the
+     * pixels of the others are zeroed at their store (the shuffles need
+     * every thread). */
+    if (fov_skip_tile<S>(l, g, x0, y0, TILE))
+        return;
 
     V acc[4];
 #pragma unroll

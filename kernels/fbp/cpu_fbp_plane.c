@@ -10,7 +10,9 @@
  * where q_p is sampled as cpu_fbp_backproject.c samples it (linear or
  * nearest, 0 off the detector) and S(r) = 0 for rows that are not kept;
  * a row of weight 0 is not read at all.  The two sums S are float32, in
- * the order of the slot list.
+ * the order of the slot list.  With the circular field of view a point
+ * farther than R from the rotation axis, (P.x - c)^2 + (P.y - c)^2 >
+ * R^2 in double, is 0 (reads no row).
  *
  * s_p is computed with the back-projector's own arithmetic: a double base
  * per projection, one double product for the y term rounded to float, and
@@ -102,6 +104,16 @@ static void pixel_rows(const rtomo_fbp *plan, const cpu_fbp_state *st,
     }
 }
 
+/* Outside the circular field of view (never without it). */
+static int outside_fov(const rtomo_fbp *plan, const double p[3])
+{
+    if (plan->fov_limit < 0)
+        return 0;
+    const double c = 0.5 * (plan->geom.slice_size - 1);
+    const double dx = p[0] - c, dy = p[1] - c;
+    return dx * dx + dy * dy > plan->fov_radius * plan->fov_radius;
+}
+
 static void prepare_chunk(const plane_job *job, int j, int i0, pixel_chunk *c)
 {
     const rtomo_fbp_plane *pl = job->plane;
@@ -115,6 +127,8 @@ static void prepare_chunk(const plane_job *job, int j, int i0, pixel_chunk *c)
         c->x[k] = (float)p[0];
         c->y[k] = p[1];
         pixel_rows(job->plan, job->st, p[2], c, k);
+        if (outside_fov(job->plan, p))
+            c->row[0][k] = c->row[1][k] = NULL;
         c->sum[0][k] = c->sum[1][k] = 0.0f;
     }
 }

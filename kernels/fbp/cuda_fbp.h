@@ -129,6 +129,12 @@ typedef struct cuda_fbp_launch {
                                    NULL for float formats */
     float *out;                 /* device */
     unsigned *sm_counters;      /* hybrid: one counter per SM (device) */
+    /* Circular field of view (fbp_fov.h): grid pixel (x, y) is inside iff
+     * (2x - fov_span)^2 + (2y - fov_span)^2 <= fov_limit; fov_limit < 0:
+     * the whole grid.  Outside pixels are written 0 when the launch
+     * overwrites and left alone when it adds (cuda_fbp_device.h). */
+    long long fov_limit;        /* the plan's fov_limit */
+    int fov_span;               /* slice_size - 1 */
 } cuda_fbp_launch;
 
 /* The four kernel families; each checks its launch and returns errors. */

@@ -4,7 +4,8 @@
  * formats (1, 2 or 4 sinograms per texel, float or half), small vector
  * arithmetic over the slices of a texel, the thread-to-pixel mappings of the
  * paper (4x4 squares along a Z-order curve), staging of per-projection
- * constants in shared memory, and output stores.  CUDA C++ only.
+ * constants in shared memory, output stores, and the circular field of
+ * view's pixel and tile tests (fbp_fov.h).  CUDA C++ only.
  */
 #ifndef RTOMO_CUDA_FBP_DEVICE_H
 #define RTOMO_CUDA_FBP_DEVICE_H
@@ -12,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_fbp.h"
+#include "fbp_fov.h"
 
 /* ------------------------------------------------------- slice vectors ---- */
 
@@ -234,6 +236,57 @@ __device__ __forceinline__ float *pixel_address(const cuda_fbp_launch &l, int g,
     return l.out + (size_t)g * slices * image_stride(l) + (size_t)y * l.roi_w + x;
 }
 
+/* ------------------------------------------------- field of view ---- */
+
+/* ROI pixel (x, y) of launch l lies in the circular field of view (always
+ * without one). */
+__device__ __forceinline__ bool fov_inside(const cuda_fbp_launch &l, int x,
+                                           int y)
+{
+    return fbp_fov_inside(l.fov_limit, l.fov_span, l.roi_x + x, l.roi_y + y);
+}
+
+/*
+ * At a kernel's entry, for the block's n x n tile at ROI (x0, y0) of group
+ * g (S slices): true when the whole tile lies outside the field of view,
+ * after the block has written 0 to the tile's ROI pixels if the launch
+ * overwrites (nothing when it adds: what is there stays, 0 from the first
+ * launch).  The block must then return at once: the test is uniform over
+ * the block, so no barrier is left waiting.  Pixels of boundary tiles are
+ * zeroed one by one at their store (store_pixel, finish_pixel).
+ */
+template <int S>
+__device__ __forceinline__ bool fov_skip_tile(const cuda_fbp_launch &l, int g,
+                                              int x0, int y0, int n)
+{
+    if (!fbp_fov_rect_outside(l.fov_limit, l.fov_span, l.roi_x + x0,
+                              l.roi_y + y0, l.roi_x + x0 + n - 1,
+                              l.roi_y + y0 + n - 1))
+        return false;
+    if (l.accumulate != CUDA_FBP_OVERWRITE)
+        return true;
+    const int threads = blockDim.x * blockDim.y;
+    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < n * n;
+         i += threads) {
+        float *o = pixel_address(l, g, S, x0 + i % n, y0 + i / n);
+        if (o)
+#pragma unroll
+            for (int s = 0; s < S; s++)
+                o[s * image_stride(l)] = 0.f;
+    }
+    return true;
+}
+
+/* Outside the field of view: 0 when the launch overwrites, else nothing. */
+__device__ __forceinline__ void fov_clear(const cuda_fbp_launch &l, float *o,
+                                          int slices)
+{
+    if (l.accumulate != CUDA_FBP_OVERWRITE)
+        return;
+    for (int s = 0; s < slices; s++)
+        o[s * image_stride(l)] = 0.f;
+}
+
 /* *o += v in the L2 cache, without returning the old value, so that the
  * thread goes on at once (CUDA_FBP_ACCUMULATE_REDUCE).  Written as PTX's
  * red: atomicAdd whose result is unused becomes PTX's atom, which leaves
@@ -254,6 +307,10 @@ __device__ __forceinline__ void store_pixel(const cuda_fbp_launch &l, int g,
     float *o = pixel_address(l, g, slices, x, y);
     if (!o)
         return;
+    if (!fov_inside(l, x, y)) {
+        fov_clear(l, o, slices);
+        return;
+    }
 #pragma unroll
     for (int s = 0; s < slices; s++) {
         float value = vget(v, s) * unscale;
@@ -286,7 +343,7 @@ __device__ __forceinline__ V start_pixel(const cuda_fbp_launch &l, int g,
     const float *o = l.accumulate == CUDA_FBP_ACCUMULATE_LOAD
                          ? pixel_address(l, g, slices, x, y) : NULL;
     V v = vzero(V());
-    if (!o)
+    if (!o || !fov_inside(l, x, y))
         return v;
 #pragma unroll
     for (int s = 0; s < slices; s++)
@@ -304,6 +361,10 @@ __device__ __forceinline__ void finish_pixel(const cuda_fbp_launch &l, int g,
     float *o = pixel_address(l, g, slices, x, y);
     if (!o)
         return;
+    if (!fov_inside(l, x, y)) {
+        fov_clear(l, o, slices);
+        return;
+    }
 #pragma unroll
     for (int s = 0; s < slices; s++) {
         if (l.accumulate == CUDA_FBP_ACCUMULATE_REDUCE)

@@ -499,6 +499,8 @@ static rtomo_status backproject_groups(cuda_fbp_slot *slot,
     memset(&l, 0, sizeof l);
     l.det_width = plan->geom.det_width;
     l.center = (float)(0.5 * (plan->geom.slice_size - 1));
+    l.fov_limit = plan->fov_limit;
+    l.fov_span = plan->geom.slice_size - 1;
     l.roi_x = roi[0];
     l.roi_y = roi[1];
     l.roi_w = roi[2];

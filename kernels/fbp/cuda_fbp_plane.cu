@@ -72,6 +72,10 @@ struct plane_launch {
     int det_width;
     int nearest;
     double cz, uz, vz;              /* P.z = cz + di uz + dj vz */
+    /* Circular field of view (fov_r2 < 0: none): the point is 0 when
+     * (P.x - c)^2 + (P.y - c)^2 > fov_r2 = R^2, in double as on the CPU. */
+    double cx, ux, vx, cy, uy, vy;  /* P.x = cx + di ux + dj vx, P.y */
+    double fov_c, fov_r2;
     int width, height;              /* of the whole plane */
     int j_first, rows;              /* this band's pixel rows */
     float *out;                     /* rows x width */
@@ -110,6 +114,16 @@ __device__ __forceinline__ pixel_rows plane_rows(const plane_launch &l,
                                                  float di, float dj)
 {
     pixel_rows r = {NULL, NULL, 0.f, 0.f};
+    if (l.fov_r2 >= 0.0) {
+        /* cpu_fbp_plane.c's expression, each step rounded (no fma). */
+        const double px = __dadd_rn(__dadd_rn(l.cx, __dmul_rn(di, l.ux)),
+                                    __dmul_rn(dj, l.vx));
+        const double py = __dadd_rn(__dadd_rn(l.cy, __dmul_rn(di, l.uy)),
+                                    __dmul_rn(dj, l.vy));
+        const double dx = __dsub_rn(px, l.fov_c), dy = __dsub_rn(py, l.fov_c);
+        if (__dadd_rn(__dmul_rn(dx, dx), __dmul_rn(dy, dy)) > l.fov_r2)
+            return r;
+    }
     const double z = l.cz + (double)di * l.uz + (double)dj * l.vz;
     if (!(z > l.row_first - 1.0 && z < (double)l.row_first + l.row_count))
         return r;
@@ -282,6 +296,15 @@ static plane_launch launch_of(const cuda_fbp_slot *slot, const plane_job *job)
     l.cz = pl->centre[2];
     l.uz = pl->u[2];
     l.vz = pl->v[2];
+    l.cx = pl->centre[0];
+    l.ux = pl->u[0];
+    l.vx = pl->v[0];
+    l.cy = pl->centre[1];
+    l.uy = pl->u[1];
+    l.vy = pl->v[1];
+    l.fov_c = 0.5 * (plan->geom.slice_size - 1);
+    l.fov_r2 = plan->fov_limit < 0 ? -1.0
+                                   : plan->fov_radius * plan->fov_radius;
     l.width = pl->width;
     l.height = pl->height;
     l.j_first = job->j_first;

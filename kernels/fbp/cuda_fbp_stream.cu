@@ -808,6 +808,8 @@ static rtomo_status launch_groups(cuda_fbp_slot *slot, const rtomo_fbp *plan,
     l.n_proj = n;
     l.det_width = plan->geom.det_width;
     l.center = (float)(0.5 * (plan->geom.slice_size - 1));
+    l.fov_limit = plan->fov_limit;
+    l.fov_span = plan->geom.slice_size - 1;
     l.roi_x = sp->roi[0];
     l.roi_y = sp->roi[1];
     l.roi_w = sp->roi[2];

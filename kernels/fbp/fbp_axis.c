@@ -505,7 +505,16 @@ rtomo_status rtomo_fbp_set_axis(rtomo_fbp *plan, double axis, rtomo_error *err)
                                "the detector [0, %d)", axis,
                                plan->geom.det_width);
     rtomo_status st = rtomo_fbp_stream_flush(plan, err);
-    if (st == RTOMO_OK)
-        plan->geom.axis = axis;
+    if (st != RTOMO_OK)
+        return st;
+    /* The circle follows the axis; an axis whose circle is empty is
+     * refused and the old one kept. */
+    const double old = plan->geom.axis;
+    plan->geom.axis = axis;
+    if ((st = rtomo_fbp_fov_setup(plan, err)) != RTOMO_OK) {
+        plan->geom.axis = old;
+        rtomo_error ignored;
+        rtomo_fbp_fov_setup(plan, &ignored);
+    }
     return st;
 }

@@ -192,6 +192,14 @@ rtomo_status rtomo_fbp_geometry_validate(const rtomo_fbp_geometry *g,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "slice_size %d is outside [1, %d]",
                                g->slice_size, MAX_EDGE);
+    if ((unsigned)g->field_of_view > RTOMO_FOV_CIRCLE)
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "unknown field_of_view %d (full or circle)",
+                               (int)g->field_of_view);
+    double radius;
+    if (g->field_of_view == RTOMO_FOV_CIRCLE &&
+        (st = rtomo_fbp_fov_radius(g, &radius, err)) != RTOMO_OK)
+        return st;
     int size = g->slice_size ? g->slice_size : rtomo_fbp_virtual_width(g);
     return check_roi(size, g->roi_x, g->roi_y, g->roi_width, g->roi_height, err);
 }
@@ -254,7 +262,7 @@ static rtomo_status copy_geometry(rtomo_fbp *plan, const rtomo_fbp_geometry *g,
         c->roi_x = c->roi_y = 0;
         c->roi_width = c->roi_height = c->slice_size;
     }
-    return RTOMO_OK;
+    return rtomo_fbp_fov_setup(plan, err);
 }
 
 typedef struct folded_angle {

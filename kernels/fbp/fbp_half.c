@@ -205,6 +205,19 @@ int rtomo_fbp_virtual_width(const rtomo_fbp_geometry *g)
     return L.width;
 }
 
+void rtomo_fbp_half_detector(const rtomo_fbp_geometry *g, int *width,
+                             double *axis)
+{
+    *width = g->det_width;
+    *axis = isnan(g->axis) ? 0.5 * (g->det_width - 1) : g->axis;
+    if (!g->half_acquisition || g->frame_width > 0 || !isfinite(g->axis))
+        return;
+    half_layout L;
+    layout_of(g->det_width, g->axis, &L);
+    *width = L.width;
+    *axis = L.w.axis;
+}
+
 rtomo_status rtomo_fbp_half_setup(rtomo_fbp *plan, rtomo_error *err)
 {
     rtomo_fbp_geometry *g = &plan->geom;

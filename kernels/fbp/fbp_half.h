@@ -38,6 +38,15 @@ rtomo_status rtomo_fbp_half_validate(const rtomo_fbp_geometry *g,
  * detector and make the bin weights; sets frame_width and frame_offset
  * of every plan.  Before the defaults that depend on det_width. */
 rtomo_status rtomo_fbp_half_setup(rtomo_fbp *plan, rtomo_error *err);
+
+/* The detector g's back-projection uses: its width and axis (the centre
+ * when NaN), the virtual ones with half acquisition (g checked). */
+void rtomo_fbp_half_detector(const rtomo_fbp_geometry *g, int *width,
+                             double *axis);
+
+/* Compute plan->fov_radius and fov_limit from plan->geom (fbp_fov.c);
+ * RTOMO_E_INVALID when the circle's radius is below 1 bin. */
+rtomo_status rtomo_fbp_fov_setup(rtomo_fbp *plan, rtomo_error *err);
 void rtomo_fbp_half_free(rtomo_fbp *plan);
 
 /* With half acquisition, *frame (physical, checked not NULL) is replaced
