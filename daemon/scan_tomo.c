@@ -253,14 +253,19 @@ static void compose_geometry(const rtomod_config *cfg,
 static void append_note(rtomod_scan *scan, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Why the composed scan cannot be solved iteratively (NULL: it can): the
- * iterative engine takes the plain line integrals of whole rows after the
- * scan (PROTOCOL.md 3.3). */
+/* Why the composed scan cannot be solved iteratively (NULL: it can), and
+ * *because, the iterative engine's side of it: it solves one scan's
+ * complete projections after the scan, from the plain line integrals of
+ * whole rows, for the whole grid (PROTOCOL.md 3.3). */
 static const char *iterative_conflict(const rtomo_scan_spec *spec,
-                                      const rtomo_fbp_geometry *g)
+                                      const rtomo_fbp_geometry *g,
+                                      const char **because)
 {
-    if (spec->continuous)
+    *because = "the iterative methods take the plain line integrals";
+    if (spec->continuous) {
+        *because = "the iterative methods solve one scan's complete projections";
         return "a continuous stream";
+    }
     if (g->half_acquisition)
         return "half acquisition";
     if (spec->n_flats_after > 0)
@@ -271,8 +276,10 @@ static const char *iterative_conflict(const rtomo_scan_spec *spec,
         return "phase retrieval";
     /* The solvers' iterate covers the whole grid; masking it would have
      * to happen at every published iterate and in the stored volume. */
-    if (g->field_of_view == RTOMO_FOV_CIRCLE)
+    if (g->field_of_view == RTOMO_FOV_CIRCLE) {
+        *because = "the iterative methods solve for the whole grid";
         return "\"reconstruction.field_of_view\" = \"circle\"";
+    }
     return NULL;
 }
 
@@ -299,17 +306,17 @@ static int compose_method(rtomod *d, const rtomo_scan_spec *spec,
                        "reconstruction.method)", rtomo_method_name(m->method));
         return -1;
     }
+    const char *because = NULL;
     const char *conflict = m->method != RTOMO_METHOD_FBP
-                               ? iterative_conflict(spec, g) : NULL;
+                               ? iterative_conflict(spec, g, &because) : NULL;
     if (!conflict)
         return 0;
     if (has & RTOMO_SPEC_HAS_METHOD) {
         rtomod_rejectf(d, RTOMO_REJECT_FIELD, spec->scan, -1, "field "
                        "\"reconstruction.method\" = \"%s\" cannot be "
-                       "combined with %s: the iterative methods take the "
-                       "plain line integrals (give \"method\": \"fbp\", "
+                       "combined with %s: %s (give \"method\": \"fbp\", "
                        "or switch that off in the scan)",
-                       rtomo_method_name(m->method), conflict);
+                       rtomo_method_name(m->method), conflict, because);
         return -1;
     }
     *demoted = conflict;
