@@ -9,7 +9,9 @@
  *   - a set_config of slices and ROI takes effect at the next window;
  *   - a daemon that falls behind skips windows beyond
  *     reconstruction.window_backlog and says so (events, counters,
- *     telemetry), and never drops a projection.
+ *     telemetry), and never drops a projection;
+ *   - with reconstruction.field_of_view = circle every window is the
+ *     engine's masked window: exact zeros in the corners.
  */
 #include "config.h"
 
@@ -132,6 +134,52 @@ START_TEST(windows_match_one_shot_scans)
     ck_assert_int_eq(daemon_counter(t.c, "rejected"), 0);
     ck_assert_int_eq(daemon_counter(t.c, "dropped"), 0);
 
+    daemon_scan_free(&s);
+    daemon_session_close(&t);
+}
+END_TEST
+
+/* The daemon's circular field of view applies to every window of a
+ * stream: each equals the engine's masked reconstruction of its
+ * projections, and the slice corners are exactly 0. */
+START_TEST(windows_keep_the_circle)
+{
+    const int n_proj = 60, every = 20, windows = 2;
+    const int total = n_proj + (windows - 1) * every;
+    daemon_session t;
+    const char *args[] = {"--set", "reconstruction.window_backlog=0", "--set",
+                          "reconstruction.field_of_view=circle", NULL};
+    daemon_session_open(&t, args, 1);
+    daemon_scan s;
+    daemon_scan_make_continuous(&s, "circle", 64, 3, n_proj, every, total,
+                                2, 0xdae0f0f);
+    /* The daemon takes the circle from its configuration (the scan does
+     * not give it); the reference needs it in its geometry. */
+    s.spec.geometry.field_of_view = RTOMO_FOV_CIRCLE;
+    daemon_send_begin(t.c, &s);
+    daemon_send_fields(t.c, &s);
+    send_projections(t.c, &s, 0, total);
+
+    const int rows[3] = {0, 1, 2};
+    const int full[4] = {0, 0, 64, 64};
+    for (int w = 0; w < windows; w++) {
+        check_window(&t.in, &s, w, n_proj - 1 + w * every, rows, 3, full);
+        for (int i = 0; i < 3; i++) {
+            const daemon_image *im =
+                daemon_find_image(&t.in, RTOMO_TOPIC_SLICE, "circle", w, i);
+            ck_assert_ptr_nonnull(im);
+            const float *px = im->data;
+            ck_assert_msg(px[0] == 0.0f && px[63] == 0.0f &&
+                          px[63 * 64] == 0.0f && px[64 * 64 - 1] == 0.0f,
+                          "window %d, slice %d: a corner is not 0", w, i);
+            ck_assert_msg(px[32 * 64 + 32] != 0.0f,
+                          "window %d, slice %d: the centre is 0", w, i);
+        }
+    }
+    daemon_send_end(t.c, &s);
+    daemon_wait_event(&t.in, "scan_complete", NULL, "circle", 0);
+    ck_assert_int_eq(daemon_counter(t.c, "rejected"), 0);
+    ck_assert_int_eq(daemon_counter(t.c, "dropped"), 0);
     daemon_scan_free(&s);
     daemon_session_close(&t);
 }
@@ -267,6 +315,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         windows_match_one_shot_scans,
+        windows_keep_the_circle,
         set_config_applies_at_the_next_window,
         falling_behind_skips_windows_and_reports_them,
     };
