@@ -25,6 +25,10 @@
 #include "rtomo_sim.h"
 #include "test_cuda_fbp_common.h"
 
+/* The four kernel families, for the tests that loop over them alone. */
+static const rtomo_bp_kernel kernels[] = {
+    RTOMO_BP_STANDARD, RTOMO_BP_TEXTURE, RTOMO_BP_ALU, RTOMO_BP_HYBRID};
+
 typedef struct bp_case {
     rtomo_fbp_geometry g;
     double *angles, *shifts;
@@ -105,102 +109,30 @@ static float *run_cpu(const bp_case *c)
     return out;
 }
 
-/* GPU mode against a CPU reference; returns the relative L2 error. */
+/* GPU mode against a CPU reference; returns the relative L2 error.  With
+ * `outside` (the case masked), first checks the GPU's zeros outside the
+ * circle and counts them in one image. */
 static double compare_mode(const bp_case *c, const float *ref,
                            rtomo_bp_kernel kernel, int slices,
-                           rtomo_precision precision)
+                           rtomo_precision precision, const char *name,
+                           long *outside)
 {
     rtomo_engine_options opt;
     test_gpu_options(&opt, kernel, slices, precision);
     rtomo_fbp *plan = test_create(&c->g, &opt);
     float *out = run_plan(plan, c);
+    if (outside)
+        *outside = test_zeros_outside_fov(&c->g, out, c->n_rows, name);
     double rel = test_rel_l2(out, ref, c->image * (size_t)c->n_rows);
     free(out);
     rtomo_fbp_destroy(plan);
     return rel;
 }
-
-/* The circular field of view (rtomo_engine.h): every pixel of the n
- * images (ROI of g) outside the circle whose radius is computed here from
- * the axis and shifts is exactly 0; returns how many pixels lie outside
- * in one image. */
-static long zeros_outside(const rtomo_fbp_geometry *g, const float *out,
-                          int n, const char *name)
-{
-    double r = INFINITY;
-    for (int p = 0; p < g->n_proj; p++) {
-        const double s = g->axis + g->axis_shift[p];
-        r = fmin(r, fmin(s, (g->det_width - 1) - s));
-    }
-    const double c = 0.5 * (g->slice_size - 1);
-    long outside = 0;
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < g->roi_height; j++)
-            for (int i = 0; i < g->roi_width; i++) {
-                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
-                if (x * x + y * y <= r * r)
-                    continue;
-                const float v = out[((size_t)k * g->roi_height + j) *
-                                    g->roi_width + i];
-                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
-                              "outside the circle (R %.3f) is %g", name,
-                              g->roi_x + i, g->roi_y + j, k, r, v);
-                outside += k == 0;
-            }
-    return outside;
-}
-
-/* GPU mode against the CPU, both masked: the relative L2 error, after
- * checking the GPU's zeros outside. */
-static double compare_masked(const bp_case *c, const float *ref,
-                             rtomo_bp_kernel kernel, int slices,
-                             rtomo_precision precision, const char *name,
-                             long *outside)
-{
-    rtomo_engine_options opt;
-    test_gpu_options(&opt, kernel, slices, precision);
-    rtomo_fbp *plan = test_create(&c->g, &opt);
-    float *out = run_plan(plan, c);
-    *outside = zeros_outside(&c->g, out, c->n_rows, name);
-    double rel = test_rel_l2(out, ref, c->image * (size_t)c->n_rows);
-    free(out);
-    rtomo_fbp_destroy(plan);
-    return rel;
-}
-
-START_TEST(every_mode_masked_matches_cpu)
-{
-    rtomo_bp_kernel kernel;
-    int slices;
-    rtomo_precision precision;
-    rtomo_interp interp;
-    test_mode(_i, &kernel, &slices, &precision, &interp);
-    bp_case c;
-    /* A 256 grid round a circle of about 48 pixels: whole 64-pixel tiles
-     * fall outside, others straddle the edge. */
-    make_case(&c, 0xf0c0ffee00ULL + (uint64_t)_i, 101, 9, 181, 256, interp);
-    c.g.field_of_view = RTOMO_FOV_CIRCLE;
-    float *ref = run_cpu(&c);
-    const char *name = test_mode_name(kernel, slices, precision, interp);
-    long outside;
-    const double rel = compare_masked(&c, ref, kernel, slices, precision,
-                                      name, &outside);
-    const double bound = test_cpu_bound(kernel, precision, interp);
-    printf("bp circle %-26s relative L2 %.3e (bound %.1e), %ld of %zu "
-           "pixels outside are 0\n", name, rel, bound, outside, c.image);
-    ck_assert_msg(rel <= bound, "%s, circle: relative L2 error %g exceeds %g",
-                  name, rel, bound);
-    free(ref);
-    free_case(&c);
-}
-END_TEST
 
 /* Masked, with the texture path's projection chunks (the later ones add
  * into the first's: outside pixels must stay the first's 0). */
 START_TEST(chunked_masked_matches_cpu)
 {
-    static const rtomo_bp_kernel kernels[] = {
-        RTOMO_BP_STANDARD, RTOMO_BP_TEXTURE, RTOMO_BP_ALU, RTOMO_BP_HYBRID};
     const rtomo_bp_kernel kernel = kernels[_i];
     bp_case c;
     make_case(&c, 0xf1a26e00ULL + (uint64_t)_i, 23, 4, 9001, 28,
@@ -211,7 +143,7 @@ START_TEST(chunked_masked_matches_cpu)
     const char *name = test_mode_name(kernel, 1, RTOMO_PRECISION_FLOAT,
                                       RTOMO_INTERP_LINEAR);
     long outside;
-    const double rel = compare_masked(&c, ref, kernel, 1,
+    const double rel = compare_mode(&c, ref, kernel, 1,
                                       RTOMO_PRECISION_FLOAT, name, &outside);
     unsetenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK");
     const double bound = test_cpu_bound(kernel, RTOMO_PRECISION_FLOAT,
@@ -226,22 +158,37 @@ START_TEST(chunked_masked_matches_cpu)
 }
 END_TEST
 
+/* _i < TEST_MODES: every mode on a 96 grid; then every mode again with the
+ * circular field of view, on a 256 grid round a circle of about 48 pixels
+ * (whole 64-pixel tiles fall outside, others straddle the edge), with the
+ * GPU's zeros outside checked too. */
 START_TEST(every_mode_matches_cpu)
 {
+    const int masked = _i >= TEST_MODES;
     rtomo_bp_kernel kernel;
     int slices;
     rtomo_precision precision;
     rtomo_interp interp;
-    test_mode(_i, &kernel, &slices, &precision, &interp);
+    test_mode(_i % TEST_MODES, &kernel, &slices, &precision, &interp);
     bp_case c;
-    make_case(&c, 0xb0c0ffee00ULL + (uint64_t)_i, 101, 9, 181, 96, interp);
+    make_case(&c, (masked ? 0xf0c0ffee00ULL : 0xb0c0ffee00ULL) +
+                      (uint64_t)(_i % TEST_MODES),
+              101, 9, 181, masked ? 256 : 96, interp);
+    if (masked)
+        c.g.field_of_view = RTOMO_FOV_CIRCLE;
     float *ref = run_cpu(&c);
-    const double rel = compare_mode(&c, ref, kernel, slices, precision);
-    const double bound = test_cpu_bound(kernel, precision, interp);
     const char *name = test_mode_name(kernel, slices, precision, interp);
-    printf("bp %-26s relative L2 %.3e (bound %.1e)\n", name, rel, bound);
-    ck_assert_msg(rel <= bound, "%s: relative L2 error %g exceeds %g", name,
-                  rel, bound);
+    long outside = 0;
+    const double rel = compare_mode(&c, ref, kernel, slices, precision, name,
+                                    masked ? &outside : NULL);
+    const double bound = test_cpu_bound(kernel, precision, interp);
+    if (masked)
+        printf("bp circle %-26s relative L2 %.3e (bound %.1e), %ld of %zu "
+               "pixels outside are 0\n", name, rel, bound, outside, c.image);
+    else
+        printf("bp %-26s relative L2 %.3e (bound %.1e)\n", name, rel, bound);
+    ck_assert_msg(rel <= bound, "%s%s: relative L2 error %g exceeds %g", name,
+                  masked ? ", circle" : "", rel, bound);
     free(ref);
     free_case(&c);
 }
@@ -338,8 +285,6 @@ END_TEST
  * chunks of 4096 (RTOMO_CUDA_FBP_TEXTURE_CHUNK). */
 START_TEST(many_projections_match_cpu)
 {
-    static const rtomo_bp_kernel kernels[] = {
-        RTOMO_BP_STANDARD, RTOMO_BP_TEXTURE, RTOMO_BP_ALU, RTOMO_BP_HYBRID};
     const int chunked = _i / 8;
     const rtomo_bp_kernel kernel = kernels[(_i / 2) % 4];
     const int wide = _i % 2;    /* 2 half slices, nearest; else 1 float linear */
@@ -350,7 +295,8 @@ START_TEST(many_projections_match_cpu)
     float *ref = run_cpu(&c);
     if (chunked)
         setenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK", "4096", 1);
-    const double rel = compare_mode(&c, ref, kernel, wide ? 2 : 1, precision);
+    const double rel = compare_mode(&c, ref, kernel, wide ? 2 : 1, precision, NULL,
+                                    NULL);
     unsetenv("RTOMO_CUDA_FBP_TEXTURE_CHUNK");
     const double bound = test_cpu_bound(kernel, precision, interp);
     const char *name = test_mode_name(kernel, wide ? 2 : 1, precision, interp);
@@ -368,11 +314,10 @@ int main(void)
     Suite *s = suite_create("cuda_fbp_bp");
     TCase *tc = tcase_create("backprojection");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, every_mode_matches_cpu, 0, TEST_MODES);
+    tcase_add_loop_test(tc, every_mode_matches_cpu, 0, 2 * TEST_MODES);
     tcase_add_loop_test(tc, hybrid_texture_path_matches_cpu, 0, TEST_MODES / 4);
     tcase_add_loop_test(tc, many_projections_match_cpu, 0, 16);
     tcase_add_loop_test(tc, stored_cache_sums_are_the_same, 0, 3);
-    tcase_add_loop_test(tc, every_mode_masked_matches_cpu, 0, TEST_MODES);
     tcase_add_loop_test(tc, chunked_masked_matches_cpu, 0, 4);
     suite_add_tcase(s, tc);
     return test_run_gpu_suite(s);

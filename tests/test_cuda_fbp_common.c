@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,4 +93,34 @@ rtomo_fbp *test_create_split(const rtomo_fbp_geometry *g,
     rtomo_fbp *plan = test_create(g, opt);
     unsetenv("RTOMO_CUDA_FBP_SPLIT");
     return plan;
+}
+
+/* The circular field of view (rtomo_engine.h): every pixel of the n
+ * images (ROI of g) outside the circle whose radius is computed here,
+ * independently of the engine, from the axis and shifts is exactly 0; returns how many pixels lie outside
+ * in one image. */
+long test_zeros_outside_fov(const rtomo_fbp_geometry *g, const float *out,
+                          int n, const char *name)
+{
+    double r = INFINITY;
+    for (int p = 0; p < g->n_proj; p++) {
+        const double s = g->axis + (g->axis_shift ? g->axis_shift[p] : 0.0);
+        r = fmin(r, fmin(s, (g->det_width - 1) - s));
+    }
+    const double c = 0.5 * (g->slice_size - 1);
+    long outside = 0;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < g->roi_height; j++)
+            for (int i = 0; i < g->roi_width; i++) {
+                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
+                if (x * x + y * y <= r * r)
+                    continue;
+                const float v = out[((size_t)k * g->roi_height + j) *
+                                    g->roi_width + i];
+                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
+                              "outside the circle (R %.3f) is %g", name,
+                              g->roi_x + i, g->roi_y + j, k, r, v);
+                outside += k == 0;
+            }
+    return outside;
 }

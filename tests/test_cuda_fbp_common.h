@@ -54,4 +54,10 @@ double test_cpu_bound(rtomo_bp_kernel kernel, rtomo_precision precision,
 void test_mode(int i, rtomo_bp_kernel *kernel, int *slices,
                rtomo_precision *precision, rtomo_interp *interp);
 
+/* Every pixel of n ROI images of g outside its circular field of view is
+ * exactly 0 (the radius from the formula of rtomo_engine.h, computed in
+ * the test); returns how many pixels of one image lie outside. */
+long test_zeros_outside_fov(const rtomo_fbp_geometry *g, const float *out,
+                            int n, const char *name);
+
 #endif

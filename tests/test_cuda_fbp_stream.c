@@ -320,35 +320,6 @@ static const variant variants[] = {
  * Loop index: variant x precision x interpolation; slices per pass cycle
  * over 1, 2, 4, and one run in three uses chunks of 13 projections.
  */
-/* The circular field of view (rtomo_engine.h): every pixel of the n
- * images (ROI of g) outside the circle whose radius is computed here from
- * the axis and shifts is exactly 0; returns how many pixels lie outside
- * in one image. */
-static long zeros_outside(const rtomo_fbp_geometry *g, const float *out,
-                          int n, const char *name)
-{
-    double r = INFINITY;
-    for (int p = 0; p < g->n_proj; p++) {
-        const double s = g->axis + g->axis_shift[p];
-        r = fmin(r, fmin(s, (g->det_width - 1) - s));
-    }
-    const double c = 0.5 * (g->slice_size - 1);
-    long outside = 0;
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < g->roi_height; j++)
-            for (int i = 0; i < g->roi_width; i++) {
-                const double x = g->roi_x + i - c, y = g->roi_y + j - c;
-                if (x * x + y * y <= r * r)
-                    continue;
-                const float v = out[((size_t)k * g->roi_height + j) *
-                                    g->roi_width + i];
-                ck_assert_msg(v == 0.0f, "%s: pixel (%d, %d) of image %d "
-                              "outside the circle (R %.3f) is %g", name,
-                              g->roi_x + i, g->roi_y + j, k, r, v);
-                outside += k == 0;
-            }
-    return outside;
-}
 
 /* One run of the test below; with `circle` masked (rtomo_engine.h's
  * circular field of view) on a larger grid, whole tiles outside, where
@@ -424,8 +395,8 @@ static void stream_case(int _i, int circle)
            "vs CPU %.3e (bound %.0e)\n", name, n_open, n_events, rel, bound,
            rel_cpu, bound_cpu);
     if (circle) {
-        const long outside = zeros_outside(&s.g, streamed, n_open, name);
-        zeros_outside(&s.g, after, n_open, name);
+        const long outside = test_zeros_outside_fov(&s.g, streamed, n_open, name);
+        test_zeros_outside_fov(&s.g, after, n_open, name);
         ck_assert_msg(outside > 0, "%s: no pixel outside the circle", name);
     }
     ck_assert_msg(rel <= bound, "%s: streamed slices differ from reconstruct "
@@ -856,8 +827,8 @@ START_TEST(split_slots_match_one_slot)
         ck_assert_msg(rel <= bound, "%s, %d slots: differs from reconstruct by %g",
                       name, split, rel);
         if (circle) {
-            ck_assert(zeros_outside(&s.g, out, n_rows, name) > 0);
-            zeros_outside(&s.g, after, n_rows, name);
+            ck_assert(test_zeros_outside_fov(&s.g, out, n_rows, name) > 0);
+            test_zeros_outside_fov(&s.g, after, n_rows, name);
         }
         free(after);
         free(out);
