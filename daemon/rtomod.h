@@ -122,7 +122,9 @@ typedef struct rtomod_scan {
     long rejected;              /* messages naming it that were rejected */
     uint32_t rejects[RTOMO_REJECT_COUNT];
     rtomod_budget_claim claim;  /* memory admitted for it (budget.c) */
-    char start_note[224];       /* added to the scan_started message */
+    char start_note[896];       /* added to the scan_started message
+                                   (RTOMO_MESSAGE_MAX, with room for its
+                                   opening) */
     char start_reason[32];      /* its reason code ("" = none) */
     rtomod_tomo_scan *tomo;
     rtomod_sbdx_scan *sbdx;

@@ -265,8 +265,6 @@ static void note_solve_gpus(rtomod_scan *scan)
                                  i ? "," : "", c->solve_gpus[i]);
     note(scan, text);
     if (c->solve.stream_slices > 0) {
-        /* Short: the note is cut at RTOMO_REASON_MAX (status has it
-         * whole, method.streamed_slices). */
         char streamed[64];
         snprintf(streamed, sizeof streamed, ", streamed in slabs of %d",
                  c->solve.stream_slices);

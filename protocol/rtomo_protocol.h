@@ -32,6 +32,8 @@ extern "C" {
 #define RTOMO_ID_MAX 64                 /* scan id: 1..63 of [A-Za-z0-9_.:-] */
 #define RTOMO_HEADER_MAX (64 * 1024)    /* bytes of header JSON */
 #define RTOMO_REASON_MAX 256
+#define RTOMO_MESSAGE_MAX 1024          /* an event's message, with its NUL:
+                                           scan_started's notes can run long */
 
 #define RTOMO_DEFAULT_INGEST_ENDPOINT  "tcp://127.0.0.1:5555"
 #define RTOMO_DEFAULT_PUBLISH_ENDPOINT "tcp://127.0.0.1:5556"
@@ -436,7 +438,7 @@ typedef struct rtomo_event {
     char scan[RTOMO_ID_MAX];
     int64_t index;          /* frame index concerned, -1 if none */
     char reason[32];        /* reject name or other code, "" if none */
-    char message[RTOMO_REASON_MAX];
+    char message[RTOMO_MESSAGE_MAX];
     uint64_t seq;           /* per-topic sequence number (as images) */
 } rtomo_event;
 

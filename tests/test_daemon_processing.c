@@ -75,12 +75,15 @@ static double slices_error(daemon_inbox *in, const char *id, const float *ref,
 }
 
 /* Three of phase retrieval's numbers from the daemon's configuration,
- * delta/beta from the scan; ring removal from the scan. */
+ * delta/beta from the scan; ring removal from the scan.  The configured
+ * cgls gives way to FBP, and scan_started says all of it (more than the
+ * 255 characters an event's message once held). */
 START_TEST(phase_and_rings_applied)
 {
     const char *args[] = {"--set", "phase.energy_kev=20", "--set",
                           "phase.distance_m=0.05", "--set",
-                          "phase.pixel_m=2e-6", NULL};
+                          "phase.pixel_m=2e-6", "--set",
+                          "reconstruction.method=cgls", NULL};
     daemon_session t;
     daemon_session_open(&t, args, 1);
     const int rows[2] = {3, 4};
@@ -101,8 +104,10 @@ START_TEST(phase_and_rings_applied)
     ck_assert_str_eq(ev->reason, "after_scan");
     ck_assert_msg(strstr(ev->message, "ring removal needs the whole sinogram") &&
                   strstr(ev->message, "phase: delta/beta 20 at 20 keV") &&
-                  strstr(ev->message, "rings: column_mean, width 15"),
+                  strstr(ev->message, "rings: column_mean, width 15") &&
+                  strstr(ev->message, "the configured cgls does not go with"),
                   "scan_started says: %s", ev->message);
+    ck_assert_uint_gt(strlen(ev->message), 255);
     json_t *status;
     json_t *entry = scan_status(t.c, "processed", &status);
     json_t *phase = json_object_get(entry, "phase");
