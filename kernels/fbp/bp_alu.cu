@@ -60,10 +60,7 @@ static void launch_tile(const cuda_fbp_launch *l, unsigned stored, cudaStream_t 
 extern "C" rtomo_status cuda_fbp_bp_alu(const cuda_fbp_launch *l,
                                         cudaStream_t stream, rtomo_error *err)
 {
-    unsigned stored = 0;
-    rtomo_status st = alu_stored_share(l, &stored, err);
-    if (st != RTOMO_OK)
-        return st;
+    const unsigned stored = alu_stored_share(l);
     const bool half = l->cfg.format.precision == RTOMO_PRECISION_HALF;
     switch (l->cfg.format.slices) {
     case 1: half ? launch_tile<1, true>(l, stored, stream) : launch_tile<1, false>(l, stored, stream); break;

@@ -165,10 +165,7 @@ extern "C" rtomo_status cuda_fbp_bp_hybrid(const cuda_fbp_launch *l,
         return rtomo_set_error(err, RTOMO_E_INVALID,
                                "hybrid back-projector: no per-SM counters");
     const unsigned ratio = (unsigned)(r * 65536.0 + 0.5);
-    unsigned stored = 0;
-    rtomo_status st = alu_stored_share(l, &stored, err);
-    if (st != RTOMO_OK)
-        return st;
+    const unsigned stored = alu_stored_share(l);
     const bool half = l->cfg.format.precision == RTOMO_PRECISION_HALF;
     switch (l->cfg.format.slices) {
     case 1: half ? launch_tile<1, true>(l, ratio, stored, stream) : launch_tile<1, false>(l, ratio, stored, stream); break;

@@ -28,7 +28,6 @@
 #ifndef RTOMO_CUDA_FBP_ALU_BLOCK_H
 #define RTOMO_CUDA_FBP_ALU_BLOCK_H
 
-#include <stdlib.h>
 #include <type_traits>
 
 #include "cuda_fbp_device.h"
@@ -179,24 +178,14 @@ __device__ __forceinline__ bool alu_ticket_stored(unsigned long long m,
     return (((m + 1) * stored_q16) >> 16) > ((m * stored_q16) >> 16);
 }
 
-/* The launch's stored-cache fraction in 1/65536: cfg.stored_ratio, or the
- * test hook RTOMO_CUDA_FBP_STORED=<fraction> (tests force every ALU block
- * one way or the other).  Only half nearest launches have a stored cache. */
-static inline rtomo_status alu_stored_share(const cuda_fbp_launch *l,
-                                            unsigned *q16, rtomo_error *err)
+/* The launch's stored-cache share (cfg.stored_ratio, checked where the
+ * configuration is resolved) in 1/65536; 0 where no stored cache exists
+ * (only half nearest launches have one). */
+static inline unsigned alu_stored_share(const cuda_fbp_launch *l)
 {
-    double h = l->cfg.stored_ratio;
-    const char *hook = getenv("RTOMO_CUDA_FBP_STORED");
-    if (hook && *hook)
-        h = atof(hook);
-    if (!(h >= 0.0 && h <= 1.0))
-        return rtomo_set_error(err, RTOMO_E_INVALID,
-                               "back-projector: stored-cache share %g is "
-                               "outside [0, 1]", h);
     const bool can = l->cfg.format.precision == RTOMO_PRECISION_HALF &&
                      l->interp != RTOMO_INTERP_LINEAR;
-    *q16 = can ? (unsigned)(h * 65536.0 + 0.5) : 0u;
-    return RTOMO_OK;
+    return can ? (unsigned)(l->cfg.stored_ratio * 65536.0 + 0.5) : 0u;
 }
 
 /* Blocks per SM to ask of the register allocator: keep 4 resident while

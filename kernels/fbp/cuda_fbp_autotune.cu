@@ -355,10 +355,11 @@ static int fixed_config(const rtomo_engine_options *opt, cuda_fbp_config *cfg)
     return 1;
 }
 
-extern "C" rtomo_status cuda_fbp_autotune(cuda_fbp_impl *impl,
-                                          cuda_fbp_slot *slot, const int *rows,
-                                          int n_rows, cuda_fbp_config *cfg,
-                                          rtomo_error *err)
+/* The configuration for the plan: fixed by its options, remembered, or
+ * timed. */
+static rtomo_status choose(cuda_fbp_impl *impl, cuda_fbp_slot *slot,
+                           const int *rows, int n_rows, cuda_fbp_config *cfg,
+                           rtomo_error *err)
 {
     const rtomo_fbp *plan = impl->plan;
     if (fixed_config(&plan->opt, cfg))
@@ -396,4 +397,31 @@ extern "C" rtomo_status cuda_fbp_autotune(cuda_fbp_impl *impl,
     memory_store(&key, cfg, best);
     file_store(&key, cfg, best);
     return RTOMO_OK;
+}
+
+/* The test hook RTOMO_CUDA_FBP_STORED=<share> sets the stored-cache share
+ * of the chosen configuration (cuda_fbp_alu_block.h): tests force every
+ * ALU block one way or the other.  Read here, once per resolution, not at
+ * every launch. */
+static rtomo_status apply_stored_hook(cuda_fbp_config *cfg, rtomo_error *err)
+{
+    const char *hook = getenv("RTOMO_CUDA_FBP_STORED");
+    if (!hook || !*hook)
+        return RTOMO_OK;
+    const double h = atof(hook);
+    if (!(h >= 0.0 && h <= 1.0))
+        return rtomo_set_error(err, RTOMO_E_INVALID,
+                               "RTOMO_CUDA_FBP_STORED=%s: the stored-cache "
+                               "share is outside [0, 1]", hook);
+    cfg->stored_ratio = h;
+    return RTOMO_OK;
+}
+
+extern "C" rtomo_status cuda_fbp_autotune(cuda_fbp_impl *impl,
+                                          cuda_fbp_slot *slot, const int *rows,
+                                          int n_rows, cuda_fbp_config *cfg,
+                                          rtomo_error *err)
+{
+    rtomo_status st = choose(impl, slot, rows, n_rows, cfg, err);
+    return st == RTOMO_OK ? apply_stored_hook(cfg, err) : st;
 }
