@@ -51,6 +51,16 @@ rtomo_cone_geometry cone_test_bench_geometry(int n, int n_proj, int det_u,
     return g;
 }
 
+rtomo_cone_geometry cone_test_bench_env(const char *var, int *n, int *n_proj,
+                                        int *det_u, int *det_v)
+{
+    const char *env = getenv(var);
+    ck_assert_msg(env, "%s is not set", var);
+    ck_assert_msg(sscanf(env, "%d,%d,%d,%d", n, n_proj, det_u, det_v) == 4,
+                  "%s=%s: expected N,NP,DU,DV", var, env);
+    return cone_test_bench_geometry(*n, *n_proj, *det_u, *det_v);
+}
+
 int cone_test_spheres(rtomo_ellipsoid *e)
 {
     return rtomo_cone_sphere_phantom(24.0, 0.02, e,
@@ -221,4 +231,14 @@ void cone_test_same_solves(rtomo_iter *ref, rtomo_iter *other,
     }
     free(x1);
     free(x2);
+}
+
+float *cone_test_phantom_scan(rtomo_cone_geometry *g, float **truth)
+{
+    *g = cone_test_phantom_geometry();
+    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
+    const int n = cone_test_spheres(e);
+    if (truth)
+        *truth = cone_test_truth(g, e, n);
+    return cone_test_project(g, e, n);
 }

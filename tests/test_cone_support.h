@@ -22,11 +22,21 @@ rtomo_cone_geometry cone_test_geometry(void);
  * 40 x 37 voxels of 1.5 mm and 24 views. */
 rtomo_cone_geometry cone_test_phantom_geometry(void);
 
+/* The sphere phantom seen on cone_test_phantom_geometry (into *g): its
+ * exact projections and, when truth is not NULL, its voxel values
+ * (cone_test_project, cone_test_truth; caller frees). */
+float *cone_test_phantom_scan(rtomo_cone_geometry *g, float **truth);
+
 /* The pair benchmarks' shape (RTOMO_CONE_SF_BENCH and the streamed
  * pair's): n^3 voxels, n_proj views of det_u x det_v, sad 4 det_u, sdd 8
  * det_u, the volume 0.8 det_u across. */
 rtomo_cone_geometry cone_test_bench_geometry(int n, int n_proj, int det_u,
                                              int det_v);
+/* The same, its sizes read from environment variable `var` as
+ * "N,NP,DU,DV" (the benchmark cases, registered only when it is set) and
+ * given back through the pointers. */
+rtomo_cone_geometry cone_test_bench_env(const char *var, int *n, int *n_proj,
+                                        int *det_u, int *det_v);
 
 /* The sphere phantom of radius 24 mm, mu 0.02 / mm, into e (room for
  * RTOMO_PHANTOM_MAX_ELLIPSOIDS); returns the count. */

@@ -194,11 +194,9 @@ END_TEST
 
 START_TEST(test_stream_phantom)
 {
-    rtomo_cone_geometry g = cone_test_phantom_geometry();
-    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
-    const int n = cone_test_spheres(e);
-    float *proj = cone_test_project(&g, e, n);
-    float *truth = cone_test_truth(&g, e, n);
+    rtomo_cone_geometry g;
+    float *truth;
+    float *proj = cone_test_phantom_scan(&g, &truth);
     rtomo_iter *ref = create_ok(&g, 0, 0, NULL);
     rtomo_iter *st = create_ok(&g, 6, 0, NULL);
     double ea, eb, adj;
@@ -219,10 +217,8 @@ END_TEST
  * phantom, streamed in slabs of 5 against resident. */
 START_TEST(test_stream_solve)
 {
-    rtomo_cone_geometry g = cone_test_phantom_geometry();
-    rtomo_ellipsoid e[RTOMO_PHANTOM_MAX_ELLIPSOIDS];
-    const int n = cone_test_spheres(e);
-    float *proj = cone_test_project(&g, e, n);
+    rtomo_cone_geometry g;
+    float *proj = cone_test_phantom_scan(&g, NULL);
     const size_t nv = cone_test_roi_voxels(&g);
     rtomo_iter *ref = create_ok(&g, 0, 0, NULL);
     rtomo_iter *st = create_ok(&g, 5, 0, NULL);
@@ -385,11 +381,8 @@ END_TEST
  * blocks, so every voxel costs). */
 START_TEST(test_stream_big)
 {
-    const char *env = getenv("RTOMO_CONE_SF_STREAM_BIG");
-    ck_assert_ptr_nonnull(env);     /* registered only when set */
     int N, NP, DU, DV;
-    ck_assert_int_eq(sscanf(env, "%d,%d,%d,%d", &N, &NP, &DU, &DV), 4);
-    rtomo_cone_geometry g = cone_test_bench_geometry(N, NP, DU, DV);
+    rtomo_cone_geometry g = cone_test_bench_env("RTOMO_CONE_SF_STREAM_BIG", &N, &NP, &DU, &DV);
     const size_t nv = (size_t)N * N * N, ns = (size_t)NP * DU * DV;
     size_t resident = 0;
     rtomo_error err;
